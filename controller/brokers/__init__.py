@@ -1,0 +1,1 @@
+"""brokers layer (see DESIGN.md section 9)."""

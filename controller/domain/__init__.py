@@ -1,0 +1,1 @@
+"""domain layer (see DESIGN.md section 9)."""

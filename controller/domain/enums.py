@@ -1,0 +1,179 @@
+"""The vocabulary of outcomes and states, as data (STYLE.md rule 4).
+
+Every state enum has exactly one transition table and one function that enforces it, so a
+redelivered event or a resumed controller can never move a finished run backwards.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from controller.domain.errors import ConflictError
+
+
+class RunStatus(StrEnum):
+    PENDING = "pending"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+RUN_TRANSITIONS: dict[RunStatus, frozenset[RunStatus]] = {
+    RunStatus.PENDING: frozenset({RunStatus.RUNNING, RunStatus.FAILED, RunStatus.CANCELLED}),
+    # RUNNING -> RUNNING is a resume after a crash.
+    RunStatus.RUNNING: frozenset(
+        {RunStatus.RUNNING, RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED}
+    ),
+    RunStatus.COMPLETED: frozenset(),
+    RunStatus.FAILED: frozenset(),
+    # A cancelled run may be resumed by the user on purpose.
+    RunStatus.CANCELLED: frozenset({RunStatus.RUNNING}),
+}
+
+
+def check_run_transition(current: RunStatus, new: RunStatus) -> None:
+    """Raise ConflictError unless ``current -> new`` is in RUN_TRANSITIONS."""
+    if new not in RUN_TRANSITIONS[current]:
+        raise ConflictError(f"run cannot move from {current} to {new}")
+
+
+class TurnPhase(StrEnum):
+    """Where a turn is; only DECIDED is final. Recovery re-runs anything not DECIDED."""
+
+    STARTED = "started"
+    DECIDED = "decided"
+
+
+TURN_TRANSITIONS: dict[TurnPhase, frozenset[TurnPhase]] = {
+    TurnPhase.STARTED: frozenset({TurnPhase.DECIDED}),
+    TurnPhase.DECIDED: frozenset(),
+}
+
+
+def check_turn_transition(current: TurnPhase, new: TurnPhase) -> None:
+    """Raise ConflictError unless ``current -> new`` is in TURN_TRANSITIONS."""
+    if new not in TURN_TRANSITIONS[current]:
+        raise ConflictError(f"turn cannot move from {current} to {new}")
+
+
+class Outcome(StrEnum):
+    ACCEPTED = "accepted"
+    REJECTED = "rejected"
+    FAILED = "failed"
+    NO_CHANGE = "no_change"
+
+
+class Reason(StrEnum):
+    IMPROVED = "improved"
+    NOT_IMPROVED = "not_improved"
+    NOT_SIGNIFICANT = "not_significant"
+    GUARD_REGRESSED = "guard_regressed"
+    VALIDATION_FAILED = "validation_failed"
+    POLICY_VIOLATION = "policy_violation"
+    EVALUATOR_MUTATED = "evaluator_mutated"
+    METRIC_INVALID = "metric_invalid"
+    AGENT_FAILED = "agent_failed"
+    TIMEOUT = "timeout"
+    CANCELLED = "cancelled"
+    NO_DIFF = "no_diff"
+
+
+OUTCOME_OF_REASON: dict[Reason, Outcome] = {
+    Reason.IMPROVED: Outcome.ACCEPTED,
+    Reason.NOT_IMPROVED: Outcome.REJECTED,
+    Reason.NOT_SIGNIFICANT: Outcome.REJECTED,
+    Reason.GUARD_REGRESSED: Outcome.REJECTED,
+    Reason.VALIDATION_FAILED: Outcome.REJECTED,
+    Reason.POLICY_VIOLATION: Outcome.REJECTED,
+    Reason.EVALUATOR_MUTATED: Outcome.REJECTED,
+    Reason.METRIC_INVALID: Outcome.FAILED,
+    Reason.AGENT_FAILED: Outcome.FAILED,
+    Reason.TIMEOUT: Outcome.FAILED,
+    Reason.CANCELLED: Outcome.FAILED,
+    Reason.NO_DIFF: Outcome.NO_CHANGE,
+}
+
+# Turns that produced no valid measurement; they count towards max_consecutive_failures.
+FAILURE_REASONS: frozenset[Reason] = frozenset(
+    {
+        Reason.METRIC_INVALID,
+        Reason.AGENT_FAILED,
+        Reason.TIMEOUT,
+        Reason.CANCELLED,
+        Reason.VALIDATION_FAILED,
+        Reason.POLICY_VIOLATION,
+        Reason.EVALUATOR_MUTATED,
+    }
+)
+
+
+class StopReason(StrEnum):
+    MAX_TURNS = "max_turns"
+    WALL_CLOCK = "wall_clock"
+    COST = "cost"
+    TOKENS = "tokens"
+    DISK = "disk"
+    EXHAUSTED = "exhausted"
+    TARGET_REACHED = "target_reached"
+    FEEDBACK_CLOSED = "feedback_closed"
+    MAX_ROUNDS = "max_rounds"
+    CONSECUTIVE_FAILURES = "consecutive_failures"
+    BASELINE_FAILED = "baseline_failed"
+    CANCELLED = "cancelled"
+    ERROR = "error"
+
+
+# Stops after which the run is "completed" (exit 0); the others are failures (exit 1),
+# except CANCELLED (exit 130).
+NORMAL_STOPS: frozenset[StopReason] = frozenset(
+    {
+        StopReason.MAX_TURNS,
+        StopReason.WALL_CLOCK,
+        StopReason.COST,
+        StopReason.TOKENS,
+        StopReason.DISK,
+        StopReason.EXHAUSTED,
+        StopReason.TARGET_REACHED,
+        StopReason.FEEDBACK_CLOSED,
+        StopReason.MAX_ROUNDS,
+    }
+)
+
+
+def status_for_stop(reason: StopReason) -> RunStatus:
+    """The final run status a stop reason implies."""
+    if reason in NORMAL_STOPS:
+        return RunStatus.COMPLETED
+    if reason is StopReason.CANCELLED:
+        return RunStatus.CANCELLED
+    return RunStatus.FAILED
+
+
+class Direction(StrEnum):
+    MINIMIZE = "minimize"
+    MAXIMIZE = "maximize"
+
+
+class EventKind(StrEnum):
+    BASELINE = "baseline"
+    TURN_STARTED = "turn_started"
+    ACCEPTED = "accepted"
+    REJECTED = "rejected"
+    FAILED = "failed"
+    NO_CHANGE = "no_change"
+    PUBLISHED = "published"
+    FEEDBACK_RECEIVED = "feedback_received"
+    ROUND_STARTED = "round_started"
+    ROUND_FINISHED = "round_finished"
+    RESUMED = "resumed"
+    COMPLETED = "completed"
+
+
+class SampleArm(StrEnum):
+    """Which side of an interleaved measurement a sample belongs to."""
+
+    CHAMPION = "champion"
+    CANDIDATE = "candidate"
+    BASE = "base"
+    BASELINE = "baseline"

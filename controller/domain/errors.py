@@ -1,0 +1,54 @@
+"""One root error, split by what the caller should do about it (STYLE.md rule 6).
+
+The CLI maps these to exit codes and the API to HTTP statuses, each in exactly one place;
+nothing below those edges knows about either.
+"""
+
+from __future__ import annotations
+
+
+class CrucibleError(Exception):
+    """Root of every error crucible raises on purpose."""
+
+
+class PermanentError(CrucibleError):
+    """Retrying will not help: the input or the state must change first."""
+
+
+class RetryLaterError(CrucibleError):
+    """A transient condition (a busy database, a rate limit); the same call may succeed later."""
+
+
+class SpecError(PermanentError):
+    """A run spec is malformed. ``key`` is the dotted path of the offending field."""
+
+    def __init__(self, key: str, message: str) -> None:
+        self.key = key
+        self.message = message
+        super().__init__(f"{key}: {message}" if key else message)
+
+
+class NotFoundError(PermanentError):
+    """The named run, turn or object does not exist."""
+
+
+class ConflictError(PermanentError):
+    """The request contradicts the stored state (a duplicate, an illegal state transition)."""
+
+
+class RefusedError(PermanentError):
+    """crucible declines to act because acting could lose the user's work (accept, resume)."""
+
+
+class SchemaOutdatedError(PermanentError):
+    """The database schema is older than this code; run ``crucible db upgrade``."""
+
+
+class GitError(CrucibleError):
+    """A git command failed; carries the command and its stderr so the message is readable."""
+
+    def __init__(self, args: list[str], returncode: int, stderr: str) -> None:
+        self.args_ = args
+        self.returncode = returncode
+        self.stderr = stderr
+        super().__init__(f"git {' '.join(args)} exited {returncode}: {stderr.strip()}")

@@ -1,0 +1,1 @@
+"""forge layer (see DESIGN.md section 9)."""

@@ -1,0 +1,28 @@
+"""The store layer (DESIGN.md sections 6 and 9): the only code that talks to the database.
+
+Everything above it sees ``Store`` and the frozen records below, never SQLAlchemy or Alembic.
+"""
+
+from controller.store.records import (
+    ChampionUpdate,
+    ComponentRecord,
+    EventRecord,
+    NewRun,
+    RunRecord,
+    SampleRecord,
+    TurnDecision,
+    TurnRecord,
+)
+from controller.store.store import Store
+
+__all__ = [
+    "ChampionUpdate",
+    "ComponentRecord",
+    "EventRecord",
+    "NewRun",
+    "RunRecord",
+    "SampleRecord",
+    "Store",
+    "TurnDecision",
+    "TurnRecord",
+]

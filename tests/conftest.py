@@ -1,0 +1,92 @@
+"""Shared fixtures: real git repositories in temp dirs and real databases (SQLite and PostgreSQL).
+
+Every test gets its own CRUCIBLE_HOME and HOME under tmp_path, and inherited GIT_* variables are
+stripped, so nothing a test does can touch the developer's real state.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+PG_ADMIN_URL = os.environ.get("CRUCIBLE_TEST_PG_ADMIN", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
+
+
+@pytest.fixture(autouse=True)
+def _isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in list(os.environ):
+        if name.startswith("GIT_") or name.startswith("CRUCIBLE_"):
+            monkeypatch.delenv(name, raising=False)
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("CRUCIBLE_HOME", str(tmp_path / "crucible-home"))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+
+
+def git(cwd: Path, *args: str) -> str:
+    """Run git in ``cwd`` and return stdout; raise with stderr on failure."""
+    proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise AssertionError(f"git {' '.join(args)} failed: {proc.stderr}")
+    return proc.stdout.strip()
+
+
+def make_repo(path: Path, files: dict[str, str], *, branch: str = "main") -> Path:
+    """Create a git repository at ``path`` with one commit holding ``files``."""
+    path.mkdir(parents=True, exist_ok=True)
+    git(path, "init", "-q", "-b", branch)
+    git(path, "config", "user.email", "dev@example.com")
+    git(path, "config", "user.name", "Dev")
+    for rel, text in files.items():
+        target = path / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+    git(path, "add", "-A")
+    git(path, "commit", "-q", "-m", "initial")
+    return path
+
+
+@pytest.fixture
+def repo_factory(tmp_path: Path) -> Callable[..., Path]:
+    """``repo_factory(files, name="repo")`` -> path of a fresh committed repository."""
+
+    def factory(files: dict[str, str], name: str = "repo", branch: str = "main") -> Path:
+        return make_repo(tmp_path / name, files, branch=branch)
+
+    return factory
+
+
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    """A fresh PostgreSQL database for this test, dropped afterwards.
+
+    Fails (does not skip) when the server is down: CI starts it, and a silently skipped
+    backend would hide exactly the bugs these tests exist for.
+    """
+    import sqlalchemy as sa
+
+    name = f"crucible_test_{uuid.uuid4().hex[:12]}"
+    admin = sa.create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield PG_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
+    finally:
+        with admin.connect() as conn:
+            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """Parametrises a test over both supported databases."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'crucible.db'}"
+    else:
+        yield request.getfixturevalue("postgres_url")
