@@ -1,0 +1,482 @@
+"""The run spec, ``crucible.toml`` (DESIGN.md §3), as frozen, validated pydantic models.
+
+A spec is read once, at the edge (CLI, API), and everything downstream gets typed values: seconds instead
+of ``"20m"``, bytes instead of ``"20GB"``, a Tolerance instead of ``"5%"``. Nothing starts on a bad spec, so
+every problem becomes one ``SpecError`` whose key is the dotted TOML path of the first offending value
+(``metric.samples``, ``component[1].name``) and whose message a person can act on.
+
+Python attribute names differ from TOML keys only where TOML arrays of tables read better in the singular:
+``[[component]]`` is ``Spec.components``, ``[[agent.knob]]`` is ``AgentSpec.knobs`` and ``[[metric.guard]]``
+is ``MetricSpec.guards``. TOML must use the singular; Python code may construct models with either.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import re
+import tomllib
+from collections.abc import Mapping
+from decimal import Decimal
+from pathlib import Path
+from typing import Annotated, Any, Literal, get_args
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
+
+from controller.config.units import Tolerance, duration_value, size_value, tolerance_value, toml_repr
+from controller.domain.enums import Direction
+from controller.domain.errors import NotFoundError, SpecError
+
+FINGERPRINT_VERSION = 1
+MAX_KNOB_CANDIDATES = 10_000  # a range that expands to more is almost certainly a typo in its step
+KNOB_FILE_SUFFIXES = (".toml", ".yaml", ".yml", ".json")
+
+
+class _KeyedError(ValueError):
+    """A cross-field error raised by a model validator, for a key below that model (``("knob", 0, "key")``).
+
+    Pydantic places model-level errors at the model itself; the error converter appends ``path`` so the
+    user still sees the exact key.
+    """
+
+    def __init__(self, path: tuple[str | int, ...], message: str) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+# ---------------------------------------------------------------------------------------------- field types
+
+
+def _not_blank(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must not be empty")
+    return value
+
+
+def _escape_problem(path: str) -> str | None:
+    """Why ``path`` (a repo-relative path or gitignore-style glob) could reach outside the repo, if it can."""
+    if path.startswith("/"):
+        return f"must be relative to the repository root, got {json.dumps(path)}"
+    if ".." in path.split("/"):
+        return f"must not contain a '..' segment, got {json.dumps(path)}"
+    return None
+
+
+def _inside_repo(pattern: str) -> str:
+    problem = _escape_problem(pattern.removeprefix("!"))
+    if problem:
+        raise ValueError(problem)
+    return pattern
+
+
+def _knob_file(path: str) -> str:
+    if not path.endswith(KNOB_FILE_SUFFIXES):
+        raise ValueError(f"must be a {', '.join(KNOB_FILE_SUFFIXES)} file, got {json.dumps(path)}")
+    return _inside_repo(path)
+
+
+def _pattern(regex: str, what: str) -> AfterValidator:
+    compiled = re.compile(regex)
+
+    def check(value: str) -> str:
+        if not compiled.fullmatch(value):
+            raise ValueError(f"must be {what}, got {json.dumps(value)}")
+        return value
+
+    return AfterValidator(check)
+
+
+def _knob_scalar(value: object) -> object:
+    if not isinstance(value, int | float | str | bool):
+        raise ValueError(f"expected a number, string or boolean, got {toml_repr(value)}")
+    return value
+
+
+def _range_triple(value: object) -> object:
+    if value is None:
+        return None
+    items = list(value) if isinstance(value, list | tuple) else []
+    if len(items) != 3 or not all(isinstance(v, int | float) and not isinstance(v, bool) for v in items):
+        raise ValueError(f"expected [min, max, step] (three numbers), got {toml_repr(value)}")
+    return tuple(items)
+
+
+NonBlank = Annotated[str, AfterValidator(_not_blank)]
+RepoGlob = Annotated[str, Field(min_length=1), AfterValidator(_inside_repo)]
+Duration = Annotated[float, BeforeValidator(duration_value), Field(gt=0)]
+Size = Annotated[int, BeforeValidator(size_value), Field(gt=0)]
+Tol = Annotated[Tolerance, BeforeValidator(tolerance_value)]
+MetricName = Annotated[str, _pattern(r"[^\s=]+", "a name without spaces or '='")]
+ForgeRepo = Annotated[str, _pattern(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+", 'of the form "owner/name"')]
+ComponentName = Annotated[str, _pattern(r"[A-Za-z0-9][A-Za-z0-9._-]*", "letters, digits, '.', '_', '-'")]
+KnobValue = Annotated[int | float | str | bool, BeforeValidator(_knob_scalar)]
+Number = int | float
+
+
+class _Model(BaseModel):
+    """Frozen, strict (``"5"`` is not an integer), finite, and no unknown keys anywhere."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        frozen=True,
+        strict=True,
+        allow_inf_nan=False,
+        validate_by_alias=True,
+        validate_by_name=True,
+    )
+
+
+# -------------------------------------------------------------------------------------------------- models
+
+
+class KnobSpec(_Model):
+    """One scalar in a TOML/YAML/JSON file that ``builtin = "knobs"`` may set, and the values it may take."""
+
+    file: Annotated[str, Field(min_length=1), AfterValidator(_knob_file)]
+    key: Annotated[str, _pattern(r"[^.\s]+(\.[^.\s]+)*", 'a dotted key like "cache.size_mb"')]
+    values: Annotated[list[KnobValue] | None, Field(min_length=1)] = None
+    range: Annotated[tuple[Number, Number, Number] | None, BeforeValidator(_range_triple)] = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> KnobSpec:
+        if self.values is None and self.range is None:
+            raise _KeyedError(("values",), "set values or range = [min, max, step]")
+        if self.values is not None and self.range is not None:
+            raise _KeyedError(("range",), "set values or range, not both")
+        if self.range is not None:
+            low, high, step = self.range
+            if step <= 0:
+                raise _KeyedError(("range",), f"step must be > 0, got {step}")
+            if low > high:
+                raise _KeyedError(("range",), f"min must be <= max, got {low} > {high}")
+            if (high - low) / step >= MAX_KNOB_CANDIDATES:
+                raise _KeyedError(("range",), f"expands to more than {MAX_KNOB_CANDIDATES} values")
+        return self
+
+    def candidates(self) -> list[int | float | str | bool]:
+        """The values, in order; a range counts from min by step up to max inclusive."""
+        if self.values is not None:
+            return list(self.values)
+        assert self.range is not None  # guaranteed by _one_source
+        low, high, step = (Decimal(str(v)) for v in self.range)
+        count = int((high - low) / step) + 1
+        if all(isinstance(v, int) for v in self.range):
+            return [int(low + i * step) for i in range(count)]
+        return [float(low + i * step) for i in range(count)]
+
+
+class AgentSpec(_Model):
+    """What proposes changes: an external program (``command``) or the built-in knob walker."""
+
+    command: NonBlank | None = None
+    builtin: Literal["knobs"] | None = None
+    timeout: Duration = 1200.0
+    env_allow: list[NonBlank] = Field(default_factory=list)
+    seed: int = 0
+    knobs: list[KnobSpec] = Field(default_factory=list, alias="knob")
+
+    @model_validator(mode="after")
+    def _one_proposer(self) -> AgentSpec:
+        if self.command is None and self.builtin is None:
+            raise _KeyedError(("command",), "set agent.command or agent.builtin")
+        if self.command is not None and self.builtin is not None:
+            raise _KeyedError(("builtin",), "set agent.command or agent.builtin, not both")
+        if self.builtin == "knobs" and not self.knobs:
+            raise _KeyedError(("knob",), 'builtin = "knobs" needs at least one [[agent.knob]]')
+        if self.builtin is None and self.knobs:
+            raise _KeyedError(("knob",), 'knobs are used only with builtin = "knobs"')
+        seen: set[tuple[str, str]] = set()
+        for index, knob in enumerate(self.knobs):
+            if (knob.file, knob.key) in seen:
+                raise _KeyedError(("knob", index, "key"), f"duplicate knob {knob.file}:{knob.key}")
+            seen.add((knob.file, knob.key))
+        return self
+
+
+class SandboxSpec(_Model):
+    """Where agent, validation and metric commands run (DESIGN.md §4)."""
+
+    mode: Literal["auto", "bwrap", "none"] = "auto"
+    network: bool = True
+
+
+class GuardSpec(_Model):
+    """A secondary metric that may not regress by more than ``tolerance``."""
+
+    name: MetricName
+    direction: Annotated[Direction, Field(strict=False)]
+    tolerance: Tol = Tolerance(0.0, relative=False)
+
+
+class MetricSpec(_Model):
+    """The benchmark and the keep rule's thresholds (DESIGN.md §5)."""
+
+    command: NonBlank
+    name: MetricName
+    direction: Annotated[Direction, Field(strict=False)] = Direction.MINIMIZE
+    samples: int = Field(default=5, ge=1)
+    warmups: int = Field(default=1, ge=0)
+    min_improvement: float = Field(default=0.0, ge=0)
+    confidence: float = Field(default=0.95, ge=0, lt=1)
+    interleave: bool = True
+    timeout: Duration = 600.0
+    guards: list[GuardSpec] = Field(default_factory=list, alias="guard")
+
+    @model_validator(mode="after")
+    def _distinct_names(self) -> MetricSpec:
+        seen = {self.name}
+        for index, guard in enumerate(self.guards):
+            if guard.name in seen:
+                what = "the metric's own name" if guard.name == self.name else "a duplicate guard name"
+                raise _KeyedError(("guard", index, "name"), f"{guard.name!r} is {what}")
+            seen.add(guard.name)
+        return self
+
+
+class ValidationSpec(_Model):
+    """A command that must pass before a candidate is measured."""
+
+    command: NonBlank
+    retries: int = Field(default=1, ge=0)
+    timeout: Duration = 900.0
+
+
+class BudgetSpec(_Model):
+    """Limits that stop a run; ``None`` means unlimited."""
+
+    wall_clock: Duration | None = None
+    cost_usd: Annotated[float, Field(gt=0)] | None = None
+    tokens: Annotated[int, Field(gt=0)] | None = None
+    disk: Size | None = None
+    max_consecutive_failures: int = Field(default=5, ge=1)
+    target: float | None = None
+
+
+class ComponentSpec(_Model):
+    """One git repository taking part in the run, and the surface the agent may change in it."""
+
+    name: ComponentName
+    repo: NonBlank
+    base: NonBlank = "HEAD"
+    mutable: list[RepoGlob] = Field(default_factory=lambda: ["**"], min_length=1)
+    protected: list[RepoGlob] = Field(default_factory=list)
+    upstream: ForgeRepo | None = None
+    fork: ForgeRepo | None = None
+
+    @model_validator(mode="after")
+    def _fork_needs_upstream(self) -> ComponentSpec:
+        if self.fork is not None and self.upstream is None:
+            raise _KeyedError(("fork",), "a fork needs an upstream to open PRs against")
+        return self
+
+    def is_local(self) -> bool:
+        """False for git URLs (``https://…``, ``file://…``, ``git@host:path``), told apart as git does."""
+        if re.match(r"[A-Za-z][A-Za-z0-9+.-]*://", self.repo):
+            return False
+        head, colon, _ = self.repo.partition(":")
+        return not (colon and "/" not in head)
+
+    def repo_path(self, spec_dir: Path) -> Path:
+        """The absolute local repository path; relative paths resolve against the spec's directory."""
+        if not self.is_local():
+            raise ValueError(f"component {self.name!r} has a remote repo: {self.repo}")
+        return (spec_dir / Path(self.repo).expanduser()).resolve()
+
+
+class PublishSpec(_Model):
+    """Where PRs are opened: GitHub, GitHub Enterprise or a local forge, by API URL."""
+
+    forge: Annotated[str, _pattern(r"https?://\S+", "an http:// or https:// URL")]
+
+
+class WorkspaceSpec(_Model):
+    """Ignored caches that survive a restored turn."""
+
+    keep_ignored: list[RepoGlob] = Field(default_factory=lambda: [".venv", "target", "node_modules"])
+
+
+class FeedbackSpec(_Model):
+    """How review feedback on published PRs turns into refinement rounds (DESIGN.md §7)."""
+
+    poll_interval: Duration = 30.0
+    turns: int = Field(default=3, ge=1)
+    hold: Tol = Tolerance(0.01, relative=True)
+    quiet_window: Annotated[float, BeforeValidator(duration_value), Field(ge=0)] = 90.0
+    max_rounds: int = Field(default=5, ge=1)
+    trusted_bots: list[NonBlank] = Field(default_factory=list)
+    on_foreign_push: Literal["adopt", "pause"] = "adopt"
+
+
+class Spec(_Model):
+    """A whole run spec. ``spec_dir`` is not read from TOML: the loader sets it to the file's directory."""
+
+    objective: NonBlank
+    turns: int = Field(default=10, ge=0)
+    agent: AgentSpec
+    sandbox: SandboxSpec = Field(default_factory=SandboxSpec)
+    metric: MetricSpec
+    validation: ValidationSpec | None = None
+    budget: BudgetSpec = Field(default_factory=BudgetSpec)
+    components: list[ComponentSpec] = Field(alias="component", min_length=1)
+    publish: PublishSpec | None = None
+    workspace: WorkspaceSpec = Field(default_factory=WorkspaceSpec)
+    feedback: FeedbackSpec | None = None
+    spec_dir: Path
+
+    @model_validator(mode="after")
+    def _components_resolve(self) -> Spec:
+        seen: set[str] = set()  # casefolded: worktree directories are named after components
+        for index, component in enumerate(self.components):
+            if component.name.casefold() in seen:
+                message = f"duplicate component name {component.name!r}"
+                raise _KeyedError(("component", index, "name"), message)
+            seen.add(component.name.casefold())
+        for index, component in enumerate(self.components):
+            path = component.repo_path(self.spec_dir) if component.is_local() else None
+            if path is not None and not path.is_dir():
+                raise _KeyedError(("component", index, "repo"), f"no such directory: {path}")
+        return self
+
+    def component(self, name: str) -> ComponentSpec:
+        """The component called ``name``; NotFoundError if there is none."""
+        for component in self.components:
+            if component.name == name:
+                return component
+        raise NotFoundError(f"no component named {name!r}")
+
+    def fingerprint(self) -> str:
+        """sha256 over what decides outcomes; ``resume`` refuses a run whose spec fingerprint changed.
+
+        Left out on purpose: the objective (steer text), turns, budgets, publishing, workspace caches and
+        feedback settings, which change how long or where a run goes, not what counts as better.
+        """
+        decided: dict[str, Any] = {
+            "version": FINGERPRINT_VERSION,
+            "agent": self.agent.model_dump(mode="json", include={"command", "builtin", "seed", "knobs"}),
+            "sandbox": self.sandbox.model_dump(mode="json"),
+            "metric": self.metric.model_dump(mode="json"),
+            "validation": self.validation.model_dump(mode="json") if self.validation else None,
+            "components": [
+                c.model_dump(mode="json", include={"name", "repo", "base", "mutable", "protected"})
+                for c in self.components
+            ],
+        }
+        canonical = json.dumps(decided, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+# ------------------------------------------------------------------------------------------------- loading
+
+
+def parse_spec(text: str, spec_dir: Path) -> Spec:
+    """Parse and validate spec text; relative local repo paths resolve against ``spec_dir``."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError("", _toml_message(exc)) from None
+    if "spec_dir" in data:
+        raise SpecError("spec_dir", "unknown key")
+    try:
+        return Spec.model_validate({**data, "spec_dir": spec_dir.resolve()}, by_alias=True, by_name=False)
+    except ValidationError as exc:
+        raise _spec_error(exc) from None
+
+
+def load_spec(path: Path) -> Spec:
+    """Read and validate a spec file; its directory anchors relative repo paths."""
+    if not path.is_file():
+        raise SpecError("", f"no such spec file: {path}")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise SpecError("", f"{path} is not UTF-8 text: {exc.reason}") from None
+    return parse_spec(text, path.resolve().parent)
+
+
+def _toml_message(exc: tomllib.TOMLDecodeError) -> str:
+    """``Invalid value (at line 3, column 9)`` -> ``line 3, column 9: invalid value (not valid TOML)``."""
+    match = re.fullmatch(r"(.*) \(at line (\d+), column (\d+)\)", str(exc))
+    if match is None:
+        return f"not valid TOML: {exc}"
+    reason, line, column = match.groups()
+    return f"line {line}, column {column}: {reason[:1].lower()}{reason[1:]} (not valid TOML)"
+
+
+# ------------------------------------------------------------------------------------------- error messages
+
+_TYPE_NAMES = {"int": "an integer", "float": "a number", "bool": "true or false", "string": "a string"}
+_TYPE_NAMES |= {"list": "an array", "model": "a table", "dict": "a table"}
+_BOUNDS = {"greater_than_equal": ">=", "greater_than": ">", "less_than": "<", "less_than_equal": "<="}
+
+
+def _spec_error(exc: ValidationError) -> SpecError:
+    """One SpecError for the first problem (TOML key, human message); the others follow in the message."""
+    problems = [(_key(error), _message(error)) for error in exc.errors(include_url=False)]
+    key, message = problems[0]
+    others = [f"{k}: {m}" if k else m for k, m in problems[1:6]]
+    if others:
+        message += f" (also: {'; '.join(others)}{'; …' if len(problems) > 6 else ''})"
+    return SpecError(key, message)
+
+
+def _key(error: Mapping[str, Any]) -> str:
+    cause = error.get("ctx", {}).get("error")
+    loc = (*error["loc"], *(cause.path if isinstance(cause, _KeyedError) else ()))
+    key = ""
+    for part in loc:
+        key += f"[{part}]" if isinstance(part, int) else f".{part}" if key else str(part)
+    return key
+
+
+def _message(error: Mapping[str, Any]) -> str:
+    kind, ctx, got = error["type"], error.get("ctx", {}), toml_repr(error.get("input"))
+    if kind == "missing":
+        return "is required"
+    if kind == "extra_forbidden":
+        return "unknown key" + _suggestion(error["loc"])
+    if kind in ("value_error", "assertion_error") and "error" in ctx:
+        return str(ctx["error"])
+    if kind in _BOUNDS:  # ctx holds the one bound: {"ge": 1}
+        return f"must be {_BOUNDS[kind]} {next(iter(ctx.values()))}"
+    if kind in ("too_short", "string_too_short") and ctx.get("min_length") == 1:
+        return "must not be empty"
+    if kind in ("literal_error", "enum"):
+        return f"must be {str(ctx['expected']).replace(chr(39), chr(34))}, got {got}"
+    if kind == "finite_number":
+        return "must be a finite number"
+    for prefix, name in _TYPE_NAMES.items():
+        if kind.startswith(prefix + "_"):
+            return f"expected {name}, got {got}"
+    return str(error["msg"])
+
+
+def _suggestion(loc: tuple[str | int, ...]) -> str:
+    """`` (did you mean 'samples'?)`` for a misspelt key, from the keys the enclosing table accepts."""
+    model: type[BaseModel] | None = Spec
+    for part in loc[:-1]:
+        if isinstance(part, str) and model is not None:
+            model = _table_model(model, part)
+    if model is None:
+        return ""
+    keys = [field.alias or name for name, field in model.model_fields.items() if name != "spec_dir"]
+    close = difflib.get_close_matches(str(loc[-1]), keys, n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _table_model(model: type[BaseModel], key: str) -> type[BaseModel] | None:
+    """The model behind table ``key`` of ``model``, through ``list[...]`` and ``... | None``."""
+    for name, field in model.model_fields.items():
+        if key in (name, field.alias):
+            for candidate in (field.annotation, *get_args(field.annotation)):
+                if isinstance(candidate, type) and issubclass(candidate, BaseModel):
+                    return candidate
+    return None

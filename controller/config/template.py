@@ -1,0 +1,138 @@
+"""The commented ``crucible.toml`` that ``crucible init`` writes for the repository it stands in.
+
+The template is a spec ``parse_spec`` accepts as it stands, so a user can run ``crucible loop --dry-run``
+straight away and then edit. Optional sections are written commented out with their defaults: lines that
+start with ``#`` directly followed by TOML (``#[validation]``) are settings to enable by deleting the ``#``;
+lines that start with ``# `` are prose. A test enables every such line at once and parses the result, so the
+template cannot drift from the spec it documents.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+from pathlib import Path
+
+_TEMPLATE = """\
+# crucible.toml: what to improve, how to measure it, and what the agent may change.
+# Check it with: crucible loop --dry-run
+objective = "Describe what to improve, e.g. cut the p50 latency of the request router"
+turns = 10                       # turns in round 0 (crucible loop --turns N overrides)
+
+[agent]
+# Any program, run in the workspace; it reads its brief from $CRUCIBLE_CANDIDATE.
+command = "my-agent --prompt-file \\"$CRUCIBLE_CANDIDATE\\""
+timeout = "20m"
+env_allow = []                   # secret-looking variables the agent may see, e.g. ["OPENAI_API_KEY"]
+# Instead of command, builtin = "knobs" walks declared knobs deterministically from a seed:
+# builtin = "knobs"
+# seed = 7
+# [[agent.knob]]
+# file = "config/cache.toml"     # TOML, YAML or JSON file inside a mutable path
+# key = "cache.size_mb"          # dotted path of a scalar
+# values = [64, 128, 256, 512]   # or: range = [min, max, step]
+
+[sandbox]                        # where agent, validation and metric commands run
+mode = "auto"                    # auto (bubblewrap when installed) | bwrap | none
+network = true                   # false: commands get no network
+
+[metric]
+command = "python bench.py"      # must print METRIC <name>=<number> lines
+name = "score"
+direction = "minimize"           # minimize | maximize
+samples = 5                      # measured runs per side; warmups are extra and discarded
+warmups = 1
+min_improvement = 0.0            # absolute; the improvement must be strictly greater
+confidence = 0.95                # significance required to keep; 0 disables the test
+interleave = true                # re-measure the champion beside each candidate
+timeout = "10m"
+
+# Secondary metrics that may not regress:
+#[[metric.guard]]
+#name = "rss_mb"
+#direction = "minimize"
+#tolerance = "5%"                # "N%" relative or a plain absolute number
+
+# A command that must pass before a candidate is measured:
+#[validation]
+#command = "pytest -q"
+#retries = 1
+#timeout = "15m"
+
+[budget]                         # a run stops at the first limit it reaches
+#wall_clock = "4h"
+#cost_usd = 50                   # summed from the agent's COST lines
+#tokens = 2_000_000
+#disk = "20GB"                   # worktrees, logs and artifacts of this run
+max_consecutive_failures = 5
+#target = 80.0                   # stop when the champion reaches it
+
+[[component]]
+name = {name}
+repo = "."                       # local path or git URL
+# base: the ref resolved to the base sha at run start
+base = {base}
+mutable = ["**"]                 # the agent may change only these (gitignore-style globs)
+protected = []                   # never, even if mutable matches; the evaluator is protected implicitly
+# upstream: the forge repository PRs target (needed for --publish-prs);
+# fork (optional): push branches there and open PRs from it
+#upstream = "owner/{bare}"
+#fork = "bot/{bare}"
+
+# Needed for --publish-prs:
+#[publish]
+#forge = "https://api.github.com"
+
+[workspace]
+keep_ignored = [".venv", "target", "node_modules"]   # ignored caches kept across turns
+
+# Needed for --watch-feedback:
+#[feedback]
+#poll_interval = "30s"
+#turns = 3                       # turns per refinement round
+#hold = "1%"                     # a refinement may not be worse than the PR's score by more than this
+#quiet_window = "90s"            # lone comments are batched until this much quiet
+#max_rounds = 5
+#trusted_bots = []               # bot logins allowed to steer, besides writers of the repo
+#on_foreign_push = "adopt"       # adopt | pause
+"""
+
+
+def component_name(directory: Path) -> str:
+    """A valid component name from a directory name: accents dropped, other characters become ``-``."""
+    ascii_name = unicodedata.normalize("NFKD", directory.name).encode("ascii", "ignore").decode()
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", ascii_name)
+    name = re.sub(r"^[^A-Za-z0-9]+", "", name)
+    return name or "repo"
+
+
+def current_branch(repo: Path) -> str | None:
+    """The branch ``repo`` has checked out, read from its HEAD file without running git; None if detached."""
+    git = repo / ".git"
+    try:
+        if git.is_file():  # a linked worktree or submodule: ".git" says where the real git dir is
+            pointer = git.read_text(encoding="utf-8").strip()
+            if not pointer.startswith("gitdir:"):
+                return None
+            git = (repo / pointer.removeprefix("gitdir:").strip()).resolve()
+        head = (git / "HEAD").read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return head.removeprefix("ref: refs/heads/") if head.startswith("ref: refs/heads/") else None
+
+
+def render_template(repo: Path) -> str:
+    """A commented ``crucible.toml`` for ``repo``, valid as written (with placeholder commands)."""
+    resolved = repo.resolve()
+    name = component_name(resolved)
+    return _TEMPLATE.format(
+        name=_toml_string(name),
+        base=_toml_string(current_branch(resolved) or "HEAD"),
+        bare=name,
+    )
+
+
+def _toml_string(text: str) -> str:
+    """A TOML basic string; JSON's escapes are a subset of TOML's."""
+    return json.dumps(text, ensure_ascii=False)
