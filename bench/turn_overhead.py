@@ -1,0 +1,170 @@
+"""Controller overhead per turn, as a ratio against the floor measured in the same run.
+
+Overhead = a turn's wall time minus the time spent inside the agent, validation and metric commands.
+Floor    = the git work a turn cannot avoid, done directly on the same checkout: the status scan the
+           policy check needs, restore with ``reset --hard`` + ``clean``, a commit and a diff.
+
+It prints the ratio for a small repository and for a generated one of 100,000 files (generated once
+with ``git fast-import`` into the cache directory and reused), and the overhead of early vs late turns
+of a long run on the small repository (it must not grow with the number of turns recorded).
+
+    python bench/turn_overhead.py [--files 100000] [--turns 10] [--long-turns 500] [--cache DIR]
+
+Target (issue 2): ratio <= 1.5 on both repositories; late/early <= ~1.2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from controller.config.settings import Settings
+from controller.config.spec import load_spec
+from controller.services.runs import create_run, open_context
+from controller.services.turn import run_turn
+from controller.store.store import Store
+
+SPEC = """
+objective = "benchmark the controller's own overhead"
+turns = {turns}
+[agent]
+command = "echo $((CRUCIBLE_TURN % 2 * CRUCIBLE_TURN)) > src/f0.txt"
+[sandbox]
+mode = "none"
+[metric]
+command = "echo METRIC m=$(cat src/f0.txt)"
+name = "m"
+direction = "maximize"
+samples = 1
+warmups = 0
+confidence = 0
+[budget]
+max_consecutive_failures = 1000000
+[[component]]
+name = "bench"
+repo = "{repo}"
+base = "main"
+mutable = ["src/**"]
+"""
+
+
+def git(cwd: Path, *args: str, stdin: bytes | None = None) -> str:
+    out = subprocess.run(["git", *args], cwd=cwd, input=stdin, capture_output=True, check=True)
+    return out.stdout.decode()
+
+
+def make_repo(path: Path, files: int) -> Path:
+    """A repository with ``files`` small files under src/, built with fast-import (no working tree)."""
+    if (path / "done").exists():
+        return path
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(parents=True)
+    git(path, "init", "-q", "-b", "main")
+    chunks = [b"commit refs/heads/main\n", b"committer bench <b@b> 1700000000 +0000\n", b"data 5\ninit\n"]
+    for i in range(files):
+        body = f"file {i}\n".encode()
+        sub = f"d{i // 1000:03d}/" if files > 1000 else ""
+        chunks.append(
+            b"M 100644 inline src/%s%s\ndata %d\n%s\n" % (sub.encode(), f"f{i}.txt".encode(), len(body), body)
+        )
+    git(path, "fast-import", "--quiet", stdin=b"".join(chunks))
+    git(path, "checkout", "-q", "main")
+    (path / "done").write_text("ok")
+    return path
+
+
+def measure_turns(home: Path, repo: Path, turns: int) -> list[float]:
+    """Run ``turns`` turns and return each one's overhead (wall time minus command time)."""
+    spec_dir = Path(tempfile.mkdtemp(dir=home))
+    spec_path = spec_dir / "crucible.toml"
+    spec_path.write_text(SPEC.format(turns=turns, repo=repo))
+    spec = load_spec(spec_path)
+    settings = Settings(home=home, database_url=f"sqlite:///{home / 'bench.db'}")
+    store = Store.open(settings.database_url, upgrade=True)
+    run_id = create_run(store, spec, spec_path.read_text(), spec_path)
+    ctx = open_context(settings, store, run_id, spec)
+    from controller.services.baseline import run_baseline
+
+    assert run_baseline(ctx) is None
+    overheads = []
+    for n in range(1, turns + 1):
+        before_cmd = ctx.executor.command_seconds
+        t0 = time.perf_counter()
+        run_turn(ctx, n, 0, None)
+        wall = time.perf_counter() - t0
+        overheads.append(wall - (ctx.executor.command_seconds - before_cmd))
+    store.close()
+    return overheads
+
+
+def measure_floor(checkout: Path, base: str, reps: int) -> list[float]:
+    """The unavoidable git work of one turn, done directly on ``checkout``."""
+    times = []
+    for i in range(reps):
+        (checkout / "src" / "f0.txt").write_text(f"floor {i}\n")
+        t0 = time.perf_counter()
+        git(checkout, "status", "--porcelain=v1", "-z", "--untracked-files=all")
+        git(checkout, "-c", "core.hooksPath=/dev/null", "commit", "-qam", "floor")
+        git(checkout, "diff", base, "HEAD")
+        git(checkout, "reset", "-q", "--hard", base)
+        git(checkout, "clean", "-ffdxq")
+        times.append(time.perf_counter() - t0)
+    return times
+
+
+def bench_repo(label: str, home: Path, repo: Path, turns: int) -> float:
+    overheads = measure_turns(home, repo, turns)
+    run_dirs = sorted((home / "runs").iterdir(), key=lambda p: p.stat().st_mtime)
+    checkout = run_dirs[-1] / "arms" / "candidate" / "bench"
+    base = git(repo, "rev-parse", "main").strip()
+    floor = measure_floor(checkout, base, max(5, turns))
+    ratio = statistics.median(overheads) / statistics.median(floor)
+    print(
+        f"{label}: overhead/turn median {statistics.median(overheads) * 1000:.1f} ms, "
+        f"floor median {statistics.median(floor) * 1000:.1f} ms, ratio {ratio:.2f} (target <= 1.5)"
+    )
+    return ratio
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--files", type=int, default=100_000)
+    parser.add_argument("--turns", type=int, default=10)
+    parser.add_argument("--long-turns", type=int, default=500)
+    parser.add_argument(
+        "--cache",
+        type=Path,
+        default=Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "crucible-bench",
+    )
+    args = parser.parse_args()
+    args.cache.mkdir(parents=True, exist_ok=True)
+    home = args.cache / "home"
+    if home.exists():
+        shutil.rmtree(home)  # once per invocation, never in a loop
+    home.mkdir()
+    small = make_repo(args.cache / "small-repo", 50)
+    big = make_repo(args.cache / f"big-repo-{args.files}", args.files)
+    bench_repo("small repo (50 files)", home, small, args.turns)
+    bench_repo(f"big repo ({args.files} files)", home, big, args.turns)
+    if args.long_turns:
+        overheads = measure_turns(home, small, args.long_turns)
+        early = statistics.median(overheads[:20])
+        late = statistics.median(overheads[-20:])
+        print(
+            f"long run ({args.long_turns} turns, small repo): overhead early {early * 1000:.1f} ms, "
+            f"late {late * 1000:.1f} ms, late/early {late / early:.2f} (must not grow)"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,78 @@
+"""What the user sees while a run is live: a turn table and the current step, on stderr.
+
+stdout stays free for results (``--json`` prints exactly one JSON object as its last line), so the
+live display always goes to stderr.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+from typing import TextIO
+
+from controller.services.context import Observer
+
+HEADER = (
+    f"{'turn':>4}  {'outcome':<9} {'reason':<17} {'metric':>10} {'Δ champ':>9} {'p':>6} {'secs':>6} "
+    f"{'cost':>6}  hypothesis"
+)
+
+
+def _num(value: object, fmt: str = ".4g") -> str:
+    return "-" if value is None else format(value, fmt) if isinstance(value, int | float) else str(value)
+
+
+class TableObserver(Observer):
+    """Prints one row per decided turn; shows the current step on a TTY."""
+
+    def __init__(self, stream: TextIO | None = None) -> None:
+        self.stream = stream or sys.stderr
+        self.tty = self.stream.isatty()
+        self.champion: float | None = None
+        self._header_done = False
+        self._warned: set[str] = set()
+
+    def _line(self, text: str) -> None:
+        if self.tty:
+            self.stream.write("\r\033[K")
+        self.stream.write(text + "\n")
+        self.stream.flush()
+
+    def _header(self) -> None:
+        if not self._header_done:
+            self._line(HEADER)
+            self._header_done = True
+
+    def step(self, text: str) -> None:
+        if self.tty:
+            self.stream.write("\r\033[K" + text[:120])
+            self.stream.flush()
+
+    def baseline(self, value: float, samples: list[float]) -> None:
+        self.champion = value
+        shown = ", ".join(f"{s:.4g}" for s in samples)
+        self._line(f"baseline: {value:.6g}  (samples: {shown})")
+
+    def turn_decided(self, row: dict[str, object]) -> None:
+        self._header()
+        value = row.get("value")
+        delta = None
+        reference = row.get("reference_samples")
+        champion = self.champion
+        if isinstance(reference, list) and reference:
+            champion = statistics.median(reference)
+        if isinstance(value, int | float) and champion is not None:
+            delta = value - champion
+        if row.get("outcome") == "accepted" and isinstance(value, int | float):
+            self.champion = value
+        hyp = str(row.get("hypothesis") or "")[:60]
+        self._line(
+            f"{_num(row.get('turn')):>4}  {row.get('outcome')!s:<9} {row.get('reason')!s:<17} "
+            f"{_num(value):>10} {_num(delta, '+.3g'):>9} {_num(row.get('p_value'), '.3f'):>6} "
+            f"{_num(row.get('duration_s'), '.1f'):>6} {_num(row.get('cost_usd'), '.2f'):>6}  {hyp}"
+        )
+
+    def warn(self, text: str) -> None:
+        if text not in self._warned:
+            self._warned.add(text)
+            self._line(f"warning: {text}")

@@ -1,0 +1,339 @@
+"""The ``crucible`` command: parse arguments, call one service function, format the answer.
+
+Errors become exit codes here and nowhere else (DESIGN §2): 0 a normal stop, 1 a failure or a
+refusal, 2 bad usage or a bad spec, 130 cancelled with Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from types import FrameType
+from typing import Any, NoReturn
+
+import click
+
+from controller.cli.display import TableObserver
+from controller.config.settings import Settings
+from controller.config.spec import load_spec
+from controller.config.template import render_template
+from controller.domain.enums import RunStatus
+from controller.domain.errors import CrucibleError, NotFoundError, RefusedError, SpecError
+from controller.services.dryrun import dry_run
+from controller.services.loop import LoopResult, run_loop
+from controller.services.patching import accept, patch_text
+from controller.services.recovery import cancel, check_resumable, resume
+from controller.services.runs import create_run, open_context
+from controller.services.views import events_jsonl, run_view, runs_list, turns_tsv
+from controller.store.store import Store
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CANCELLED = 0, 1, 2, 130
+
+
+def _fail(code: int, message: str) -> NoReturn:
+    click.echo(f"crucible: {message}", err=True)
+    sys.exit(code)
+
+
+def _store(settings: Settings) -> Store:
+    # A first run must just work, so the default SQLite database is created and upgraded on open;
+    # any other database must be upgraded on purpose with `crucible db upgrade`.
+    auto = settings.database_url.startswith("sqlite")
+    if auto:
+        settings.home.mkdir(parents=True, exist_ok=True)
+    return Store.open(settings.database_url, upgrade=auto)
+
+
+def _emit_json(data: Any) -> None:
+    click.echo(json.dumps(data, default=str))
+
+
+def _exit_for(result: LoopResult) -> int:
+    if result.status == RunStatus.COMPLETED:
+        return EXIT_OK
+    if result.status == RunStatus.CANCELLED:
+        return EXIT_CANCELLED
+    return EXIT_FAILED
+
+
+def _interrupts_cancel(cancel_event: Any) -> Callable[[], None]:
+    """Ctrl-C sets the run's cancel event (the running command is killed, the turn restored)."""
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        if cancel_event.is_set():
+            raise KeyboardInterrupt
+        cancel_event.set()
+
+    previous = signal.signal(signal.SIGINT, handler)
+    previous_term = signal.signal(signal.SIGTERM, handler)
+
+    def undo() -> None:
+        signal.signal(signal.SIGINT, previous)
+        signal.signal(signal.SIGTERM, previous_term)
+
+    return undo
+
+
+def _finish_run(settings: Settings, store: Store, run_id: str, result: LoopResult, as_json: bool) -> int:
+    click.echo(result.message, err=True)
+    view = run_view(settings, store, run_id)
+    if as_json:
+        _emit_json(view)
+    else:
+        best = view["best"]
+        base = view["baseline"]["value"]
+        click.echo(f"run {run_id}: {result.status} ({result.stop_reason})")
+        if base is not None:
+            line = f"baseline {base:.6g}"
+            if best and best["turn"]:
+                line += f" -> best {best['value']:.6g} (turn {best['turn']})"
+            click.echo(line)
+        click.echo(f"see: crucible runs show {run_id}   crucible patch {run_id}")
+    return _exit_for(result)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="crucible")
+def cli() -> None:
+    """crucible: measured autoresearch loops that end in reviewable draft pull requests."""
+
+
+@cli.command()
+@click.option("--force", is_flag=True, help="overwrite an existing crucible.toml")
+def init(force: bool) -> None:
+    """Write a commented crucible.toml for the repository you stand in."""
+    target = Path.cwd() / "crucible.toml"
+    if target.exists() and not force:
+        _fail(EXIT_USAGE, f"{target} exists (use --force to overwrite)")
+    target.write_text(render_template(Path.cwd()))
+    click.echo(f"wrote {target}")
+
+
+@cli.command()
+@click.option("--spec", "spec_path", type=click.Path(path_type=Path), default=Path("crucible.toml"))
+@click.option(
+    "--turns", type=click.IntRange(min=0), default=None, help="turns in round 0 (overrides the spec)"
+)
+@click.option("--dry-run", is_flag=True, help="validate, resolve and print what would run; run nothing")
+@click.option("--json", "as_json", is_flag=True, help="print the run as one JSON object on stdout")
+@click.option("--publish-prs", is_flag=True, help="publish kept candidates as draft PRs (not available yet)")
+@click.option("--watch-feedback", is_flag=True, help="refine on review feedback (not available yet)")
+@click.option("--listen", default=None, help="HOST:PORT for webhooks (with --watch-feedback)")
+@click.option("--live-steer", is_flag=True)
+@click.option("--server", default=None, help="submit to a controller instead of running locally")
+def loop(
+    spec_path: Path,
+    turns: int | None,
+    dry_run: bool,
+    as_json: bool,
+    publish_prs: bool,
+    watch_feedback: bool,
+    listen: str | None,
+    live_steer: bool,
+    server: str | None,
+) -> None:
+    """Run a run to its stop: baseline, then measured turns that are kept or restored."""
+    for flag, given in (
+        ("--publish-prs", publish_prs),
+        ("--watch-feedback", watch_feedback),
+        ("--server", server),
+        ("--live-steer", live_steer),
+        ("--listen", listen),
+    ):
+        if given:
+            _fail(EXIT_USAGE, f"{flag} is not available in this version of crucible")
+    spec = load_spec(spec_path)
+    if dry_run:
+        plan = _dry(spec, turns)
+        sys.exit(EXIT_OK if plan else EXIT_FAILED)
+    settings = Settings.from_env()
+    store = _store(settings)
+    run_id = create_run(store, spec, spec_path.read_text(), spec_path.resolve(), turns=turns)
+    click.echo(f"run {run_id} started", err=True)
+    observer = TableObserver()
+    ctx = open_context(settings, store, run_id, spec, observer=observer)
+    undo = _interrupts_cancel(ctx.executor.cancel)
+    try:
+        result = run_loop(ctx)
+    finally:
+        undo()
+    sys.exit(_finish_run(settings, store, run_id, result, as_json))
+
+
+def _dry(spec: Any, turns: int | None) -> bool:
+    plan = dry_run(spec, turns)
+    as_json = "--json" in sys.argv
+    if as_json:
+        _emit_json(plan)
+        return True
+    click.echo(f"objective: {plan['objective']}")
+    click.echo(f"turns: {plan['turns']}")
+    for comp in plan["components"]:
+        click.echo(f"component {comp['name']}: {comp['repo']} base {comp['base']} = {comp['base_sha']}")
+        click.echo(f"  mutable files ({comp['mutable_count']}): {', '.join(comp['mutable_files'][:20])}")
+        if comp["evaluator_files"]:
+            click.echo(f"  evaluator files (protected): {', '.join(comp['evaluator_files'])}")
+    agent = plan["agent"]
+    click.echo(f"agent: {agent['command'] or 'builtin ' + str(agent['builtin'])}")
+    for knob in agent["knobs"]:
+        click.echo(f"  knob {knob['file']}:{knob['key']} in {knob['values']}")
+    m = plan["metric"]
+    click.echo(f"metric: {m['command']}  ({m['name']}, {m['direction']}, {m['samples']} samples)")
+    click.echo(f"validation: {plan['validation'] or '-'}")
+    click.echo(f"sandbox: {plan['sandbox']}")
+    click.echo("budget: " + ", ".join(f"{k}={v}" for k, v in plan["budget"].items() if v is not None))
+    return True
+
+
+@cli.group(invoke_without_command=True)
+@click.pass_context
+def runs(ctx: click.Context) -> None:
+    """Inspect runs (default: list)."""
+    if ctx.invoked_subcommand is None:
+        ctx.invoke(runs_list_cmd)
+
+
+@runs.command("list")
+@click.option("--json", "as_json", is_flag=True)
+@click.option("--limit", default=50, type=click.IntRange(min=1))
+def runs_list_cmd(as_json: bool = False, limit: int = 50) -> None:
+    """List runs, newest first."""
+    settings = Settings.from_env()
+    rows = runs_list(_store(settings), limit=limit)
+    if as_json:
+        _emit_json(rows)
+        return
+    for r in rows:
+        best = "-" if r["best"] is None else f"{r['best']:.6g}"
+        base = "-" if r["baseline"] is None else f"{r['baseline']:.6g}"
+        click.echo(
+            f"{r['run_id']}  {r['status']:<9} {r['stop_reason'] or '':<20} {base} -> {best}  "
+            f"{r['objective'][:50]}"
+        )
+
+
+@runs.command("show")
+@click.argument("run_id")
+@click.option("--json", "as_json", is_flag=True)
+@click.option("--events", is_flag=True, help="the event stream as JSONL")
+@click.option("--tsv", is_flag=True, help="the turns as TSV")
+def runs_show(run_id: str, as_json: bool, events: bool, tsv: bool) -> None:
+    """Every turn, sample and decision of one run."""
+    settings = Settings.from_env()
+    store = _store(settings)
+    if events:
+        click.echo(events_jsonl(store, run_id), nl=False)
+        return
+    if tsv:
+        click.echo(turns_tsv(settings, store, run_id), nl=False)
+        return
+    view = run_view(settings, store, run_id)
+    if as_json:
+        _emit_json(view)
+        return
+    click.echo(f"run {view['run_id']}: {view['status']} ({view['stop_reason'] or '-'})")
+    click.echo(f"objective: {view['objective']}")
+    if view["message"]:
+        click.echo(view["message"])
+    base = view["baseline"]
+    click.echo(f"baseline: {base['value']}  samples {base['samples']}")
+    observer = TableObserver(sys.stdout)
+    observer.champion = base["value"]
+    for row in view["turns"]:
+        observer.turn_decided(row)
+    for comp in view["components"]:
+        click.echo(f"component {comp['name']}: base {comp['base_sha'][:12]} head {comp['head_sha'][:12]}")
+
+
+@cli.command()
+@click.argument("run_id")
+def patch(run_id: str) -> None:
+    """Print the final patch (read-only): one unified diff per component."""
+    settings = Settings.from_env()
+    click.echo(patch_text(settings, _store(settings), run_id), nl=False)
+
+
+@cli.command("accept")
+@click.argument("run_id")
+def accept_cmd(run_id: str) -> None:
+    """Apply the final patch to your checkout as uncommitted changes."""
+    settings = Settings.from_env()
+    applied = accept(settings, _store(settings), run_id)
+    click.echo(f"applied to: {', '.join(applied)}" if applied else "nothing to apply: the run kept no change")
+
+
+@cli.command("cancel")
+@click.argument("run_id")
+def cancel_cmd(run_id: str) -> None:
+    """Cancel a run."""
+    settings = Settings.from_env()
+    click.echo(cancel(settings, _store(settings), run_id))
+
+
+@cli.command("resume")
+@click.argument("run_id")
+@click.option("--json", "as_json", is_flag=True)
+def resume_cmd(run_id: str, as_json: bool) -> None:
+    """Continue a run after a crash or a cancel; a turn cut off mid-way is run again from its start."""
+    settings = Settings.from_env()
+    store = _store(settings)
+    check_resumable(store, run_id)
+    observer = TableObserver()
+    cancel_event = threading.Event()
+    undo = _interrupts_cancel(cancel_event)
+    try:
+        result = resume(settings, store, run_id, observer=observer, cancel_event=cancel_event)
+    finally:
+        undo()
+    sys.exit(_finish_run(settings, store, run_id, result, as_json))
+
+
+@cli.group()
+def db() -> None:
+    """Database maintenance."""
+
+
+@db.command()
+def upgrade() -> None:
+    """Apply migrations to the configured database."""
+    settings = Settings.from_env()
+    if settings.database_url.startswith("sqlite"):
+        settings.home.mkdir(parents=True, exist_ok=True)
+    store = Store.open(settings.database_url, upgrade=True)
+    click.echo(f"database at revision {store.current_revision()}")
+
+
+@cli.command()
+@click.option("--turns", default=8, type=click.IntRange(min=1), help="turns to run")
+@click.option("--json", "as_json", is_flag=True)
+@click.option("--keep", "keep_dir", type=click.Path(path_type=Path), default=None, help="work here, keep it")
+def demo(turns: int, as_json: bool, keep_dir: Path | None) -> None:
+    """The whole loop end to end on embedded defaults, offline."""
+    from controller.services.demo import run_demo
+
+    sys.exit(run_demo(turns=turns, as_json=as_json, workdir=keep_dir, observer=TableObserver()))
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: every error becomes an exit code here."""
+    try:
+        cli.main(args=argv, prog_name="crucible", standalone_mode=False)
+    except click.exceptions.Abort:
+        _fail(EXIT_CANCELLED, "cancelled")
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(EXIT_USAGE)
+    except SpecError as exc:
+        _fail(EXIT_USAGE, f"bad spec: {exc}")
+    except NotFoundError as exc:
+        _fail(EXIT_USAGE, str(exc))
+    except RefusedError as exc:
+        _fail(EXIT_FAILED, f"refused: {exc}")
+    except CrucibleError as exc:
+        _fail(EXIT_FAILED, str(exc))
+    except KeyboardInterrupt:
+        _fail(EXIT_CANCELLED, "cancelled")

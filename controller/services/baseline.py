@@ -1,0 +1,61 @@
+"""The baseline: validation and measurement of the base state before any turn (DESIGN §5).
+
+A baseline that cannot be measured, fails validation, or whose evaluator changes tracked files stops
+the run with ``baseline_failed`` and a message that names the cause (and the offending paths).
+"""
+
+from __future__ import annotations
+
+from controller.domain.enums import SampleArm
+from controller.services.context import RunContext
+from controller.services.measure import ArmRoot, measure
+from controller.services.turn import _clean_snapshot, _mutations, _snapshot
+from controller.stats import median
+
+
+def run_baseline(ctx: RunContext) -> str | None:
+    """Measure the champion arm (== the base); return None on success, else why the baseline failed."""
+    root = ctx.layout.workspace_root("champion")
+    protocol = ctx.protocol_env(0, 0, arm="champion")
+    before = _clean_snapshot(ctx)
+    validation = ctx.spec.validation
+    if validation is not None:
+        ctx.observer.step("baseline: validating")
+        ok = False
+        for attempt in range(1 + validation.retries):
+            check = ctx.executor.run(
+                validation.command,
+                cwd=root,
+                timeout=validation.timeout,
+                writable=[ctx.layout.arm_dir("champion")],
+                protocol=protocol,
+                log=ctx.layout.log_file(0, f"validation-{attempt + 1}"),
+            )
+            if check.cancelled:
+                return "cancelled"
+            if check.returncode == 0:
+                ok = True
+                break
+        if not ok:
+            return "validation fails on the base commit"
+    ctx.observer.step("baseline: measuring")
+    metric = ctx.spec.metric
+    result = measure(
+        ctx.executor,
+        metric,
+        [ArmRoot(SampleArm.BASELINE, root)],
+        protocol=protocol,
+        log_prefix=ctx.layout.log_file(0, "metric"),
+    )
+    ctx.store.add_samples(ctx.run_id, 0, result.raw)
+    if result.error is not None:
+        return result.error
+    mutated = _mutations(before, _snapshot(ctx, "champion"))
+    if mutated:
+        return "the metric or validation command changed tracked files: " + ", ".join(mutated[:20])
+    arm = result.arm(SampleArm.BASELINE, metric.name, ctx.guard_names())
+    value = median(arm.primary)
+    ctx.store.set_baseline(ctx.run_id, value, {"value": value, "samples": list(arm.primary)})
+    ctx.champion_arm = arm
+    ctx.observer.baseline(value, list(arm.primary))
+    return None

@@ -1,0 +1,120 @@
+"""The live state of one run inside a controller process, rebuilt from the store on start and on resume.
+
+Nothing here is the source of truth: the store is. A ``RunContext`` only caches what the turn loop needs
+(checkouts, champion heads, the champion's samples) so that every fact it holds can be reconstructed after
+a crash from the database and the git refs crucible wrote.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from controller.config.settings import Settings
+from controller.config.spec import ComponentSpec, Spec
+from controller.domain.enums import Direction, SampleArm
+from controller.services.execute import Executor
+from controller.services.layout import RunLayout
+from controller.stats import Arm, GuardRule, KeepRule
+from controller.store.store import Store
+from controller.workspace.checkout import Checkout
+
+
+class Observer:
+    """Receives progress for display; the CLI subclasses it. Every method is optional."""
+
+    def step(self, text: str) -> None:
+        """A long step started (``turn 3: measuring 2/10``)."""
+
+    def turn_decided(self, row: dict[str, object]) -> None:
+        """A turn got its decision; ``row`` is the turn as in the ``--json`` output."""
+
+    def baseline(self, value: float, samples: list[float]) -> None:
+        """The baseline was measured."""
+
+    def warn(self, text: str) -> None:
+        """Something the user should know that does not stop the run."""
+
+
+@dataclass
+class RunContext:
+    run_id: str
+    spec: Spec
+    settings: Settings
+    store: Store
+    layout: RunLayout
+    executor: Executor
+    base_shas: dict[str, str]
+    champion_heads: dict[str, str]
+    observer: Observer = field(default_factory=Observer)
+    champion_arm: Arm | None = None
+    _checkouts: dict[tuple[str, str], Checkout] = field(default_factory=dict)
+
+    @property
+    def direction(self) -> Direction:
+        return self.spec.metric.direction
+
+    @property
+    def components(self) -> list[ComponentSpec]:
+        return list(self.spec.components)
+
+    def source(self, component: ComponentSpec) -> Path:
+        return component.repo_path(self.spec.spec_dir)
+
+    def checkout(self, arm: str, component: str, *, at: str | None = None) -> Checkout:
+        """The checkout of ``component`` for ``arm``, created (or reconciled) at ``at`` on first use."""
+        key = (arm, component)
+        existing = self._checkouts.get(key)
+        if existing is not None:
+            return existing
+        sha = at or self.champion_heads[component]
+        if arm == "candidate":
+            source = self.source(self.spec.component(component))
+        else:
+            # Commits are made in the candidate clone; the other arms borrow its objects (and, through
+            # its alternates, the user's), so a new champion is visible to them without a fetch.
+            source = self.checkout("candidate", component).path
+        made = Checkout.create(source, self.layout.checkout(arm, component), sha)
+        self._checkouts[key] = made
+        return made
+
+    def ensure_arm(self, arm: str, heads: dict[str, str]) -> None:
+        """Make every component's checkout for ``arm`` exist and sit exactly at ``heads``."""
+        for comp in self.components:
+            co = self.checkout(arm, comp.name, at=heads[comp.name])
+            co.restore(heads[comp.name], self.spec.workspace.keep_ignored)
+
+    def keep_rule(self) -> KeepRule:
+        metric = self.spec.metric
+        return KeepRule(
+            direction=metric.direction,
+            min_improvement=metric.min_improvement,
+            confidence=metric.confidence,
+            guards=tuple(GuardRule(g.name, g.direction, g.tolerance) for g in metric.guards),
+        )
+
+    def guard_names(self) -> list[str]:
+        return [g.name for g in self.spec.metric.guards]
+
+    def protocol_env(self, turn: int, round_number: int, arm: str = "candidate") -> dict[str, str]:
+        return {
+            "CRUCIBLE_RUN_ID": self.run_id,
+            "CRUCIBLE_ROUND": str(round_number),
+            "CRUCIBLE_TURN": str(turn),
+            "CRUCIBLE_WORKSPACE": str(self.layout.workspace_root(arm)),
+            "CRUCIBLE_CANDIDATE": str(self.layout.candidate_file),
+            "CRUCIBLE_STEER_FILE": str(self.layout.steer_file),
+        }
+
+    def arm_from_store(self, turn: int, arm: SampleArm) -> Arm:
+        """The stored samples of one arm of one turn, as the keep rule wants them."""
+        rows = [s for s in self.store.list_samples(self.run_id, turn) if s.arm == arm and s.valid]
+        metric = self.spec.metric.name
+        return Arm(
+            primary=tuple(r.values[metric] for r in rows),
+            guards={g: tuple(r.values[g] for r in rows) for g in self.guard_names()},
+        )
+
+
+ProgressCallback = Callable[[str], None]

@@ -1,0 +1,74 @@
+"""``crucible loop --dry-run``: everything a run would do, resolved, without running anything."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from controller.config.spec import Spec
+from controller.engine.policy import check_paths, evaluator_paths
+from controller.services.runs import resolve_bases
+from controller.workspace.git import run_git
+
+SURFACE_LIMIT = 200  # files listed per component; the count is always exact
+
+
+def dry_run(spec: Spec, turns: int | None = None) -> dict[str, Any]:
+    bases = resolve_bases(spec)
+    commands = [spec.metric.command] + ([spec.validation.command] if spec.validation else [])
+    components = []
+    for comp in spec.components:
+        repo = comp.repo_path(spec.spec_dir)
+        files = run_git(["ls-tree", "-r", "--name-only", "-z", bases[comp.name]], repo).split("\0")
+        named = evaluator_paths(commands, repo)
+        mutable = [
+            f
+            for f in files
+            if f
+            and check_paths([f], mutable=comp.mutable, protected=comp.protected, evaluator_paths=named).ok
+        ]
+        components.append(
+            {
+                "name": comp.name,
+                "repo": str(repo),
+                "base": comp.base,
+                "base_sha": bases[comp.name],
+                "mutable_files": mutable[:SURFACE_LIMIT],
+                "mutable_count": len(mutable),
+                "protected": list(comp.protected),
+                "evaluator_files": sorted(named),
+            }
+        )
+    budget = spec.budget
+    return {
+        "dry_run": True,
+        "objective": spec.objective,
+        "turns": spec.turns if turns is None else turns,
+        "components": components,
+        "agent": {
+            "command": spec.agent.command,
+            "builtin": spec.agent.builtin,
+            "knobs": [
+                {"file": k.file, "key": k.key, "values": list(k.candidates())} for k in spec.agent.knobs
+            ],
+        },
+        "metric": {
+            "command": spec.metric.command,
+            "name": spec.metric.name,
+            "direction": str(spec.metric.direction),
+            "samples": spec.metric.samples,
+            "warmups": spec.metric.warmups,
+            "interleave": spec.metric.interleave,
+            "confidence": spec.metric.confidence,
+            "guards": [g.name for g in spec.metric.guards],
+        },
+        "validation": spec.validation.command if spec.validation else None,
+        "sandbox": spec.sandbox.mode,
+        "budget": {
+            "wall_clock_s": budget.wall_clock,
+            "cost_usd": budget.cost_usd,
+            "tokens": budget.tokens,
+            "disk_bytes": budget.disk,
+            "max_consecutive_failures": budget.max_consecutive_failures,
+            "target": budget.target,
+        },
+    }

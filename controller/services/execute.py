@@ -1,0 +1,93 @@
+"""Runs the user's commands (agent, validation, metric) the way DESIGN §4 demands.
+
+Every command gets the scrubbed environment plus the protocol variables, runs in its own process group
+(recorded in the store before it can do anything, so ``resume`` can kill it after a ``kill -9`` of the
+controller), inside bubblewrap when the sandbox is on, and leaves a redacted log behind.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from controller.engine.protocol import CAPTURE_PREFIXES
+from controller.store.store import Store
+from controller.workspace.envscrub import ScrubbedEnv, redact
+from controller.workspace.process import CommandResult, run_command
+from controller.workspace.sandbox import wrap_command
+
+
+@dataclass
+class Executor:
+    """Runs shell commands for one run; holds what every command of the run shares."""
+
+    store: Store
+    run_id: str
+    scrubbed: ScrubbedEnv
+    sandbox: bool
+    network: bool
+    sandbox_home: str
+    readonly: Sequence[Path] = ()
+    cancel: threading.Event = field(default_factory=threading.Event)
+    command_seconds: float = 0.0  # wall time spent inside commands, for the overhead benchmark
+
+    def run(
+        self,
+        command: str,
+        *,
+        cwd: Path,
+        timeout: float | None,
+        writable: Sequence[Path],
+        protocol: Mapping[str, str],
+        log: Path | None = None,
+    ) -> CommandResult:
+        """Run ``command`` through ``/bin/sh -c`` and return its (capped) result."""
+        env = dict(self.scrubbed.env)
+        env.update(protocol)
+        argv: list[str] = ["/bin/sh", "-c", command]
+        if self.sandbox:
+            env["HOME"] = self.sandbox_home
+            argv = wrap_command(
+                argv,
+                writable=list(writable),
+                readonly=list(self.readonly),
+                network=self.network,
+                home=self.sandbox_home,
+            )
+        groups: list[int] = []
+
+        def remember(pgid: int) -> None:
+            groups.append(pgid)
+            self.store.record_process_group(self.run_id, pgid, command[:200])
+
+        try:
+            result = run_command(
+                argv,
+                cwd=cwd,
+                env=env,
+                timeout=timeout,
+                cancel=self.cancel,
+                on_spawn=remember,
+                capture_prefixes=CAPTURE_PREFIXES,
+            )
+        finally:
+            for pgid in groups:
+                self.store.clear_process_group(self.run_id, pgid)
+        self.command_seconds += result.duration_s
+        if log is not None:
+            self._write_log(log, command, result)
+        return result
+
+    def redact(self, text: str) -> str:
+        return redact(text, self.scrubbed.secrets)
+
+    def _write_log(self, log: Path, command: str, result: CommandResult) -> None:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        status = "timed out" if result.timed_out else f"exit {result.returncode}"
+        text = (
+            f"$ {command}\n# {status} after {result.duration_s:.2f}s\n"
+            f"--- stdout ---\n{result.stdout}\n--- stderr ---\n{result.stderr}\n"
+        )
+        log.write_text(self.redact(text), encoding="utf-8", errors="replace")

@@ -1,0 +1,170 @@
+"""The run loop: baseline, then one turn after another until a budget or a failure stops the run.
+
+The loop keeps no state of its own between turns beyond what ``RunContext`` caches; before every turn
+it re-derives the counters (turns done, consecutive failures, cost) from the store, which is what makes
+an interrupted run and a resumed one behave identically.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from controller.domain.enums import (
+    FAILURE_REASONS,
+    EventKind,
+    RunStatus,
+    SampleArm,
+    StopReason,
+    TurnPhase,
+    status_for_stop,
+)
+from controller.engine.knobs import Knob, KnobProposer, Proposal, current_values
+from controller.engine.stopping import Budgets, Progress, check_stop, explain_stop
+from controller.services.baseline import run_baseline
+from controller.services.context import RunContext
+from controller.services.turn import run_turn
+from controller.store.records import TurnRecord
+
+
+@dataclass(frozen=True)
+class LoopResult:
+    status: RunStatus
+    stop_reason: StopReason
+    message: str
+
+
+def budgets_of(ctx: RunContext) -> Budgets:
+    b = ctx.spec.budget
+    run = ctx.store.get_run(ctx.run_id)
+    return Budgets(
+        turns=run.turns_planned,
+        wall_clock_s=b.wall_clock,
+        cost_usd=b.cost_usd,
+        tokens=b.tokens,
+        disk_bytes=b.disk,
+        max_consecutive_failures=b.max_consecutive_failures,
+        target=b.target,
+    )
+
+
+def _disk_usage(path: str) -> int:
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_size
+            except OSError:
+                continue
+    return total
+
+
+def progress_of(ctx: RunContext, turns: list[TurnRecord]) -> Progress:
+    run = ctx.store.get_run(ctx.run_id)
+    decided = [t for t in turns if t.phase == TurnPhase.DECIDED and t.round == 0]
+    failures = 0
+    for t in reversed([t for t in turns if t.phase == TurnPhase.DECIDED]):
+        if t.reason in FAILURE_REASONS:
+            failures += 1
+        else:
+            break
+    elapsed = (datetime.now(UTC) - run.created_at).total_seconds()
+    disk = _disk_usage(str(ctx.layout.root)) if ctx.spec.budget.disk is not None else None
+    return Progress(
+        turns_done=len(decided),
+        elapsed_s=elapsed,
+        cost_usd=run.cost_usd,
+        tokens=run.tokens,
+        disk_bytes=disk,
+        consecutive_failures=failures,
+        champion_value=run.champion_value,
+        direction=ctx.direction,
+    )
+
+
+def knob_proposer(ctx: RunContext) -> tuple[KnobProposer, list[Knob]] | None:
+    agent = ctx.spec.agent
+    if agent.builtin != "knobs":
+        return None
+    knobs = [Knob(k.file, k.key, tuple(k.candidates())) for k in agent.knobs]
+    return KnobProposer(knobs, agent.seed), knobs
+
+
+def knob_history(ctx: RunContext, knobs: list[Knob]) -> list[tuple[Proposal, bool]]:
+    """Earlier proposals with whether they were kept, rebuilt from the event stream."""
+    by_id = {k.ident: k for k in knobs}
+    decided = {EventKind.ACCEPTED, EventKind.REJECTED, EventKind.FAILED, EventKind.NO_CHANGE}
+    history: list[tuple[Proposal, bool]] = []
+    for event in ctx.store.list_events(ctx.run_id):
+        p = event.payload.get("proposal") if event.kind in decided else None
+        if not isinstance(p, dict):
+            continue
+        knob = by_id.get((p["file"], p["key"]))
+        if knob is None:
+            continue
+        proposal = Proposal(knob, p["old"], p["new"], str(event.payload.get("hypothesis") or ""))
+        history.append((proposal, event.kind == EventKind.ACCEPTED))
+    return history
+
+
+def finish(ctx: RunContext, reason: StopReason, message: str) -> LoopResult:
+    status = status_for_stop(reason)
+    ctx.store.set_run_status(ctx.run_id, status, stop_reason=reason, stop_message=message)
+    ctx.store.append_event(
+        ctx.run_id,
+        EventKind.COMPLETED,
+        {"status": str(status), "stop_reason": str(reason), "message": message},
+    )
+    ctx.store.set_controller_pid(ctx.run_id, None)
+    return LoopResult(status, reason, message)
+
+
+def run_loop(ctx: RunContext) -> LoopResult:
+    """Drive a pending or resumed run to its stop."""
+    run = ctx.store.get_run(ctx.run_id)
+    if run.status != RunStatus.RUNNING:
+        ctx.store.set_run_status(ctx.run_id, RunStatus.RUNNING)
+    ctx.store.set_controller_pid(ctx.run_id, os.getpid())
+    budgets = budgets_of(ctx)
+    try:
+        return _drive(ctx, budgets)
+    except KeyboardInterrupt:
+        ctx.executor.cancel.set()
+        return finish(ctx, StopReason.CANCELLED, "stopped: cancelled by the user")
+
+
+def _drive(ctx: RunContext, budgets: Budgets) -> LoopResult:
+    run = ctx.store.get_run(ctx.run_id)
+    if run.baseline_value is None:
+        failure = run_baseline(ctx)
+        if failure is not None:
+            if ctx.executor.cancel.is_set():
+                return finish(ctx, StopReason.CANCELLED, "stopped: cancelled by the user")
+            message = f"stopped: the baseline failed: {ctx.executor.redact(failure)}"
+            return finish(ctx, StopReason.BASELINE_FAILED, message)
+    elif ctx.champion_arm is None:
+        turn = run.champion_turn or 0
+        arm = SampleArm.BASELINE if turn == 0 else SampleArm.CANDIDATE
+        ctx.champion_arm = ctx.arm_from_store(turn, arm)
+    proposer = knob_proposer(ctx)
+    while True:
+        turns = ctx.store.list_turns(ctx.run_id)
+        progress = progress_of(ctx, turns)
+        if ctx.executor.cancel.is_set():
+            return finish(ctx, StopReason.CANCELLED, explain_stop(StopReason.CANCELLED, budgets, progress))
+        reason = check_stop(budgets, progress)
+        if reason is not None:
+            return finish(ctx, reason, explain_stop(reason, budgets, progress))
+        proposal = None
+        if proposer is not None:
+            knobs_proposer, knobs = proposer
+            current = current_values(knobs, ctx.layout.workspace_root("champion"))
+            proposal = knobs_proposer.next_proposal(current, knob_history(ctx, knobs))
+            if proposal is None:
+                return finish(
+                    ctx, StopReason.EXHAUSTED, explain_stop(StopReason.EXHAUSTED, budgets, progress)
+                )
+        pending = [t for t in turns if t.phase == TurnPhase.STARTED]
+        number = pending[0].number if pending else (max((t.number for t in turns), default=0) + 1)
+        run_turn(ctx, number, 0, proposal)

@@ -1,0 +1,116 @@
+"""``resume`` and ``cancel``: continuing a run after a crash, stopping one from outside.
+
+Resume first proves it is safe (same spec fingerprint, same bases, no live controller), kills every
+process group the dead controller recorded, then rebuilds the context (which resets every checkout to
+the stored champion) and re-enters the loop, which re-runs any turn that was cut off before its decision.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+
+from controller.config.settings import Settings
+from controller.config.spec import Spec, load_spec, parse_spec
+from controller.domain.enums import EventKind, RunStatus, StopReason
+from controller.domain.errors import RefusedError, SpecError
+from controller.services.context import Observer
+from controller.services.loop import LoopResult, run_loop
+from controller.services.runs import open_context, resolve_bases
+from controller.store.store import Store
+from controller.workspace.process import kill_process_group
+
+
+def _pid_alive(pid: int | None) -> bool:
+    if not pid or pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def stored_spec(store: Store, run_id: str) -> Spec:
+    """The run's spec from its stored text, resolved against the directory the spec file was in."""
+    run = store.get_run(run_id)
+    spec_dir = Path(run.spec_path).parent if run.spec_path else Path.cwd()
+    return parse_spec(run.spec_text, spec_dir)
+
+
+def check_resumable(store: Store, run_id: str) -> Spec:
+    """Raise RefusedError naming the mismatch unless ``run_id`` may be resumed; return its spec."""
+    run = store.get_run(run_id)
+    if run.status in (RunStatus.COMPLETED, RunStatus.FAILED):
+        raise RefusedError(f"run {run_id} already finished ({run.status}: {run.stop_reason})")
+    if run.status == RunStatus.RUNNING and _pid_alive(run.controller_pid):
+        raise RefusedError(f"run {run_id} is still running in process {run.controller_pid}")
+    spec = stored_spec(store, run_id)
+    if run.spec_path and Path(run.spec_path).is_file():
+        try:
+            current = load_spec(Path(run.spec_path))
+        except SpecError as exc:
+            raise RefusedError(f"the spec file {run.spec_path} no longer parses: {exc}") from exc
+        if current.fingerprint() != run.spec_fingerprint:
+            raise RefusedError(
+                f"the spec fingerprint changed since the run started ({run.spec_path}): commands, metric, "
+                "thresholds or globs differ; start a new run instead"
+            )
+    bases = resolve_bases(spec)
+    for comp in store.list_components(run_id):
+        if bases.get(comp.name) != comp.base_sha:
+            raise RefusedError(
+                f"{comp.name}: base {comp.base_ref!r} moved from {comp.base_sha[:12]} to "
+                f"{(bases.get(comp.name) or '?')[:12]} since the run started"
+            )
+    return spec
+
+
+def kill_leftovers(store: Store, run_id: str) -> int:
+    """Kill the process groups a dead controller left running; return how many were alive."""
+    killed = 0
+    for pgid, _command in store.list_process_groups(run_id):
+        if kill_process_group(pgid):
+            killed += 1
+        store.clear_process_group(run_id, pgid)
+    return killed
+
+
+def resume(
+    settings: Settings,
+    store: Store,
+    run_id: str,
+    *,
+    environ: Mapping[str, str] | None = None,
+    observer: Observer | None = None,
+    cancel_event: threading.Event | None = None,
+) -> LoopResult:
+    spec = check_resumable(store, run_id)
+    killed = kill_leftovers(store, run_id)
+    store.set_run_status(run_id, RunStatus.RUNNING)
+    store.append_event(run_id, EventKind.RESUMED, {"killed_process_groups": killed})
+    ctx = open_context(settings, store, run_id, spec, environ=environ, observer=observer, cancel=cancel_event)
+    return run_loop(ctx)
+
+
+def cancel(settings: Settings, store: Store, run_id: str) -> str:
+    """Stop a run: signal its live controller, or mark a dead one cancelled and kill what it left."""
+    run = store.get_run(run_id)
+    if run.status in (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED):
+        raise RefusedError(f"run {run_id} already finished ({run.status})")
+    if run.status == RunStatus.RUNNING and _pid_alive(run.controller_pid):
+        assert run.controller_pid is not None
+        os.kill(run.controller_pid, signal.SIGINT)
+        return f"sent an interrupt to the controller (process {run.controller_pid})"
+    kill_leftovers(store, run_id)
+    message = "stopped: cancelled by the user"
+    store.set_run_status(run_id, RunStatus.CANCELLED, stop_reason=StopReason.CANCELLED, stop_message=message)
+    store.append_event(
+        run_id, EventKind.COMPLETED, {"status": "cancelled", "stop_reason": "cancelled", "message": message}
+    )
+    return "cancelled"

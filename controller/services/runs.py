@@ -1,0 +1,138 @@
+"""Creating a run and (re)building its live context from the store.
+
+``create_run`` resolves every component's base sha once, before anything is committed (DESIGN §1), and
+records the user's checkout state for ``accept``; ``open_context`` turns stored facts back into
+checkouts at the recorded heads, which is also how a resumed run reconciles its workspaces.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from controller.config.settings import Settings
+from controller.config.spec import Spec
+from controller.domain.errors import SpecError
+from controller.domain.ids import new_run_id
+from controller.services.context import Observer, RunContext
+from controller.services.execute import Executor
+from controller.services.layout import RunLayout
+from controller.services.userstate import user_head, user_state
+from controller.store.records import ComponentRecord, NewRun
+from controller.store.store import Store
+from controller.workspace.envscrub import scrub_env
+from controller.workspace.git import resolve_ref
+from controller.workspace.sandbox import resolve_sandbox
+
+
+def resolve_bases(spec: Spec) -> dict[str, str]:
+    """Each component's base sha, resolved now (the run's one and only resolution)."""
+    shas: dict[str, str] = {}
+    for i, comp in enumerate(spec.components):
+        if not comp.is_local():
+            raise SpecError(f"component[{i}].repo", "only local repositories are supported by this version")
+        try:
+            shas[comp.name] = resolve_ref(comp.repo_path(spec.spec_dir), comp.base)
+        except Exception as exc:
+            raise SpecError(f"component[{i}].base", f"cannot resolve {comp.base!r}: {exc}") from exc
+    return shas
+
+
+def create_run(
+    store: Store,
+    spec: Spec,
+    spec_text: str,
+    spec_path: Path | None,
+    *,
+    turns: int | None = None,
+    options: Mapping[str, Any] | None = None,
+) -> str:
+    """Record a new run (status pending) with its components; return its id."""
+    bases = resolve_bases(spec)
+    run_id = new_run_id()
+    store.create_run(
+        NewRun(
+            id=run_id,
+            spec_text=spec_text,
+            spec_fingerprint=spec.fingerprint(),
+            spec_path=str(spec_path) if spec_path else None,
+            objective=spec.objective,
+            metric_name=spec.metric.name,
+            direction=str(spec.metric.direction),
+            turns_planned=spec.turns if turns is None else turns,
+            options=dict(options or {}),
+        )
+    )
+    for comp in spec.components:
+        repo = comp.repo_path(spec.spec_dir)
+        store.add_component(
+            ComponentRecord(
+                run_id=run_id,
+                name=comp.name,
+                repo=str(repo),
+                base_ref=comp.base,
+                base_sha=bases[comp.name],
+                head_sha=bases[comp.name],
+                user_head=user_head(repo),
+                user_state=user_state(repo),
+                upstream=comp.upstream,
+                extra={},
+            )
+        )
+    return run_id
+
+
+def open_context(
+    settings: Settings,
+    store: Store,
+    run_id: str,
+    spec: Spec,
+    *,
+    environ: Mapping[str, str] | None = None,
+    observer: Observer | None = None,
+    cancel: threading.Event | None = None,
+) -> RunContext:
+    """The live context of a stored run, with candidate and champion checkouts at the stored heads."""
+    components = store.list_components(run_id)
+    layout = RunLayout(settings.run_dir(run_id), tuple(c.name for c in components))
+    layout.agent_dir.mkdir(parents=True, exist_ok=True)
+    layout.logs.mkdir(parents=True, exist_ok=True)
+    sandbox = resolve_sandbox(spec.sandbox.mode)
+    executor = Executor(
+        store=store,
+        run_id=run_id,
+        scrubbed=scrub_env(os.environ if environ is None else environ, spec.agent.env_allow),
+        sandbox=sandbox,
+        network=spec.sandbox.network,
+        sandbox_home=layout.sandbox_home,
+    )
+    if cancel is not None:
+        executor.cancel = cancel
+    ctx = RunContext(
+        run_id=run_id,
+        spec=spec,
+        settings=settings,
+        store=store,
+        layout=layout,
+        executor=executor,
+        base_shas={c.name: c.base_sha for c in components},
+        champion_heads={c.name: c.head_sha for c in components},
+        observer=observer or Observer(),
+    )
+    ctx.ensure_arm("candidate", ctx.champion_heads)
+    ctx.ensure_arm("champion", ctx.champion_heads)
+    readonly: list[Path] = [layout.agent_dir]
+    for comp in spec.components:
+        candidate = ctx.checkout("candidate", comp.name)
+        readonly += candidate.sandbox_readonly_paths()
+        readonly.append(candidate.path / ".git" / "objects")
+    executor.readonly = readonly
+    if not sandbox:
+        ctx.observer.warn(
+            "no sandbox: agent, validation and metric commands run as you and can read your secrets "
+            "(install bubblewrap or set sandbox.mode)"
+        )
+    return ctx

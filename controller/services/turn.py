@@ -1,0 +1,350 @@
+"""One turn: propose → policy check → validation → measurement → decision → keep or restore (DESIGN §4-5).
+
+The decisions themselves are pure functions (``controller.engine``, ``controller.stats``); this module
+performs the steps in order and stops at the first one that settles the turn. Whatever happens, the
+candidate checkout ends exactly at the champion (restore) or at the new champion (keep) before the
+decision is written, so a crash before the write re-runs the turn from a clean state.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from controller.domain.enums import OUTCOME_OF_REASON, EventKind, Outcome, Reason, SampleArm
+from controller.engine.knobs import Proposal, apply
+from controller.engine.policy import check_paths, evaluator_paths
+from controller.engine.protocol import parse_agent_output
+from controller.services.context import RunContext
+from controller.services.measure import ArmRoot, Measurement, measure
+from controller.stats import decide_keep, median
+from controller.store.records import ChampionUpdate, TurnDecision, TurnRecord
+
+
+@dataclass
+class TurnWork:
+    """What a turn accumulates on its way to a decision."""
+
+    number: int
+    round: int
+    started: float = field(default_factory=time.monotonic)
+    hypothesis: str | None = None
+    cost_usd: float = 0.0
+    tokens: int = 0
+    changed: dict[str, list[str]] = field(default_factory=dict)
+    value: float | None = None
+    p_value: float | None = None
+    samples: list[float] = field(default_factory=list)
+    reference: list[float] = field(default_factory=list)
+    proposal: Proposal | None = None
+    before: dict[str, Snapshot] = field(default_factory=dict)
+
+    def changed_paths(self, composite: bool) -> tuple[str, ...]:
+        out: list[str] = []
+        for comp, paths in self.changed.items():
+            out += [f"{comp}/{p}" if composite else p for p in paths]
+        return tuple(sorted(out))
+
+
+@dataclass(frozen=True)
+class Settled:
+    reason: Reason
+    detail: str
+
+
+class _Stop(Exception):
+    def __init__(self, reason: Reason, detail: str) -> None:
+        super().__init__(detail)
+        self.settled = Settled(reason, detail)
+
+
+Snapshot = tuple[str, dict[str, str], dict[str, str | None]]
+
+
+def _clean_snapshot(ctx: RunContext) -> dict[str, Snapshot]:
+    """What the champion arm must look like: at the champion heads, nothing changed."""
+    return {comp.name: (ctx.champion_heads[comp.name], {}, {}) for comp in ctx.components}
+
+
+def _snapshot(ctx: RunContext, arm: str) -> dict[str, Snapshot]:
+    """HEAD, status and content digests of every checkout of ``arm``: what an evaluator may not change."""
+    out = {}
+    for comp in ctx.components:
+        co = ctx.checkout(arm, comp.name)
+        status = co.status()
+        out[comp.name] = (co.head(), status, co.digest(status))
+    return out
+
+
+def _mutations(before: Mapping[str, Snapshot], after: Mapping[str, Snapshot]) -> list[str]:
+    found: list[str] = []
+    for comp, (head, status, digest) in before.items():
+        head2, status2, digest2 = after[comp]
+        if head2 != head:
+            found.append(f"{comp}: HEAD moved")
+        for path in sorted(set(status) | set(status2)):
+            if status.get(path) != status2.get(path) or digest.get(path) != digest2.get(path):
+                found.append(f"{comp}/{path}")
+    return found
+
+
+def _propose(ctx: RunContext, work: TurnWork, proposal: Proposal | None) -> None:
+    """Let the agent (or the knobs proposer) change the candidate workspace."""
+    agent = ctx.spec.agent
+    root = ctx.layout.workspace_root("candidate")
+    if proposal is not None:
+        work.proposal = proposal
+        work.hypothesis = proposal.hypothesis
+        apply(proposal, root)
+        return
+    assert agent.command is not None
+    ctx.observer.step(f"turn {work.number}: agent running")
+    result = ctx.executor.run(
+        agent.command,
+        cwd=root,
+        timeout=agent.timeout,
+        writable=[ctx.layout.arm_dir("candidate")],
+        protocol=ctx.protocol_env(work.number, work.round),
+        log=ctx.layout.log_file(work.number, "agent"),
+    )
+    report = parse_agent_output(result.matched_lines)
+    work.hypothesis = ctx.executor.redact(report.hypothesis) if report.hypothesis else None
+    work.cost_usd, work.tokens = report.cost_usd, report.tokens
+    if result.cancelled:
+        raise _Stop(Reason.CANCELLED, "cancelled while the agent was running")
+    if result.timed_out:
+        raise _Stop(Reason.TIMEOUT, f"the agent timed out after {agent.timeout:g}s")
+    if result.returncode != 0:
+        raise _Stop(Reason.AGENT_FAILED, f"the agent exited {result.returncode}")
+
+
+def _check_policy(ctx: RunContext, work: TurnWork) -> None:
+    commands = [ctx.spec.metric.command]
+    if ctx.spec.validation is not None:
+        commands.append(ctx.spec.validation.command)
+    root = ctx.layout.workspace_root("candidate")
+    named = evaluator_paths(commands, root)
+    violations: list[str] = []
+    for comp in ctx.components:
+        co = ctx.checkout("candidate", comp.name)
+        if co.head() != ctx.champion_heads[comp.name]:
+            violations.append(
+                f"{comp.name}: HEAD moved (the agent must not commit, reset or switch branches)"
+            )
+            continue
+        status = co.status()
+        work.before[comp.name] = (ctx.champion_heads[comp.name], status, co.digest(status))
+        paths = sorted(status)
+        if paths:
+            work.changed[comp.name] = paths
+        prefix = f"{comp.name}/" if ctx.layout.composite else ""
+        mine = {p[len(prefix) :] for p in named if p.startswith(prefix)}
+        verdict = check_paths(paths, mutable=comp.mutable, protected=comp.protected, evaluator_paths=mine)
+        violations += [f"{prefix}{v}" for v in verdict.violations]
+    if violations:
+        raise _Stop(Reason.POLICY_VIOLATION, "; ".join(violations[:20]))
+    if not work.changed:
+        raise _Stop(Reason.NO_DIFF, "the agent changed nothing")
+
+
+def _validate(ctx: RunContext, work: TurnWork) -> None:
+    validation = ctx.spec.validation
+    if validation is None:
+        return
+    root = ctx.layout.workspace_root("candidate")
+    for attempt in range(1 + validation.retries):
+        ctx.observer.step(f"turn {work.number}: validating (attempt {attempt + 1})")
+        result = ctx.executor.run(
+            validation.command,
+            cwd=root,
+            timeout=validation.timeout,
+            writable=[ctx.layout.arm_dir("candidate")],
+            protocol=ctx.protocol_env(work.number, work.round),
+            log=ctx.layout.log_file(work.number, f"validation-{attempt + 1}"),
+        )
+        if result.cancelled:
+            raise _Stop(Reason.CANCELLED, "cancelled during validation")
+        if result.returncode == 0:
+            return
+    raise _Stop(Reason.VALIDATION_FAILED, f"validation failed {1 + validation.retries} time(s)")
+
+
+def _measure_arms(ctx: RunContext, work: TurnWork, arms: list[ArmRoot], tag: str) -> Measurement:
+    ctx.observer.step(f"turn {work.number}: measuring {' vs '.join(a.arm for a in arms)}")
+    result = measure(
+        ctx.executor,
+        ctx.spec.metric,
+        arms,
+        protocol=ctx.protocol_env(work.number, work.round),
+        log_prefix=ctx.layout.log_file(work.number, tag),
+    )
+    ctx.store.add_samples(ctx.run_id, work.number, result.raw)
+    if result.cancelled:
+        raise _Stop(Reason.CANCELLED, "cancelled during measurement")
+    if result.timed_out:
+        raise _Stop(Reason.TIMEOUT, result.error or "metric timed out")
+    if result.error is not None:
+        raise _Stop(Reason.METRIC_INVALID, result.error)
+    return result
+
+
+def _evaluate(ctx: RunContext, work: TurnWork) -> tuple[bool, str, Settled | None]:
+    """Validation, measurement and the keep rule. Returns (keep, detail, settled-if-rejected)."""
+    metric = ctx.spec.metric
+    # The candidate's state was recorded by the policy check; nothing ran since. The champion arm is
+    # clean at the champion heads by construction (restored after every keep and on open).
+    _validate(ctx, work)
+    arms = [ArmRoot(SampleArm.CANDIDATE, ctx.layout.workspace_root("candidate"))]
+    if metric.interleave:
+        arms.insert(0, ArmRoot(SampleArm.CHAMPION, ctx.layout.workspace_root("champion")))
+    result = _measure_arms(ctx, work, arms, "metric")
+    mutated = _mutations(work.before, _snapshot(ctx, "candidate"))
+    if metric.interleave:
+        mutated += _mutations(_clean_snapshot(ctx), _snapshot(ctx, "champion"))
+    if mutated:
+        raise _Stop(Reason.EVALUATOR_MUTATED, "the evaluator changed " + ", ".join(mutated[:20]))
+    guards = ctx.guard_names()
+    candidate = result.arm(SampleArm.CANDIDATE, metric.name, guards)
+    if metric.interleave:
+        champion = result.arm(SampleArm.CHAMPION, metric.name, guards)
+    else:
+        assert ctx.champion_arm is not None
+        champion = ctx.champion_arm
+    work.samples = list(candidate.primary)
+    work.reference = list(champion.primary)
+    rule = ctx.keep_rule()
+    verdict = decide_keep(rule, candidate, champion)
+    if verdict.keep and rule.guards:
+        base = champion
+        if ctx.champion_heads != ctx.base_shas:
+            ctx.ensure_arm("base", ctx.base_shas)
+            base_result = _measure_arms(
+                ctx, work, [ArmRoot(SampleArm.BASE, ctx.layout.workspace_root("base"))], "base"
+            )
+            base = base_result.arm(SampleArm.BASE, metric.name, guards)
+        verdict = decide_keep(rule, candidate, champion, base)
+    work.value = verdict.candidate_median
+    work.p_value = verdict.p_value
+    if verdict.keep:
+        return True, verdict.detail, None
+    return False, verdict.detail, Settled(verdict.reason, verdict.detail)
+
+
+def _restore_candidate(ctx: RunContext) -> None:
+    for comp in ctx.components:
+        ctx.checkout("candidate", comp.name).restore(
+            ctx.champion_heads[comp.name], ctx.spec.workspace.keep_ignored
+        )
+
+
+def _keep(ctx: RunContext, work: TurnWork) -> dict[str, str]:
+    """Commit the candidate in each changed component; return the new champion heads."""
+    heads = dict(ctx.champion_heads)
+    for comp in ctx.components:
+        if comp.name not in work.changed:
+            continue
+        co = ctx.checkout("candidate", comp.name)
+        title = work.hypothesis or f"turn {work.number}"
+        score = f"{ctx.spec.metric.name}={work.value:g}"
+        message = f"crucible: {title}\n\nrun {ctx.run_id}, turn {work.number}: {score}"
+        sha = co.commit(message)
+        co.set_ref("refs/crucible/champion", sha)
+        co.set_ref(f"refs/crucible/turns/{work.number}", sha)
+        heads[comp.name] = sha
+    return heads
+
+
+def turn_row(record: TurnRecord, samples: list[float], reference: list[float]) -> dict[str, Any]:
+    """A decided turn as it appears in ``--json`` and in events."""
+    commit = None
+    if record.commits:
+        commit = next(iter(record.commits.values())) if len(record.commits) == 1 else dict(record.commits)
+    return {
+        "turn": record.number,
+        "round": record.round,
+        "outcome": str(record.outcome) if record.outcome else None,
+        "reason": str(record.reason) if record.reason else None,
+        "value": record.value,
+        "samples": samples,
+        "reference_samples": reference,
+        "p_value": record.p_value,
+        "changed_paths": list(record.changed_paths),
+        "hypothesis": record.hypothesis,
+        "commit": commit,
+        "cost_usd": record.cost_usd,
+        "duration_s": round(record.duration_s, 3),
+        "detail": record.detail,
+    }
+
+
+def run_turn(ctx: RunContext, number: int, round_number: int, proposal: Proposal | None) -> TurnRecord:
+    """Run turn ``number`` from its start and write its decision exactly once."""
+    ctx.store.start_turn(ctx.run_id, number, round_number)
+    ctx.store.append_event(ctx.run_id, EventKind.TURN_STARTED, {"turn": number, "round": round_number})
+    # No restore here: every turn ends restored or kept, and open_context reconciles after a crash.
+    work = TurnWork(number, round_number)
+    keep = False
+    detail = ""
+    settled: Settled | None = None
+    try:
+        _propose(ctx, work, proposal)
+        _check_policy(ctx, work)
+        keep, detail, settled = _evaluate(ctx, work)
+    except _Stop as stop:
+        settled = stop.settled
+    heads = dict(ctx.champion_heads)
+    champion: ChampionUpdate | None = None
+    if keep and work.value is not None:
+        heads = _keep(ctx, work)
+        champion = ChampionUpdate(value=work.value, turn=number)
+        reason = Reason.IMPROVED
+    else:
+        assert settled is not None
+        reason, detail = settled.reason, settled.detail
+        _restore_candidate(ctx)
+    outcome = OUTCOME_OF_REASON[reason]
+    decision = TurnDecision(
+        outcome=outcome,
+        reason=reason,
+        value=work.value,
+        p_value=work.p_value,
+        hypothesis=work.hypothesis,
+        changed_paths=work.changed_paths(ctx.layout.composite),
+        commits={c: heads[c] for c in work.changed} if keep else {},
+        cost_usd=work.cost_usd,
+        tokens=work.tokens,
+        duration_s=time.monotonic() - work.started,
+        detail=ctx.executor.redact(detail),
+    )
+    payload: dict[str, Any] = {
+        "turn": number,
+        "round": round_number,
+        "outcome": str(outcome),
+        "reason": str(reason),
+    }
+    payload.update(value=work.value, p_value=work.p_value, hypothesis=work.hypothesis, detail=decision.detail)
+    if work.proposal is not None:
+        p = work.proposal
+        payload["proposal"] = {"file": p.knob.file, "key": p.knob.key, "old": p.old, "new": p.new}
+    kind = {
+        Outcome.ACCEPTED: EventKind.ACCEPTED,
+        Outcome.REJECTED: EventKind.REJECTED,
+        Outcome.FAILED: EventKind.FAILED,
+        Outcome.NO_CHANGE: EventKind.NO_CHANGE,
+    }[outcome]
+    record = ctx.store.decide_turn(
+        ctx.run_id, number, decision, champion=champion, component_heads=heads, event=(kind, payload)
+    )
+    if keep:
+        ctx.champion_heads = heads
+        ctx.ensure_arm("champion", heads)
+        if ctx.spec.metric.interleave is False:
+            ctx.champion_arm = ctx.arm_from_store(number, SampleArm.CANDIDATE)
+    ctx.observer.turn_decided(turn_row(record, work.samples, work.reference))
+    return record
+
+
+def median_or_none(values: list[float]) -> float | None:
+    return median(values) if values else None
