@@ -1,0 +1,1 @@
+"""Alembic migrations of crucible's database; a package so an installed wheel ships them."""

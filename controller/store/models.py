@@ -1,0 +1,298 @@
+"""The database schema as SQLAlchemy models, private to ``controller.store``.
+
+The CHECK constraints on state columns are built from the domain enums, so the schema and the
+transition tables cannot drift apart silently: a new enum value without a migration makes the
+schema-drift test fail (see ``migrate.schema_drift``). Rows never leave the store; each model
+converts itself into the frozen record of ``records.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any, TypeVar
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Dialect
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from controller.domain.enums import (
+    Direction,
+    EventKind,
+    Outcome,
+    Reason,
+    RunStatus,
+    SampleArm,
+    StopReason,
+    TurnPhase,
+)
+from controller.store.records import (
+    ComponentRecord,
+    EventRecord,
+    RunRecord,
+    SampleRecord,
+    TurnRecord,
+)
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class UTCDateTime(sa.types.TypeDecorator[datetime]):
+    """A timezone-aware UTC timestamp on every backend (SQLite stores naive text, PostgreSQL timestamptz)."""
+
+    impl = sa.DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError(f"naive datetime {value!r}: the store only takes timezone-aware times")
+        return value.astimezone(UTC)
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value.astimezone(UTC)
+
+
+def in_check(column: str, enum: type[StrEnum]) -> sa.CheckConstraint:
+    """CHECK ``column IN ('a', 'b', ...)`` from an enum, so the values cannot drift from it.
+
+    A NULL passes a CHECK (its IN is unknown, not false), so nullable columns need no extra clause.
+    """
+    values = ", ".join(f"'{member.value}'" for member in enum)
+    return sa.CheckConstraint(f"{column} IN ({values})", name=column)
+
+
+class Base(DeclarativeBase):
+    metadata = sa.MetaData(naming_convention=NAMING_CONVENTION)
+
+
+_E = TypeVar("_E", bound=StrEnum)
+
+
+def _opt_enum(enum: type[_E], value: str | None) -> _E | None:
+    return None if value is None else enum(value)
+
+
+class RunRow(Base):
+    __tablename__ = "runs"
+    __table_args__ = (
+        in_check("status", RunStatus),
+        in_check("stop_reason", StopReason),
+        in_check("direction", Direction),
+        sa.Index(None, "created_at"),
+    )
+
+    id: Mapped[str] = mapped_column(sa.String(64), primary_key=True)
+    spec_text: Mapped[str] = mapped_column(sa.Text)
+    spec_fingerprint: Mapped[str] = mapped_column(sa.String(128))
+    spec_path: Mapped[str | None] = mapped_column(sa.Text)
+    objective: Mapped[str] = mapped_column(sa.Text)
+    metric_name: Mapped[str] = mapped_column(sa.String(200))
+    direction: Mapped[str] = mapped_column(sa.String(16))
+    turns_planned: Mapped[int] = mapped_column(sa.Integer)
+    options: Mapped[dict[str, Any]] = mapped_column(sa.JSON)
+    status: Mapped[str] = mapped_column(sa.String(16))
+    stop_reason: Mapped[str | None] = mapped_column(sa.String(32))
+    stop_message: Mapped[str | None] = mapped_column(sa.Text)
+    baseline_value: Mapped[float | None] = mapped_column(sa.Double)
+    champion_value: Mapped[float | None] = mapped_column(sa.Double)
+    champion_turn: Mapped[int | None] = mapped_column(sa.Integer)
+    cost_usd: Mapped[float] = mapped_column(sa.Double)
+    tokens: Mapped[int] = mapped_column(sa.BigInteger)
+    round: Mapped[int] = mapped_column(sa.Integer)
+    controller_pid: Mapped[int | None] = mapped_column(sa.Integer)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+    def to_record(self) -> RunRecord:
+        return RunRecord(
+            id=self.id,
+            spec_text=self.spec_text,
+            spec_fingerprint=self.spec_fingerprint,
+            spec_path=self.spec_path,
+            objective=self.objective,
+            metric_name=self.metric_name,
+            direction=self.direction,
+            turns_planned=self.turns_planned,
+            options=dict(self.options),
+            status=RunStatus(self.status),
+            stop_reason=_opt_enum(StopReason, self.stop_reason),
+            stop_message=self.stop_message,
+            baseline_value=self.baseline_value,
+            champion_value=self.champion_value,
+            champion_turn=self.champion_turn,
+            cost_usd=self.cost_usd,
+            tokens=self.tokens,
+            round=self.round,
+            controller_pid=self.controller_pid,
+            created_at=self.created_at,
+            updated_at=self.updated_at,
+            finished_at=self.finished_at,
+        )
+
+
+def _run_fk() -> sa.ForeignKey:
+    return sa.ForeignKey("runs.id", ondelete="CASCADE")
+
+
+class ComponentRow(Base):
+    __tablename__ = "components"
+    __table_args__ = (sa.UniqueConstraint("run_id", "position"),)
+
+    run_id: Mapped[str] = mapped_column(sa.String(64), _run_fk(), primary_key=True)
+    name: Mapped[str] = mapped_column(sa.String(200), primary_key=True)
+    position: Mapped[int] = mapped_column(sa.Integer)
+    repo: Mapped[str] = mapped_column(sa.Text)
+    base_ref: Mapped[str] = mapped_column(sa.Text)
+    base_sha: Mapped[str] = mapped_column(sa.String(64))
+    head_sha: Mapped[str] = mapped_column(sa.String(64))
+    user_head: Mapped[str | None] = mapped_column(sa.String(64))
+    user_state: Mapped[str | None] = mapped_column(sa.Text)
+    upstream: Mapped[str | None] = mapped_column(sa.Text)
+    extra: Mapped[dict[str, Any]] = mapped_column(sa.JSON)
+
+    def to_record(self) -> ComponentRecord:
+        return ComponentRecord(
+            run_id=self.run_id,
+            name=self.name,
+            repo=self.repo,
+            base_ref=self.base_ref,
+            base_sha=self.base_sha,
+            head_sha=self.head_sha,
+            user_head=self.user_head,
+            user_state=self.user_state,
+            upstream=self.upstream,
+            extra=dict(self.extra),
+        )
+
+
+_PHASE_COHERENT = (
+    "(phase = 'started' AND outcome IS NULL AND reason IS NULL AND decided_at IS NULL)"
+    " OR (phase = 'decided' AND outcome IS NOT NULL AND reason IS NOT NULL AND decided_at IS NOT NULL)"
+)
+
+
+class TurnRow(Base):
+    __tablename__ = "turns"
+    __table_args__ = (
+        in_check("phase", TurnPhase),
+        in_check("outcome", Outcome),
+        in_check("reason", Reason),
+        sa.CheckConstraint(_PHASE_COHERENT, name="decision_iff_decided"),
+    )
+
+    run_id: Mapped[str] = mapped_column(sa.String(64), _run_fk(), primary_key=True)
+    number: Mapped[int] = mapped_column(sa.Integer, primary_key=True)
+    round: Mapped[int] = mapped_column(sa.Integer)
+    phase: Mapped[str] = mapped_column(sa.String(16))
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    decided_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    outcome: Mapped[str | None] = mapped_column(sa.String(16))
+    reason: Mapped[str | None] = mapped_column(sa.String(32))
+    value: Mapped[float | None] = mapped_column(sa.Double)
+    p_value: Mapped[float | None] = mapped_column(sa.Double)
+    hypothesis: Mapped[str | None] = mapped_column(sa.Text)
+    changed_paths: Mapped[list[str]] = mapped_column(sa.JSON)
+    commits: Mapped[dict[str, str]] = mapped_column(sa.JSON)
+    cost_usd: Mapped[float] = mapped_column(sa.Double)
+    tokens: Mapped[int] = mapped_column(sa.BigInteger)
+    duration_s: Mapped[float] = mapped_column(sa.Double)
+    detail: Mapped[str] = mapped_column(sa.Text)
+
+    def to_record(self) -> TurnRecord:
+        return TurnRecord(
+            run_id=self.run_id,
+            number=self.number,
+            round=self.round,
+            phase=TurnPhase(self.phase),
+            started_at=self.started_at,
+            decided_at=self.decided_at,
+            outcome=_opt_enum(Outcome, self.outcome),
+            reason=_opt_enum(Reason, self.reason),
+            value=self.value,
+            p_value=self.p_value,
+            hypothesis=self.hypothesis,
+            changed_paths=tuple(self.changed_paths),
+            commits=dict(self.commits),
+            cost_usd=self.cost_usd,
+            tokens=self.tokens,
+            duration_s=self.duration_s,
+            detail=self.detail,
+        )
+
+
+class SampleRow(Base):
+    __tablename__ = "samples"
+    __table_args__ = (
+        in_check("arm", SampleArm),
+        sa.UniqueConstraint("run_id", "turn", "arm", "sample_index"),
+    )
+
+    id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(sa.String(64), _run_fk())
+    turn: Mapped[int] = mapped_column(sa.Integer)
+    arm: Mapped[str] = mapped_column(sa.String(16))
+    sample_index: Mapped[int] = mapped_column(sa.Integer)
+    values: Mapped[dict[str, float]] = mapped_column(sa.JSON)
+    valid: Mapped[bool] = mapped_column(sa.Boolean)
+
+    def to_record(self) -> SampleRecord:
+        return SampleRecord(
+            run_id=self.run_id,
+            turn=self.turn,
+            arm=SampleArm(self.arm),
+            index=self.sample_index,
+            values=dict(self.values),
+            valid=self.valid,
+        )
+
+
+class EventRow(Base):
+    __tablename__ = "events"
+    # AUTOINCREMENT on SQLite: ids are never reused, so Last-Event-ID resumption stays sound.
+    __table_args__ = (sa.Index(None, "run_id", "id"), {"sqlite_autoincrement": True})
+
+    id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(sa.String(64), _run_fk())
+    kind: Mapped[str] = mapped_column(sa.String(32))
+    payload: Mapped[dict[str, Any]] = mapped_column(sa.JSON)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+    def to_record(self) -> EventRecord:
+        return EventRecord(
+            id=self.id,
+            run_id=self.run_id,
+            kind=EventKind(self.kind),
+            payload=dict(self.payload),
+            created_at=self.created_at,
+        )
+
+
+class ProcessGroupRow(Base):
+    __tablename__ = "process_groups"
+
+    run_id: Mapped[str] = mapped_column(sa.String(64), _run_fk(), primary_key=True)
+    pgid: Mapped[int] = mapped_column(sa.Integer, primary_key=True)
+    command: Mapped[str] = mapped_column(sa.Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+def check_constraints() -> Iterable[tuple[str, str, str]]:
+    """(table, full constraint name, CHECK text) for every CHECK in the models (for the drift check)."""
+    for table in Base.metadata.sorted_tables:
+        for constraint in table.constraints:
+            if isinstance(constraint, sa.CheckConstraint):
+                yield table.name, str(constraint.name), str(constraint.sqltext)

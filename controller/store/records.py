@@ -1,0 +1,161 @@
+"""What the rest of crucible sees of the store: frozen dataclasses, never ORM objects.
+
+Keeping ORM rows inside ``controller.store`` means no caller can lazily load, mutate or
+accidentally flush database state; every read is a snapshot, every write goes through a
+``Store`` method that states its contract.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from controller.domain.enums import (
+    OUTCOME_OF_REASON,
+    EventKind,
+    Outcome,
+    Reason,
+    RunStatus,
+    SampleArm,
+    StopReason,
+    TurnPhase,
+)
+
+
+@dataclass(frozen=True)
+class NewRun:
+    """A run as the caller creates it; the store fills in status, counters and timestamps."""
+
+    id: str
+    spec_text: str
+    spec_fingerprint: str
+    spec_path: str | None
+    objective: str
+    metric_name: str
+    direction: str
+    turns_planned: int
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    id: str
+    spec_text: str
+    spec_fingerprint: str
+    spec_path: str | None
+    objective: str
+    metric_name: str
+    direction: str
+    turns_planned: int
+    options: dict[str, Any]
+    status: RunStatus
+    stop_reason: StopReason | None
+    stop_message: str | None
+    baseline_value: float | None
+    champion_value: float | None
+    champion_turn: int | None
+    cost_usd: float
+    tokens: int
+    round: int
+    controller_pid: int | None
+    created_at: datetime
+    updated_at: datetime
+    finished_at: datetime | None
+
+
+@dataclass(frozen=True)
+class ComponentRecord:
+    """One git repository of a run.
+
+    head_sha is the champion commit (== base_sha until a keep); user_head and user_state describe the
+    user's checkout at run start so ``accept`` can refuse when it changed since.
+    """
+
+    run_id: str
+    name: str
+    repo: str
+    base_ref: str
+    base_sha: str
+    head_sha: str
+    user_head: str | None = None
+    user_state: str | None = None
+    upstream: str | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TurnDecision:
+    """The engine's verdict on one turn. ``commits`` (component -> new sha) is set only on accept."""
+
+    outcome: Outcome
+    reason: Reason
+    value: float | None = None
+    p_value: float | None = None
+    hypothesis: str | None = None
+    changed_paths: tuple[str, ...] = ()
+    commits: Mapping[str, str] = field(default_factory=dict)
+    cost_usd: float = 0.0
+    tokens: int = 0
+    duration_s: float = 0.0
+    detail: str = ""
+
+    def __post_init__(self) -> None:
+        if OUTCOME_OF_REASON[self.reason] is not self.outcome:
+            implied = OUTCOME_OF_REASON[self.reason]
+            raise ValueError(f"reason {self.reason} implies outcome {implied}, not {self.outcome}")
+
+
+@dataclass(frozen=True)
+class TurnRecord:
+    """A turn as stored; the decision fields are None/empty while the phase is STARTED."""
+
+    run_id: str
+    number: int
+    round: int
+    phase: TurnPhase
+    started_at: datetime
+    decided_at: datetime | None
+    outcome: Outcome | None
+    reason: Reason | None
+    value: float | None
+    p_value: float | None
+    hypothesis: str | None
+    changed_paths: tuple[str, ...]
+    commits: Mapping[str, str]
+    cost_usd: float
+    tokens: int
+    duration_s: float
+    detail: str
+
+
+@dataclass(frozen=True)
+class SampleRecord:
+    """One raw measurement. turn 0 is the baseline; an invalid sample has empty ``values``."""
+
+    run_id: str
+    turn: int
+    arm: SampleArm
+    index: int
+    values: Mapping[str, float]
+    valid: bool
+
+
+@dataclass(frozen=True)
+class EventRecord:
+    """One entry of the append-only event stream; ``id`` is global and increases monotonically."""
+
+    id: int
+    run_id: str
+    kind: EventKind
+    payload: Mapping[str, Any]
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class ChampionUpdate:
+    """The new champion of a run; turn 0 is the baseline."""
+
+    value: float
+    turn: int

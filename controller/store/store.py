@@ -1,0 +1,489 @@
+"""The durable record of runs, turns, samples and events (DESIGN.md section 6).
+
+``Store`` is the only door to the database: every method is one transaction through one session
+scope, takes and returns crucible types (``records.py``, domain enums), and raises domain errors.
+Exactly-once turn decisions and forward-only run states are enforced here, inside the
+transaction, so two controllers racing on one run cannot both win.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any, cast
+
+import sqlalchemy as sa
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.engine import CursorResult
+from sqlalchemy.orm import Session, sessionmaker
+
+from controller.domain.enums import (
+    Direction,
+    EventKind,
+    RunStatus,
+    StopReason,
+    TurnPhase,
+    check_run_transition,
+    status_for_stop,
+)
+from controller.domain.errors import (
+    ConflictError,
+    NotFoundError,
+    RetryLaterError,
+    SchemaOutdatedError,
+)
+from controller.store import migrate
+from controller.store.models import ComponentRow, EventRow, ProcessGroupRow, RunRow, SampleRow, TurnRow
+from controller.store.queries import (
+    Sample,
+    append_event_row,
+    component_row,
+    decision_values,
+    delete_samples,
+    get_component_row,
+    get_run_row,
+    get_turn_row,
+    lock_run,
+    new_turn_row,
+    require_finite,
+    sample_row,
+)
+from controller.store.records import (
+    ChampionUpdate,
+    ComponentRecord,
+    EventRecord,
+    NewRun,
+    RunRecord,
+    SampleRecord,
+    TurnDecision,
+    TurnRecord,
+)
+
+FINISHED_STATUSES = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED})
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class Store:
+    """Runs, components, turns, samples, events and process groups in SQLite or PostgreSQL.
+
+    Atomicity: each method is one transaction; it either happens entirely or not at all.
+    ``decide_turn`` and ``set_baseline`` write the decision, the champion, the usage, the component
+    heads and the event together, so a crash never leaves a decided turn without its event.
+
+    Errors (all ``controller.domain.errors``):
+      - NotFoundError: the run (or turn, component) named does not exist. Every method taking a
+        ``run_id`` checks the run, reads included.
+      - ConflictError: the call contradicts the stored state: a duplicate id, an illegal run
+        transition (``enums.RUN_TRANSITIONS``), deciding a turn twice, samples for a decided turn.
+        The transaction is rolled back; nothing changed.
+      - RetryLaterError: the database is busy, locked or unreachable; the same call may succeed later.
+      - SchemaOutdatedError: the database is not at this code's schema (``open`` checks up front).
+      - ValueError: a caller bug (NaN/inf measurements, a naive datetime, a stop reason that does
+        not match the status); nothing is written.
+
+    Idempotency: ``start_turn`` of a STARTED turn returns it again (recovery re-runs a cut-off
+    turn) and deletes that turn's samples; ``start_baseline`` likewise for turn 0;
+    ``record_process_group`` and ``clear_process_group`` may be repeated. Everything else that
+    writes is not idempotent and says so with ConflictError where repeating would be wrong
+    (``decide_turn``, ``set_baseline``, ``create_run``, ``add_component``, ``add_samples``).
+
+    Concurrency: writers lock the run row first (``SELECT ... FOR NO KEY UPDATE`` on PostgreSQL;
+    SQLite writers serialise with ``BEGIN IMMEDIATE``), so per run the writes are serialised and
+    event ids become visible in increasing order (safe for SSE ``Last-Event-ID`` resumption).
+    A Store is safe to share between threads.
+    """
+
+    def __init__(self, url: str, *, clock: Callable[[], datetime] = utc_now) -> None:
+        self._url = migrate.normalize_url(url)
+        self._engine = migrate.make_engine(self._url)
+        self._clock = clock
+        self._writer = sessionmaker(self._engine, expire_on_commit=False)
+        reader_engine = self._engine.execution_options(**{migrate.READ_ONLY: True})
+        self._reader = sessionmaker(reader_engine, expire_on_commit=False)
+
+    @classmethod
+    def open(cls, url: str, *, upgrade: bool = False, clock: Callable[[], datetime] = utc_now) -> Store:
+        """A Store on ``url``; migrates first when ``upgrade``, else refuses a non-head schema."""
+        store = cls(url, clock=clock)
+        try:
+            if upgrade:
+                store.upgrade()
+            else:
+                store.check_schema()
+        except BaseException:
+            store.close()
+            raise
+        return store
+
+    def upgrade(self) -> None:
+        """Apply pending migrations (creates a SQLite file and its directory if needed)."""
+        with translate_errors():
+            migrate.upgrade(self._engine)
+
+    def current_revision(self) -> str | None:
+        with translate_errors():
+            return migrate.current_revision(self._engine)
+
+    def check_schema(self) -> None:
+        """Raise SchemaOutdatedError unless the database is at the head revision."""
+        with translate_errors():
+            migrate.check_at_head(self._engine)
+
+    def close(self) -> None:
+        """Release every pooled connection; the Store must not be used afterwards."""
+        self._engine.dispose()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    # -- runs ---------------------------------------------------------------------------------
+
+    def create_run(self, run: NewRun) -> RunRecord:
+        """Store a new PENDING run. ConflictError if the id exists."""
+        now = self._now()
+        row = RunRow(
+            id=run.id,
+            spec_text=run.spec_text,
+            spec_fingerprint=run.spec_fingerprint,
+            spec_path=run.spec_path,
+            objective=run.objective,
+            metric_name=run.metric_name,
+            direction=Direction(run.direction).value,
+            turns_planned=run.turns_planned,
+            options=dict(run.options),
+            status=RunStatus.PENDING.value,
+            cost_usd=0.0,
+            tokens=0,
+            round=0,
+            created_at=now,
+            updated_at=now,
+        )
+        with self._session() as s:
+            if s.get(RunRow, run.id) is not None:
+                raise ConflictError(f"run {run.id} already exists")
+            s.add(row)
+            s.flush()
+            return row.to_record()
+
+    def get_run(self, run_id: str) -> RunRecord:
+        with self._session(read_only=True) as s:
+            return get_run_row(s, run_id).to_record()
+
+    def list_runs(self, *, limit: int = 50, offset: int = 0) -> list[RunRecord]:
+        """Newest first (by created_at, then id)."""
+        query = sa.select(RunRow).order_by(RunRow.created_at.desc(), RunRow.id.desc())
+        with self._session(read_only=True) as s:
+            return [row.to_record() for row in s.scalars(query.limit(limit).offset(offset))]
+
+    def set_run_status(
+        self,
+        run_id: str,
+        status: RunStatus,
+        *,
+        stop_reason: StopReason | None = None,
+        stop_message: str | None = None,
+    ) -> RunRecord:
+        """Move the run to ``status`` (ConflictError if RUN_TRANSITIONS forbids it).
+
+        A finished status (completed, failed, cancelled) sets finished_at and the stop fields; any
+        other status clears them (a resumed run is not finished). ValueError when a stop reason is
+        given with an unfinished status or does not imply ``status`` (``enums.status_for_stop``).
+        """
+        finished = status in FINISHED_STATUSES
+        if stop_reason is not None and (not finished or status_for_stop(stop_reason) is not status):
+            raise ValueError(f"stop reason {stop_reason} does not go with status {status}")
+        with self._session() as s:
+            row = lock_run(s, run_id)
+            check_run_transition(RunStatus(row.status), status)
+            now = self._now()
+            row.status = status.value
+            row.stop_reason = stop_reason.value if finished and stop_reason else None
+            row.stop_message = stop_message if finished else None
+            row.finished_at = now if finished else None
+            row.updated_at = now
+            return row.to_record()
+
+    def set_controller_pid(self, run_id: str, pid: int | None) -> None:
+        with self._session() as s:
+            row = lock_run(s, run_id)
+            row.controller_pid = pid
+            row.updated_at = self._now()
+
+    def add_usage(self, run_id: str, *, cost_usd: float, tokens: int) -> RunRecord:
+        """Add to the run's spent cost and tokens (not idempotent: call once per usage report)."""
+        require_finite("cost_usd", cost_usd)
+        with self._session() as s:
+            row = lock_run(s, run_id)
+            row.cost_usd += cost_usd
+            row.tokens += tokens
+            row.updated_at = self._now()
+            return row.to_record()
+
+    def set_round(self, run_id: str, round: int) -> None:
+        with self._session() as s:
+            row = lock_run(s, run_id)
+            row.round = round
+            row.updated_at = self._now()
+
+    # -- components ---------------------------------------------------------------------------
+
+    def add_component(self, rec: ComponentRecord) -> None:
+        """ConflictError on a duplicate (run_id, name); list_components keeps insertion order."""
+        with self._session() as s:
+            lock_run(s, rec.run_id)
+            if s.get(ComponentRow, (rec.run_id, rec.name)) is not None:
+                raise ConflictError(f"run {rec.run_id} already has a component {rec.name!r}")
+            last = sa.select(sa.func.max(ComponentRow.position)).where(ComponentRow.run_id == rec.run_id)
+            position = (s.scalar(last) or 0) + 1
+            s.add(component_row(rec, position))
+
+    def list_components(self, run_id: str) -> list[ComponentRecord]:
+        query = sa.select(ComponentRow).where(ComponentRow.run_id == run_id).order_by(ComponentRow.position)
+        with self._session(read_only=True) as s:
+            get_run_row(s, run_id)
+            return [row.to_record() for row in s.scalars(query)]
+
+    def set_component_head(self, run_id: str, name: str, head_sha: str) -> None:
+        with self._session() as s:
+            lock_run(s, run_id)
+            get_component_row(s, run_id, name).head_sha = head_sha
+
+    def update_component_extra(self, run_id: str, name: str, extra: Mapping[str, Any]) -> None:
+        """Merge ``extra`` into the component's extra (shallow: given keys replace stored ones)."""
+        with self._session() as s:
+            lock_run(s, run_id)
+            row = get_component_row(s, run_id, name)
+            row.extra = {**row.extra, **extra}
+
+    # -- turns --------------------------------------------------------------------------------
+
+    def start_turn(self, run_id: str, number: int, round: int) -> TurnRecord:
+        """Create turn ``number`` (>= 1) as STARTED.
+
+        Idempotent for recovery: a STARTED turn is returned as stored, after deleting the samples an
+        earlier, cut-off attempt stored for it. ConflictError if the turn is DECIDED, or STARTED in
+        another round.
+        """
+        if number < 1:
+            raise ValueError(f"turn numbers start at 1 (0 is the baseline), got {number}")
+        with self._session() as s:
+            lock_run(s, run_id)
+            row = s.get(TurnRow, (run_id, number))
+            if row is None:
+                row = new_turn_row(run_id, number, round, self._now())
+                s.add(row)
+                s.flush()
+                return row.to_record()
+            if row.phase == TurnPhase.DECIDED:
+                raise ConflictError(f"turn {number} of run {run_id} is already decided")
+            if row.round != round:
+                raise ConflictError(f"turn {number} of run {run_id} was started in round {row.round}")
+            delete_samples(s, run_id, number)
+            return row.to_record()
+
+    def decide_turn(
+        self,
+        run_id: str,
+        number: int,
+        decision: TurnDecision,
+        *,
+        champion: ChampionUpdate | None,
+        component_heads: Mapping[str, str],
+        event: tuple[EventKind, Mapping[str, Any]],
+    ) -> TurnRecord:
+        """Decide a STARTED turn, exactly once, in one transaction.
+
+        Writes the decision (STARTED -> DECIDED), the champion when given, the component heads,
+        the turn's cost and tokens added to the run, and appends ``event``. A second decide, even
+        from a racing controller, raises ConflictError and changes nothing. NotFoundError if the
+        run, the turn or a component in ``component_heads`` does not exist.
+        """
+        require_finite("value", decision.value)
+        require_finite("p_value", decision.p_value)
+        require_finite("champion", champion.value if champion else None)
+        with self._session() as s:
+            run = lock_run(s, run_id)
+            now = self._now()
+            decided = s.execute(
+                sa.update(TurnRow)
+                .where(
+                    TurnRow.run_id == run_id,
+                    TurnRow.number == number,
+                    TurnRow.phase == TurnPhase.STARTED.value,
+                )
+                .values(**decision_values(decision), decided_at=now)
+                .execution_options(synchronize_session=False)
+            )
+            if cast(CursorResult[Any], decided).rowcount != 1:
+                if s.get(TurnRow, (run_id, number)) is None:
+                    raise NotFoundError(f"run {run_id} has no turn {number}")
+                raise ConflictError(f"turn {number} of run {run_id} is already decided")
+            if champion is not None:
+                run.champion_value, run.champion_turn = champion.value, champion.turn
+            run.cost_usd += decision.cost_usd
+            run.tokens += decision.tokens
+            run.updated_at = now
+            for name, sha in component_heads.items():
+                get_component_row(s, run_id, name).head_sha = sha
+            append_event_row(s, run_id, event[0], event[1], now)
+            s.flush()
+            return get_turn_row(s, run_id, number, fresh=True).to_record()
+
+    def start_baseline(self, run_id: str) -> None:
+        """Prepare (again) to measure the baseline: delete turn-0 samples of a cut-off attempt.
+
+        ConflictError once the baseline is recorded (``set_baseline``).
+        """
+        with self._session() as s:
+            run = lock_run(s, run_id)
+            if run.baseline_value is not None:
+                raise ConflictError(f"run {run_id} already has its baseline")
+            delete_samples(s, run_id, 0)
+
+    def set_baseline(self, run_id: str, value: float, event_payload: Mapping[str, Any]) -> None:
+        """Record the baseline, make it the champion (turn 0) and append the BASELINE event.
+
+        Exactly once: ConflictError if the baseline is already recorded.
+        """
+        require_finite("baseline", value)
+        with self._session() as s:
+            run = lock_run(s, run_id)
+            if run.baseline_value is not None:
+                raise ConflictError(f"run {run_id} already has its baseline")
+            now = self._now()
+            run.baseline_value = run.champion_value = value
+            run.champion_turn = 0
+            run.updated_at = now
+            append_event_row(s, run_id, EventKind.BASELINE, event_payload, now)
+
+    def get_turn(self, run_id: str, number: int) -> TurnRecord:
+        with self._session(read_only=True) as s:
+            get_run_row(s, run_id)
+            return get_turn_row(s, run_id, number).to_record()
+
+    def list_turns(self, run_id: str) -> list[TurnRecord]:
+        """Every turn of the run, by number."""
+        query = sa.select(TurnRow).where(TurnRow.run_id == run_id).order_by(TurnRow.number)
+        with self._session(read_only=True) as s:
+            get_run_row(s, run_id)
+            return [row.to_record() for row in s.scalars(query)]
+
+    # -- samples ------------------------------------------------------------------------------
+
+    def add_samples(self, run_id: str, turn: int, samples: Sequence[Sample]) -> None:
+        """Store raw samples ``(arm, index, values, valid)`` of turn ``turn`` (0: the baseline).
+
+        Values must be finite and an invalid sample must carry none (ValueError otherwise).
+        ConflictError for a duplicate (turn, arm, index), a DECIDED turn, or turn 0 once the
+        baseline is recorded; NotFoundError for a turn never started.
+        """
+        rows = [sample_row(run_id, turn, sample) for sample in samples]
+        with self._session() as s:
+            run = lock_run(s, run_id)
+            if turn == 0 and run.baseline_value is not None:
+                raise ConflictError(f"run {run_id} already has its baseline; its samples are final")
+            if turn != 0 and get_turn_row(s, run_id, turn).phase == TurnPhase.DECIDED:
+                raise ConflictError(f"turn {turn} of run {run_id} is decided; its samples are final")
+            s.add_all(rows)
+
+    def list_samples(self, run_id: str, turn: int | None = None) -> list[SampleRecord]:
+        """Samples by turn, then in the order they were added."""
+        query = sa.select(SampleRow).where(SampleRow.run_id == run_id)
+        if turn is not None:
+            query = query.where(SampleRow.turn == turn)
+        with self._session(read_only=True) as s:
+            get_run_row(s, run_id)
+            return [row.to_record() for row in s.scalars(query.order_by(SampleRow.turn, SampleRow.id))]
+
+    # -- events -------------------------------------------------------------------------------
+
+    def append_event(self, run_id: str, kind: EventKind, payload: Mapping[str, Any]) -> EventRecord:
+        with self._session() as s:
+            lock_run(s, run_id)
+            return append_event_row(s, run_id, kind, payload, self._now()).to_record()
+
+    def list_events(self, run_id: str, *, after_id: int = 0, limit: int | None = None) -> list[EventRecord]:
+        """Events of the run with id > after_id, oldest first."""
+        query = (
+            sa.select(EventRow)
+            .where(EventRow.run_id == run_id, EventRow.id > after_id)
+            .order_by(EventRow.id)
+            .limit(limit)
+        )
+        with self._session(read_only=True) as s:
+            get_run_row(s, run_id)
+            return [row.to_record() for row in s.scalars(query)]
+
+    # -- process groups -----------------------------------------------------------------------
+
+    def record_process_group(self, run_id: str, pgid: int, command: str) -> None:
+        """Remember a running command's process group; recording it again updates the command."""
+        with self._session() as s:
+            lock_run(s, run_id)
+            row = s.get(ProcessGroupRow, (run_id, pgid))
+            if row is None:
+                s.add(ProcessGroupRow(run_id=run_id, pgid=pgid, command=command, created_at=self._now()))
+            else:
+                row.command = command
+
+    def clear_process_group(self, run_id: str, pgid: int) -> None:
+        """Forget a process group; clearing one that is not recorded is not an error."""
+        with self._session() as s:
+            lock_run(s, run_id)
+            row = s.get(ProcessGroupRow, (run_id, pgid))
+            if row is not None:
+                s.delete(row)
+
+    def list_process_groups(self, run_id: str) -> list[tuple[int, str]]:
+        """(pgid, command) in the order they were recorded."""
+        query = (
+            sa.select(ProcessGroupRow.pgid, ProcessGroupRow.command)
+            .where(ProcessGroupRow.run_id == run_id)
+            .order_by(ProcessGroupRow.created_at, ProcessGroupRow.pgid)
+        )
+        with self._session(read_only=True) as s:
+            get_run_row(s, run_id)
+            return [(pgid, command) for pgid, command in s.execute(query)]
+
+    # -- plumbing -----------------------------------------------------------------------------
+
+    def _now(self) -> datetime:
+        now = self._clock()
+        if now.tzinfo is None:
+            raise ValueError("the store's clock must return timezone-aware datetimes")
+        return now.astimezone(UTC)
+
+    @contextmanager
+    def _session(self, *, read_only: bool = False) -> Iterator[Session]:
+        """The one session scope: commit on success, roll back on any error, map database errors."""
+        factory = self._reader if read_only else self._writer
+        with translate_errors(), factory.begin() as session:
+            yield session
+
+
+@contextmanager
+def translate_errors() -> Iterator[None]:
+    """Turn SQLAlchemy errors into domain errors, so no caller ever needs to import SQLAlchemy."""
+    try:
+        yield
+    except sa_exc.IntegrityError as exc:
+        raise ConflictError(f"conflicts with the stored state: {exc.orig}") from exc
+    except (sa_exc.OperationalError, sa_exc.ProgrammingError) as exc:
+        message = str(exc.orig)
+        if "no such table" in message or getattr(exc.orig, "sqlstate", None) == "42P01":
+            raise SchemaOutdatedError(f"the database has no crucible schema; {migrate.UPGRADE_HINT}") from exc
+        if isinstance(exc, sa_exc.OperationalError):
+            raise RetryLaterError(f"database busy or unreachable: {message}") from exc
+        raise
+    except sa_exc.StatementError as exc:
+        # A value the driver or the JSON serialiser refused (NaN in a payload, a naive datetime).
+        if isinstance(exc.orig, ValueError | TypeError):
+            raise ValueError(str(exc.orig)) from exc
+        raise
