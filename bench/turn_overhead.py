@@ -68,12 +68,11 @@ def make_repo(path: Path, files: int) -> Path:
     path.mkdir(parents=True)
     git(path, "init", "-q", "-b", "main")
     chunks = [b"commit refs/heads/main\n", b"committer bench <b@b> 1700000000 +0000\n", b"data 5\ninit\n"]
-    for i in range(files):
+    chunks.append(b"M 100644 inline src/f0.txt\ndata 2\n0\n\n")
+    for i in range(1, files):
         body = f"file {i}\n".encode()
-        sub = f"d{i // 1000:03d}/" if files > 1000 else ""
-        chunks.append(
-            b"M 100644 inline src/%s%s\ndata %d\n%s\n" % (sub.encode(), f"f{i}.txt".encode(), len(body), body)
-        )
+        name = f"src/d{i // 1000:03d}/f{i}.txt".encode()
+        chunks.append(b"M 100644 inline %s\ndata %d\n%s\n" % (name, len(body), body))
     git(path, "fast-import", "--quiet", stdin=b"".join(chunks))
     git(path, "checkout", "-q", "main")
     (path / "done").write_text("ok")

@@ -15,6 +15,7 @@ from controller.stats import median
 
 def run_baseline(ctx: RunContext) -> str | None:
     """Measure the champion arm (== the base); return None on success, else why the baseline failed."""
+    ctx.store.start_baseline(ctx.run_id)  # drops samples of a baseline cut off by a crash
     root = ctx.layout.workspace_root("champion")
     protocol = ctx.protocol_env(0, 0, arm="champion")
     before = _clean_snapshot(ctx)

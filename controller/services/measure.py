@@ -76,7 +76,7 @@ def measure(
     result = Measurement(samples={a.arm: [] for a in arms})
     index: dict[SampleArm, int] = {a.arm: 0 for a in arms}
     for n, (arm, warmup) in enumerate(schedule([a.arm for a in arms], metric.samples, metric.warmups)):
-        log = None if log_prefix is None else log_prefix.with_name(f"{log_prefix.name}-{n:03d}-{arm}.log")
+        log = None if log_prefix is None else log_prefix.with_name(f"{log_prefix.stem}-{n:03d}-{arm}.log")
         run = executor.run(
             metric.command,
             cwd=roots[arm],

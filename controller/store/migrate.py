@@ -75,6 +75,10 @@ def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
     cursor = dbapi_connection.cursor()
     try:
         cursor.execute("PRAGMA journal_mode=WAL")
+        # In WAL mode NORMAL never corrupts the database and loses nothing on a process crash
+        # (kill -9); only a power cut may drop the last commits. It makes each commit several times
+        # cheaper, and the turn loop commits a handful of times per turn.
+        cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         cursor.execute("PRAGMA foreign_keys=ON")
     finally:
