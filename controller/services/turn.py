@@ -13,7 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from controller.domain.enums import OUTCOME_OF_REASON, EventKind, Outcome, Reason, SampleArm
+from controller.domain.enums import OUTCOME_OF_REASON, EventKind, Outcome, Reason, SampleArm, TurnPhase
+from controller.engine.candidate import HistoryLine, render_candidate
 from controller.engine.knobs import Proposal, apply
 from controller.engine.policy import check_paths, evaluator_paths
 from controller.engine.protocol import parse_agent_output
@@ -279,11 +280,34 @@ def turn_row(record: TurnRecord, samples: list[float], reference: list[float]) -
     }
 
 
+def write_candidate_file(ctx: RunContext, round_number: int) -> None:
+    """CANDIDATE.md for the next turn: objective, scores and the bounded history (DESIGN §4)."""
+    run = ctx.store.get_run(ctx.run_id)
+    history = [
+        HistoryLine(t.number, t.hypothesis, str(t.outcome), str(t.reason), t.value)
+        for t in ctx.store.list_turns(ctx.run_id)
+        if t.phase == TurnPhase.DECIDED
+    ]
+    text = render_candidate(
+        objective=ctx.spec.objective,
+        metric_name=ctx.spec.metric.name,
+        direction=str(ctx.direction),
+        champion_value=run.champion_value,
+        baseline_value=run.baseline_value,
+        history=history,
+        round_number=round_number,
+    )
+    ctx.layout.agent_dir.mkdir(parents=True, exist_ok=True)
+    ctx.layout.candidate_file.write_text(text)
+    ctx.layout.steer_file.touch()
+
+
 def run_turn(ctx: RunContext, number: int, round_number: int, proposal: Proposal | None) -> TurnRecord:
     """Run turn ``number`` from its start and write its decision exactly once."""
     ctx.store.start_turn(ctx.run_id, number, round_number)
     ctx.store.append_event(ctx.run_id, EventKind.TURN_STARTED, {"turn": number, "round": round_number})
     # No restore here: every turn ends restored or kept, and open_context reconciles after a crash.
+    write_candidate_file(ctx, round_number)
     work = TurnWork(number, round_number)
     keep = False
     detail = ""
