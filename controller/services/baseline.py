@@ -9,7 +9,7 @@ from __future__ import annotations
 from controller.domain.enums import SampleArm
 from controller.services.context import RunContext
 from controller.services.measure import ArmRoot, measure
-from controller.services.turn import _clean_snapshot, _mutations, _snapshot
+from controller.services.snapshots import clean_snapshot, mutations, snapshot
 from controller.stats import median
 
 
@@ -18,7 +18,7 @@ def run_baseline(ctx: RunContext) -> str | None:
     ctx.store.start_baseline(ctx.run_id)  # drops samples of a baseline cut off by a crash
     root = ctx.layout.workspace_root("champion")
     protocol = ctx.protocol_env(0, 0, arm="champion")
-    before = _clean_snapshot(ctx)
+    before = clean_snapshot(ctx)
     validation = ctx.spec.validation
     if validation is not None:
         ctx.observer.step("baseline: validating")
@@ -51,7 +51,7 @@ def run_baseline(ctx: RunContext) -> str | None:
     ctx.store.add_samples(ctx.run_id, 0, result.raw)
     if result.error is not None:
         return result.error
-    mutated = _mutations(before, _snapshot(ctx, "champion"))
+    mutated = mutations(before, snapshot(ctx, "champion"))
     if mutated:
         return "the metric or validation command changed tracked files: " + ", ".join(mutated[:20])
     arm = result.arm(SampleArm.BASELINE, metric.name, ctx.guard_names())

@@ -9,7 +9,6 @@ decision is written, so a crash before the write re-runs the turn from a clean s
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +19,7 @@ from controller.engine.policy import check_paths, evaluator_paths
 from controller.engine.protocol import parse_agent_output
 from controller.services.context import RunContext
 from controller.services.measure import ArmRoot, Measurement, measure
+from controller.services.snapshots import Snapshot, clean_snapshot, mutations, snapshot
 from controller.stats import decide_keep, median
 from controller.store.records import ChampionUpdate, TurnDecision, TurnRecord
 
@@ -59,36 +59,6 @@ class _Stop(Exception):
     def __init__(self, reason: Reason, detail: str) -> None:
         super().__init__(detail)
         self.settled = Settled(reason, detail)
-
-
-Snapshot = tuple[str, dict[str, str], dict[str, str | None]]
-
-
-def _clean_snapshot(ctx: RunContext) -> dict[str, Snapshot]:
-    """What the champion arm must look like: at the champion heads, nothing changed."""
-    return {comp.name: (ctx.champion_heads[comp.name], {}, {}) for comp in ctx.components}
-
-
-def _snapshot(ctx: RunContext, arm: str) -> dict[str, Snapshot]:
-    """HEAD, status and content digests of every checkout of ``arm``: what an evaluator may not change."""
-    out = {}
-    for comp in ctx.components:
-        co = ctx.checkout(arm, comp.name)
-        status = co.status()
-        out[comp.name] = (co.head(), status, co.digest(status))
-    return out
-
-
-def _mutations(before: Mapping[str, Snapshot], after: Mapping[str, Snapshot]) -> list[str]:
-    found: list[str] = []
-    for comp, (head, status, digest) in before.items():
-        head2, status2, digest2 = after[comp]
-        if head2 != head:
-            found.append(f"{comp}: HEAD moved")
-        for path in sorted(set(status) | set(status2)):
-            if status.get(path) != status2.get(path) or digest.get(path) != digest2.get(path):
-                found.append(f"{comp}/{path}")
-    return found
 
 
 def _propose(ctx: RunContext, work: TurnWork, proposal: Proposal | None) -> None:
@@ -201,9 +171,9 @@ def _evaluate(ctx: RunContext, work: TurnWork) -> tuple[bool, str, Settled | Non
     if metric.interleave:
         arms.insert(0, ArmRoot(SampleArm.CHAMPION, ctx.layout.workspace_root("champion")))
     result = _measure_arms(ctx, work, arms, "metric")
-    mutated = _mutations(work.before, _snapshot(ctx, "candidate"))
+    mutated = mutations(work.before, snapshot(ctx, "candidate"))
     if metric.interleave:
-        mutated += _mutations(_clean_snapshot(ctx), _snapshot(ctx, "champion"))
+        mutated += mutations(clean_snapshot(ctx), snapshot(ctx, "champion"))
     if mutated:
         raise _Stop(Reason.EVALUATOR_MUTATED, "the evaluator changed " + ", ".join(mutated[:20]))
     guards = ctx.guard_names()
