@@ -1,0 +1,281 @@
+"""Controller-owned checkouts of a component: shared clones that the user's repository never sees.
+
+A run never works in the user's checkout, and never writes to the user's repository either: each
+checkout is ``git clone --shared`` of it under CRUCIBLE_HOME. The clone borrows the user's objects
+through ``objects/info/alternates`` (so creating one costs a checkout, not a copy of history) and
+keeps its own refs, index and new objects, so crucible's commits and refs (``refs/crucible/*``)
+live in the clone only. Its remote is removed after cloning, so no URL (with credentials, maybe)
+stays in a directory that sandboxed commands can read.
+
+Every method is one or two git commands over the whole tree at most: a turn's git work is
+status + restore (reset, clean) + commit + diff, and that floor is what it costs here too.
+
+Caveat of ``--shared``: the clone needs the user's objects that it borrows. A ``git gc --prune``
+in the user's repository after the base commit became unreachable there would break it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import stat
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from controller.domain.errors import CrucibleError, GitError, NotFoundError
+from controller.workspace.git import git_env, run_git, run_git_bytes
+
+COMMIT_IDENTITY = ("crucible", "crucible@localhost")
+CRUCIBLE_REF_PREFIX = "refs/crucible/"
+
+# Config written into every clone: no surprise `gc --auto` pauses during a measured turn, and
+# hooks never run in the clone, whoever commits there.
+_CLONE_CONFIG = ("gc.auto=0", "core.hooksPath=/dev/null")
+
+# Per-command overrides of user config that would change what crucible writes or reads.
+_COMMIT_OPTS = ("-c", "core.hooksPath=/dev/null", "-c", "commit.gpgsign=false")
+_DIFF_OPTS = (
+    "--no-color",
+    "--no-ext-diff",
+    "--no-textconv",
+    "--binary",
+    "--full-index",
+    "--no-renames",
+    "--src-prefix=a/",
+    "--dst-prefix=b/",
+    "--ignore-submodules=none",
+)
+
+
+def _commit_env() -> dict[str, str]:
+    name, email = COMMIT_IDENTITY
+    return git_env(
+        {
+            "GIT_AUTHOR_NAME": name,
+            "GIT_AUTHOR_EMAIL": email,
+            "GIT_COMMITTER_NAME": name,
+            "GIT_COMMITTER_EMAIL": email,
+        }
+    )
+
+
+def _split_z(raw: bytes) -> list[str]:
+    return [os.fsdecode(item) for item in raw.split(b"\0") if item]
+
+
+def _file_digest(full: Path) -> str | None:
+    """sha256 hex of a regular file ("+x" appended when executable), of a symlink's target text
+    ("symlink:" prefix), "directory" for a directory, None if nothing is there."""
+    try:
+        info = os.lstat(full)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    if stat.S_ISLNK(info.st_mode):
+        return "symlink:" + hashlib.sha256(os.fsencode(os.readlink(full))).hexdigest()
+    if stat.S_ISDIR(info.st_mode):
+        return "directory"
+    with open(full, "rb") as handle:
+        digest = hashlib.file_digest(handle, "sha256").hexdigest()
+    return digest + "+x" if info.st_mode & stat.S_IXUSR else digest
+
+
+@dataclass(frozen=True)
+class Checkout:
+    """One controller-owned checkout of a component (a shared clone), always on a detached HEAD."""
+
+    path: Path
+
+    @property
+    def git_dir(self) -> Path:
+        return self.path / ".git"
+
+    @classmethod
+    def create(
+        cls, source: Path | str, path: Path, sha: str, *, keep_ignored: Sequence[str] = ()
+    ) -> Checkout:
+        """Clone ``source`` to ``path`` and check out ``sha`` detached; idempotent.
+
+        ``source`` is a local repository (work tree, bare repo or linked worktree: cloned with
+        ``--shared``); any other string is taken as a git URL and cloned fully (no alternates).
+        If ``path`` already is a clone (a crash left it), nothing is fetched: it is restored to
+        ``sha`` exactly (see :meth:`restore`; ``keep_ignored`` is passed on). A fresh clone is
+        built in a sibling ``.<name>.partial`` directory and renamed into place, so ``path`` is
+        never a half-made clone. An empty directory at ``path`` is fine; anything else that is
+        not a clone raises CrucibleError (nothing is deleted). ``path`` is made absolute.
+        """
+        path = Path(os.path.abspath(path))
+        if (path / ".git").is_dir():
+            checkout = cls.open(path)
+            checkout.restore(sha, keep_ignored)
+            return checkout
+        if path.is_dir() and not any(path.iterdir()):
+            path.rmdir()
+        if path.exists() or path.is_symlink():
+            raise CrucibleError(f"cannot create a checkout at {path}: it exists and is not a git clone")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f".{path.name}.partial")
+        if partial.exists():
+            shutil.rmtree(partial)
+        local = Path(source).is_dir()
+        args = ["clone", "-q", "--no-checkout", "--no-tags"]
+        if local:
+            args.append("--shared")
+        for setting in _CLONE_CONFIG:
+            args += ["-c", setting]
+        src = str(Path(source).resolve()) if local else str(source)
+        try:
+            run_git([*args, "--", src, str(partial)], path.parent)
+            run_git(["remote", "remove", "origin"], partial)
+            run_git(["checkout", "-q", "--detach", sha], partial)
+            cls(partial)._delete_foreign_refs()
+        except BaseException:
+            shutil.rmtree(partial, ignore_errors=True)
+            raise
+        partial.rename(path)
+        return cls(path)
+
+    @classmethod
+    def open(cls, path: Path) -> Checkout:
+        """The existing clone at ``path``; NotFoundError if there is none."""
+        if not (path / ".git").is_dir():
+            raise NotFoundError(f"no checkout at {path}")
+        return cls(Path(os.path.abspath(path)))
+
+    def head(self) -> str:
+        """The sha HEAD points at (resolving a branch if someone attached HEAD to one)."""
+        text = (self.git_dir / "HEAD").read_text().strip()
+        if text.startswith("ref:"):
+            return run_git(["rev-parse", "--verify", "HEAD^{commit}"], self.path)
+        return text
+
+    def head_detached(self) -> bool:
+        """False when HEAD was attached to a branch (an agent checked one out)."""
+        return not (self.git_dir / "HEAD").read_text().startswith("ref:")
+
+    def status(self) -> dict[str, str]:
+        """Changed paths against HEAD, path -> two-letter porcelain v1 code.
+
+        Tracked files modified, added or deleted, and every untracked file that is not ignored
+        (each file, not its directory). Renames are not detected (a move is a deletion plus an
+        addition). Paths are relative to the root, "/"-separated.
+        """
+        args = ["status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames"]
+        _, raw, _ = run_git_bytes([*args, "--ignore-submodules=none"], self.path)
+        changes: dict[str, str] = {}
+        for entry in raw.split(b"\0"):
+            if entry:
+                changes[os.fsdecode(entry[3:])] = entry[:2].decode("ascii")
+        return changes
+
+    def digest(self, paths: Iterable[str]) -> dict[str, str | None]:
+        """Content hash per relative path (see ``_file_digest``); None where nothing exists.
+
+        Only equality between two digests of the same path is meaningful: it tells whether a
+        command (the evaluator) changed a file the agent had already changed.
+        """
+        return {rel: _file_digest(self.path / rel) for rel in paths}
+
+    def restore(self, sha: str, keep_ignored: Sequence[str] = ()) -> None:
+        """Make the checkout exactly commit ``sha``: detached HEAD, tracked and untracked files as
+        the commit has them, every ignored file removed except those matching a ``keep_ignored``
+        gitignore-style pattern. Branches, tags, stashes and any other ref outside
+        ``refs/crucible/`` are deleted (an agent may have created them).
+
+        Handles files replaced by directories and back, deletions, mode changes, nested untracked
+        directories and repositories, and a HEAD an agent attached to a branch or moved.
+        """
+        if not self.head_detached():
+            run_git(["update-ref", "--no-deref", "HEAD", sha], self.path)
+        code, _, stderr = run_git_bytes(["reset", "-q", "--hard", sha], self.path, check=False)
+        if code != 0:
+            # An agent may have left a corrupt or locked index behind; git rebuilds it from HEAD.
+            # An unknown sha is the caller's error: say so and leave the index alone.
+            known, _, _ = run_git_bytes(["cat-file", "-e", f"{sha}^{{commit}}"], self.path, check=False)
+            if known != 0:
+                raise GitError(["reset", "-q", "--hard", sha], code, stderr)
+            for leftover in ("index", "index.lock"):
+                (self.git_dir / leftover).unlink(missing_ok=True)
+            run_git(["reset", "-q", "--hard", sha], self.path)
+        clean = ["clean", "-ffdxq"]
+        for pattern in keep_ignored:
+            clean += ["-e", pattern]
+        run_git(clean, self.path)
+        self._delete_foreign_refs()
+
+    def commit(self, message: str) -> str:
+        """Commit everything (``add -A``) as COMMIT_IDENTITY with hooks and signing disabled.
+
+        Returns the new sha. Raises GitError when there is nothing to commit.
+        """
+        run_git(["add", "-A"], self.path)
+        run_git(
+            [*_COMMIT_OPTS, "commit", "-q", "--no-verify", "--cleanup=whitespace", "-F", "-"],
+            self.path,
+            env=_commit_env(),
+            input=message.encode("utf-8"),
+        )
+        return self.head()
+
+    def set_ref(self, name: str, sha: str) -> None:
+        """Point ``name`` (which must start with ``refs/crucible/``) at ``sha`` in the clone."""
+        if not name.startswith(CRUCIBLE_REF_PREFIX):
+            raise ValueError(f"crucible only writes refs under {CRUCIBLE_REF_PREFIX}: {name!r}")
+        run_git(["update-ref", name, sha], self.path)
+
+    def diff(self, base_sha: str, head: str = "HEAD") -> str:
+        """Unified diff ``base_sha..head`` that ``git apply`` accepts, binary files included.
+
+        Independent of user config (prefixes, colour, external diff, textconv, rename detection
+        are fixed). Text is decoded with ``surrogateescape``; encode it the same way to apply it.
+        """
+        _, raw, _ = run_git_bytes(["diff", *_DIFF_OPTS, base_sha, head, "--"], self.path)
+        return raw.decode("utf-8", "surrogateescape")
+
+    def changed_files(self, base_sha: str, head: str = "HEAD") -> list[str]:
+        """Paths that differ between ``base_sha`` and ``head`` (a move lists both paths), sorted."""
+        args = ["diff", "--name-only", "-z", "--no-renames", "--no-ext-diff", base_sha, head, "--"]
+        _, raw, _ = run_git_bytes(args, self.path)
+        return sorted(_split_z(raw))
+
+    def sandbox_readonly_paths(self) -> list[Path]:
+        """Paths a sandbox must bind read-only for git to work in this checkout.
+
+        The clone's own ``.git`` (so sandboxed commands can read history and ``git diff`` but cannot
+        rewrite refs, config or hooks that crucible's git commands later run outside the sandbox),
+        and every objects directory reached through alternates (the user's repository, which may
+        live under a masked ``$HOME`` or ``/tmp``). Bind these after the writable checkout.
+        """
+        paths = [self.git_dir]
+        pending = [self.git_dir / "objects"]
+        seen: set[Path] = set()
+        while pending:
+            info = pending.pop() / "info" / "alternates"
+            if not info.is_file():
+                continue
+            for line in info.read_text().splitlines():
+                line = line.strip()
+                if not line or line.startswith("#"):
+                    continue
+                target = Path(os.path.normpath(info.parent.parent / line))
+                if target not in seen:
+                    seen.add(target)
+                    paths.append(target)
+                    pending.append(target)
+        return paths
+
+    def remove(self) -> None:
+        """Delete the clone (and a leftover ``.partial`` sibling); nothing else is touched."""
+        if self.path.exists():
+            shutil.rmtree(self.path)
+        partial = self.path.with_name(f".{self.path.name}.partial")
+        if partial.exists():
+            shutil.rmtree(partial)
+
+    def _delete_foreign_refs(self) -> None:
+        refs = run_git(["for-each-ref", "--format=%(refname)"], self.path).splitlines()
+        foreign = [ref for ref in refs if not ref.startswith(CRUCIBLE_REF_PREFIX)]
+        if foreign:
+            script = "".join(f"delete {ref}\n" for ref in foreign)
+            run_git(["update-ref", "--no-deref", "--stdin"], self.path, input=script.encode())

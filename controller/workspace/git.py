@@ -1,0 +1,132 @@
+"""The one place crucible runs git: a clean environment, readable errors, and a few read-only queries.
+
+Git reads a surprising amount of state from the environment (``GIT_DIR``, ``GIT_INDEX_FILE``,
+``GIT_WORK_TREE`` …), and a controller started from a git hook or a terminal with such variables
+set would silently operate on the wrong repository. Every git call goes through :func:`run_git`,
+which starts from :func:`git_env` unless the caller passes a complete environment, and turns a
+failure into a :class:`~controller.domain.errors.GitError` carrying the command and its stderr
+(the way pre-commit does it).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from controller.domain.errors import GitError
+
+# Inherited GIT_* variables that configure *how* git talks to the world (transport, credentials
+# helpers, one-off config), not *which* repository it works on. Same allow-list as pre-commit's
+# ``no_git_env``, plus the variables that choose which config files are read.
+_KEPT_GIT_VARS = frozenset(
+    {
+        "GIT_EXEC_PATH",
+        "GIT_SSH",
+        "GIT_SSH_COMMAND",
+        "GIT_SSL_CAINFO",
+        "GIT_SSL_NO_VERIFY",
+        "GIT_CONFIG_COUNT",
+        "GIT_HTTP_PROXY_AUTHMETHOD",
+        "GIT_ALLOW_PROTOCOL",
+        "GIT_ASKPASS",
+        "GIT_CONFIG_NOSYSTEM",
+        "GIT_CONFIG_GLOBAL",
+        "GIT_CONFIG_SYSTEM",
+    }
+)
+_KEPT_GIT_PREFIXES = ("GIT_CONFIG_KEY_", "GIT_CONFIG_VALUE_")
+
+
+def _keep(name: str) -> bool:
+    return not name.startswith("GIT_") or name in _KEPT_GIT_VARS or name.startswith(_KEPT_GIT_PREFIXES)
+
+
+def git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment for crucible's own git commands.
+
+    ``os.environ`` without the inherited ``GIT_*`` variables that point git at a repository, index
+    or work tree (``GIT_DIR``, ``GIT_INDEX_FILE``, ``GIT_WORK_TREE``, ``GIT_OBJECT_DIRECTORY`` …);
+    transport and config-selection variables (``GIT_SSH_COMMAND``, ``GIT_CONFIG_GLOBAL``,
+    ``GIT_CONFIG_NOSYSTEM`` …, see ``_KEPT_GIT_VARS``) are kept because they are the user's choice
+    of how git should reach remotes. System and global config are read as usual: they hold
+    credential helpers, LFS filters and ``safe.directory`` that a clone needs; every option whose
+    user value would change crucible's results is overridden on the command line instead.
+
+    Added: ``GIT_TERMINAL_PROMPT=0`` (never hang waiting for a password) and ``LC_ALL=C`` (stable,
+    English messages). ``extra`` is applied last.
+    """
+    env = {name: value for name, value in os.environ.items() if _keep(name)}
+    env["GIT_TERMINAL_PROMPT"] = "0"
+    env["LC_ALL"] = "C"
+    if extra:
+        env.update(extra)
+    return env
+
+
+def run_git_bytes(
+    args: Sequence[str],
+    cwd: Path,
+    *,
+    env: Mapping[str, str] | None = None,
+    input: bytes | None = None,
+    check: bool = True,
+) -> tuple[int, bytes, str]:
+    """Run ``git *args`` in ``cwd``; return (returncode, raw stdout, stderr text).
+
+    Raises GitError on a non-zero exit when ``check`` (the default).
+    """
+    proc = subprocess.run(
+        ["git", *args],
+        cwd=cwd,
+        env=dict(env) if env is not None else git_env(),
+        input=input,
+        stdin=None if input is not None else subprocess.DEVNULL,
+        capture_output=True,
+        check=False,
+    )
+    stderr = proc.stderr.decode("utf-8", "replace")
+    if check and proc.returncode != 0:
+        raise GitError(list(args), proc.returncode, stderr)
+    return proc.returncode, proc.stdout, stderr
+
+
+def run_git(
+    args: Sequence[str],
+    cwd: Path,
+    *,
+    env: Mapping[str, str] | None = None,
+    input: bytes | None = None,
+    check: bool = True,
+) -> str:
+    """Run ``git *args`` in ``cwd`` and return stdout as text.
+
+    stdout is decoded as UTF-8 with ``surrogateescape`` (so odd path bytes survive a round trip
+    through ``os.fsencode``) and stripped of one trailing newline only. ``env`` is the *complete*
+    environment (build it with ``git_env(extra)``); None means ``git_env()``. Raises GitError on
+    a non-zero exit unless ``check=False``.
+    """
+    _, out, _ = run_git_bytes(args, cwd, env=env, input=input, check=check)
+    text = out.decode("utf-8", "surrogateescape")
+    return text[:-1] if text.endswith("\n") else text
+
+
+def resolve_ref(repo: Path, ref: str) -> str:
+    """The full sha of the commit ``ref`` names in ``repo``; GitError if there is none."""
+    if not ref or ref.startswith("-"):
+        raise GitError(["rev-parse", ref], 128, f"not a revision: {ref!r}")
+    args = ["rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"]
+    code, out, _ = run_git_bytes(args, repo, check=False)
+    if code != 0:
+        raise GitError(args, code, f"unknown revision or not a commit: {ref!r}")
+    return out.decode("ascii").strip()
+
+
+def is_ancestor(repo: Path, a: str, b: str) -> bool:
+    """True iff commit ``a`` is an ancestor of (or equal to) commit ``b``; GitError if either is unknown."""
+    args = ["merge-base", "--is-ancestor", a, b]
+    code, _, stderr = run_git_bytes(args, repo, check=False)
+    if code in (0, 1):
+        return code == 0
+    raise GitError(args, code, stderr)

@@ -1,0 +1,127 @@
+"""The bubblewrap sandbox for agent, validation and metric commands (DESIGN §4).
+
+A scrubbed environment does not hide secrets from code running as the same user: it can read the
+controller's ``/proc/<pid>/environ``, ``~/.git-credentials``, or talk to an ssh-agent, gpg-agent or
+database socket. Under bubblewrap a command sees a new PID namespace (only its own processes), an
+empty tmpfs as ``$HOME``, ``/tmp`` and ``/run`` (where agent and database sockets live), the
+workspace writable and the rest of the filesystem read-only, no capabilities (so it cannot unmount
+the masks, even as root), and no network unless asked. The sandbox is an argv prefix, so
+:func:`controller.workspace.process.run_command` runs and kills it like any command: killing the
+outer ``bwrap`` process takes the whole PID namespace with it (``--die-with-parent``).
+"""
+
+from __future__ import annotations
+
+import functools
+import shutil
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+
+from controller.domain.errors import CrucibleError, SpecError
+
+SANDBOX_MODES = ("auto", "bwrap", "none")
+_SELF_TEST_TIMEOUT_S = 10.0
+
+# Kept visible under the tmpfs on /run: on systemd hosts /etc/resolv.conf points here.
+_RUN_KEEP = ("/run/systemd/resolve",)
+
+
+def _isolation_args(network: bool) -> list[str]:
+    args = [
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--die-with-parent",
+        "--new-session",
+        "--cap-drop",
+        "ALL",
+    ]
+    if not network:
+        args.append("--unshare-net")
+    return args
+
+
+@functools.lru_cache(maxsize=1)
+def _probe() -> tuple[str | None, str]:
+    """(path of a working bwrap or None, why not). Runs bwrap once with the strictest options."""
+    path = shutil.which("bwrap")
+    if path is None:
+        return None, "bwrap is not installed (no 'bwrap' on PATH)"
+    argv = [path, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+    argv += [*_isolation_args(network=False), "--", "true"]
+    try:
+        proc = subprocess.run(
+            argv, capture_output=True, stdin=subprocess.DEVNULL, timeout=_SELF_TEST_TIMEOUT_S, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return None, f"{path} could not run: {error}"
+    if proc.returncode != 0:
+        stderr = proc.stderr.decode("utf-8", "replace").strip()
+        return None, f"{path} failed its self-test (exit {proc.returncode}): {stderr}"
+    return path, ""
+
+
+def bwrap_path() -> str | None:
+    """Path of a bwrap that can actually build our sandbox here (checked once per process), else None."""
+    return _probe()[0]
+
+
+def resolve_sandbox(mode: str) -> bool:
+    """Whether commands run sandboxed for ``sandbox.mode``.
+
+    "none" -> False; "auto" -> whether bwrap works here; "bwrap" -> True, or CrucibleError saying
+    why bwrap is unusable. Any other mode is a SpecError on ``sandbox.mode``.
+    """
+    if mode == "none":
+        return False
+    if mode == "auto":
+        return bwrap_path() is not None
+    if mode == "bwrap":
+        path, reason = _probe()
+        if path is None:
+            raise CrucibleError(f"sandbox.mode = 'bwrap' but bubblewrap is unusable: {reason}")
+        return True
+    raise SpecError("sandbox.mode", f"must be one of {', '.join(SANDBOX_MODES)}, not {mode!r}")
+
+
+def wrap_command(
+    argv: Sequence[str],
+    *,
+    writable: Sequence[Path],
+    readonly: Sequence[Path] = (),
+    network: bool,
+    home: str,
+    hide: Sequence[Path] = (),
+    cwd: Path | None = None,
+) -> list[str]:
+    """``argv`` prefixed with the bwrap invocation that sandboxes it.
+
+    Mounts, in order (later ones win): the host ``/`` read-only; fresh ``/dev`` and ``/proc``;
+    empty tmpfs on ``/tmp``, ``/run`` (``/run/systemd/resolve`` re-exposed for DNS), ``home`` and
+    each ``hide`` path (e.g. the user's real home when ``home`` differs, or CRUCIBLE_HOME: the
+    database and other runs); then each ``writable`` path bound read-write at the same place, then
+    each ``readonly`` path bound read-only (so ``Checkout.sandbox_readonly_paths()`` can re-protect
+    ``.git`` inside a writable checkout). ``HOME`` is set to ``home`` and ``TMPDIR`` to ``/tmp``.
+    The working directory is ``cwd`` when given, else the caller's (bwrap keeps it when it is
+    visible inside). All paths must exist. Raises CrucibleError when bwrap is unusable.
+    """
+    path, reason = _probe()
+    if path is None:
+        raise CrucibleError(f"cannot sandbox: {reason}")
+    args = [path, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+    if Path("/run").is_dir():
+        args += ["--tmpfs", "/run"]
+        for keep in _RUN_KEEP:
+            args += ["--ro-bind-try", keep, keep]
+    for masked in (home, *hide):
+        args += ["--tmpfs", str(masked)]
+    for target in writable:
+        args += ["--bind", str(target), str(target)]
+    for target in readonly:
+        args += ["--ro-bind", str(target), str(target)]
+    args += _isolation_args(network)
+    args += ["--setenv", "HOME", home, "--setenv", "TMPDIR", "/tmp"]
+    if cwd is not None:
+        args += ["--chdir", str(cwd)]
+    return [*args, "--", *argv]

@@ -1,0 +1,89 @@
+"""git plumbing: a clean environment, readable errors, ref queries."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from controller.domain.errors import GitError
+from controller.workspace.git import git_env, is_ancestor, resolve_ref, run_git
+from tests.conftest import git, make_repo
+
+
+def test_git_env_strips_repository_variables_and_keeps_transport_ones(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in ("GIT_DIR", "GIT_INDEX_FILE", "GIT_WORK_TREE", "GIT_OBJECT_DIRECTORY", "GIT_AUTHOR_NAME"):
+        monkeypatch.setenv(name, "/elsewhere")
+    monkeypatch.setenv("GIT_SSH_COMMAND", "ssh -i key")
+    monkeypatch.setenv("GIT_CONFIG_KEY_0", "http.proxy")
+    monkeypatch.setenv("UNRELATED", "kept")
+
+    env = git_env({"EXTRA": "1"})
+
+    assert not {
+        "GIT_DIR",
+        "GIT_INDEX_FILE",
+        "GIT_WORK_TREE",
+        "GIT_OBJECT_DIRECTORY",
+        "GIT_AUTHOR_NAME",
+    } & set(env)
+    assert env["GIT_SSH_COMMAND"] == "ssh -i key"
+    assert env["GIT_CONFIG_KEY_0"] == "http.proxy"
+    assert env["UNRELATED"] == "kept"
+    assert env["GIT_TERMINAL_PROMPT"] == "0"
+    assert env["LC_ALL"] == "C"
+    assert env["EXTRA"] == "1"
+
+
+def test_inherited_git_dir_cannot_redirect_commands(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    mine = make_repo(tmp_path / "mine", {"a": "1\n"})
+    other = make_repo(tmp_path / "other", {"b": "2\n"})
+    monkeypatch.setenv("GIT_DIR", str(other / ".git"))
+    monkeypatch.setenv("GIT_INDEX_FILE", str(other / ".git" / "index"))
+
+    assert resolve_ref(mine, "HEAD") == git(mine, "--git-dir", str(mine / ".git"), "rev-parse", "HEAD")
+    assert run_git(["ls-files"], mine) == "a"
+
+
+def test_run_git_strips_one_trailing_newline_only(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "r", {"f.txt": "line\n\n"})
+    assert run_git(["show", "HEAD:f.txt"], repo) == "line\n"
+    assert len(run_git(["hash-object", "--stdin"], repo, input=b"x")) == 40
+
+
+def test_run_git_error_carries_command_and_stderr(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "r", {"a": "1\n"})
+    with pytest.raises(GitError) as caught:
+        run_git(["checkout", "no-such-branch"], repo)
+    assert caught.value.args_ == ["checkout", "no-such-branch"]
+    assert caught.value.returncode != 0
+    assert "no-such-branch" in caught.value.stderr
+    assert "no-such-branch" in str(caught.value)
+    assert run_git(["checkout", "no-such-branch"], repo, check=False) == ""
+
+
+def test_resolve_ref_peels_tags_and_rejects_unknown(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "r", {"a": "1\n"})
+    head = git(repo, "rev-parse", "HEAD")
+    git(repo, "tag", "-a", "-m", "annotated", "v1")
+    assert resolve_ref(repo, "v1") == head
+    assert resolve_ref(repo, "main") == head
+    assert len(head) == 40
+    for bad in ("nope", "-q", "", "HEAD:a"):
+        with pytest.raises(GitError):
+            resolve_ref(repo, bad)
+
+
+def test_is_ancestor(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "r", {"a": "1\n"})
+    first = git(repo, "rev-parse", "HEAD")
+    (repo / "a").write_text("2\n")
+    git(repo, "commit", "-qam", "second")
+    second = git(repo, "rev-parse", "HEAD")
+    assert is_ancestor(repo, first, second)
+    assert is_ancestor(repo, first, first)
+    assert not is_ancestor(repo, second, first)
+    with pytest.raises(GitError):
+        is_ancestor(repo, "0" * 40, second)

@@ -1,0 +1,249 @@
+"""Commands in their own process group: timeouts, cancel, stragglers, capped output."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from controller.workspace import process
+from controller.workspace.process import (
+    CommandResult,
+    kill_process_group,
+    process_group_alive,
+    run_command,
+)
+
+
+@pytest.fixture(autouse=True)
+def _short_grace(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(process, "KILL_GRACE_S", 0.3)
+    monkeypatch.setattr(process, "DRAIN_S", 0.5)
+
+
+@pytest.fixture
+def spawned() -> Iterator[list[int]]:
+    """Pids a test started outside run_command; SIGKILLed afterwards whatever happened."""
+    pids: list[int] = []
+    yield pids
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _dead(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            state = handle.read().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return True
+    return state in ("Z", "X")
+
+
+def eventually(condition: Callable[[], bool]) -> bool:
+    """SIGKILL is asynchronous: the kernel tears a process down a moment after it was sent, so wait
+    (up to 10 s) for the condition instead of asserting on a race."""
+    deadline = time.monotonic() + 10
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def gone(pid: int) -> bool:
+    """The process stops running (absent, or a zombie waiting for a reaper that is not us)."""
+    return eventually(lambda: _dead(pid))
+
+
+def group_gone(pgid: int) -> bool:
+    return eventually(lambda: not process_group_alive(pgid))
+
+
+def sh(script: str, tmp_path: Path, **kwargs: object) -> CommandResult:
+    env = {"PATH": os.environ["PATH"]}
+    return run_command(["sh", "-c", script], cwd=tmp_path, env=env, **kwargs)  # type: ignore[arg-type]
+
+
+def test_captures_output_exit_code_and_prefixed_lines(tmp_path: Path) -> None:
+    result = sh(
+        "echo hello; echo 'METRIC p50=1.5'; echo oops >&2; printf 'COST usd=0.1\\r\\nMETRICS no\\n'; exit 3",
+        tmp_path,
+        timeout=30,
+        capture_prefixes=("METRIC ", "COST "),
+    )
+    assert result.returncode == 3
+    assert result.stdout == "hello\nMETRIC p50=1.5\nCOST usd=0.1\r\nMETRICS no\n"
+    assert result.stderr == "oops\n"
+    assert result.matched_lines == ("METRIC p50=1.5", "COST usd=0.1")
+    assert not (result.timed_out or result.cancelled or result.stdout_truncated)
+    assert result.duration_s >= 0
+
+
+def test_runs_in_cwd_with_exactly_the_given_env(tmp_path: Path) -> None:
+    result = run_command(
+        [sys.executable, "-c", "import os; print(os.getcwd()); print(sorted(os.environ))"],
+        cwd=tmp_path,
+        env={"ONLY": "1"},
+        timeout=30,
+    )
+    cwd, names = result.stdout.splitlines()
+    assert Path(cwd) == tmp_path
+    assert "ONLY" in names and "HOME" not in names
+
+
+def test_own_process_group_reported_on_spawn(tmp_path: Path) -> None:
+    seen: list[tuple[int, int]] = []
+
+    def record(pgid: int) -> None:
+        seen.append((pgid, os.getpgid(pgid)))
+
+    result = sh("echo $$", tmp_path, timeout=30, on_spawn=record)
+    ((pgid, actual_pgid),) = seen
+    assert pgid == actual_pgid == int(result.stdout)
+    assert pgid != os.getpgid(0)
+    assert group_gone(pgid)
+
+
+def test_timeout_kills_the_whole_group_even_children_ignoring_sigterm(tmp_path: Path) -> None:
+    pidfile = tmp_path / "child.pid"
+    result = sh(
+        f"trap '' TERM; sleep 1000 & echo $! > {pidfile}; echo started; wait",
+        tmp_path,
+        timeout=0.5,
+    )
+    assert result.timed_out and not result.cancelled
+    assert result.returncode is None
+    assert result.stdout == "started\n"
+    assert gone(int(pidfile.read_text()))
+
+
+def test_background_child_does_not_outlive_its_leader(tmp_path: Path) -> None:
+    pidfile = tmp_path / "child.pid"
+    groups: list[int] = []
+    result = sh(f"sleep 1000 & echo $! > {pidfile}; exit 0", tmp_path, timeout=30, on_spawn=groups.append)
+    assert result.returncode == 0 and not result.timed_out
+    assert gone(int(pidfile.read_text()))
+    assert group_gone(groups[0])
+
+
+def test_escaped_grandchild_holding_the_pipe_does_not_hang(tmp_path: Path, spawned: list[int]) -> None:
+    pidfile = tmp_path / "escaped.pid"
+    result = sh(f"setsid sleep 1000 & echo $! > {pidfile}; echo out", tmp_path, timeout=30)
+    spawned.append(int(pidfile.read_text()))
+    assert result.returncode == 0
+    assert result.stdout == "out\n"
+
+
+def test_cancel_event_stops_the_command(tmp_path: Path) -> None:
+    cancel = threading.Event()
+    pidfile = tmp_path / "child.pid"
+
+    result = sh(
+        f"trap '' TERM; sleep 1000 & echo $! > {pidfile}; wait",
+        tmp_path,
+        timeout=None,
+        cancel=cancel,
+        on_spawn=lambda _pgid: cancel.set(),
+    )
+    assert result.cancelled and not result.timed_out
+    assert result.returncode is None
+    assert not pidfile.exists() or gone(int(pidfile.read_text()))
+
+
+def test_on_spawn_failure_kills_the_group(tmp_path: Path) -> None:
+    groups: list[int] = []
+
+    def explode(pgid: int) -> None:
+        groups.append(pgid)
+        raise RuntimeError("cannot record")
+
+    with pytest.raises(RuntimeError):
+        sh("sleep 1000", tmp_path, timeout=None, on_spawn=explode)
+    assert group_gone(groups[0])
+
+
+def test_output_is_capped_but_every_metric_line_is_kept(tmp_path: Path) -> None:
+    script = (
+        "import sys\n"
+        "w = sys.stdout.write\n"
+        "w('METRIC first=1\\n')\n"
+        "for i in range(3 * 1024):\n"
+        "    w(('x' * 1023) + '\\n')\n"
+        "    if i == 1500: w('METRIC middle=2\\n')\n"
+        "sys.stderr.write('e' * (3 << 20))\n"
+        "w('METRIC last=3')\n"
+    )
+    result = run_command(
+        [sys.executable, "-c", script],
+        cwd=tmp_path,
+        env={},
+        timeout=60,
+        capture_prefixes=("METRIC ",),
+    )
+    assert result.returncode == 0
+    assert result.matched_lines == ("METRIC first=1", "METRIC middle=2", "METRIC last=3")
+    assert result.stdout_truncated and result.stderr_truncated
+    assert result.stdout.startswith("METRIC first=1\n")
+    assert result.stdout.endswith("METRIC last=3")
+    assert "METRIC middle=2" not in result.stdout
+    assert "bytes truncated ...]" in result.stdout
+    assert len(result.stdout.encode()) < (1 << 20) + 100
+    assert len(result.stderr) < (1 << 20) + 100
+
+
+def test_truncation_marker_counts_dropped_bytes(tmp_path: Path) -> None:
+    result = run_command(
+        [sys.executable, "-c", "print('a' * 50 + 'b' * 50, end='')"],
+        cwd=tmp_path,
+        env={},
+        timeout=30,
+        cap_bytes=20,
+    )
+    assert result.stdout == "a" * 10 + "\n[... 80 bytes truncated ...]\n" + "b" * 10
+    untouched = run_command(
+        ["printf", "12345"], cwd=tmp_path, env={"PATH": os.environ["PATH"]}, timeout=30, cap_bytes=5
+    )
+    assert untouched.stdout == "12345" and not untouched.stdout_truncated
+
+
+def test_missing_program_is_exit_127(tmp_path: Path) -> None:
+    result = run_command(["/no/such/program"], cwd=tmp_path, env={}, timeout=5)
+    assert result.returncode == 127
+    assert "/no/such/program" in result.stderr
+
+
+def test_kill_process_group_and_alive(spawned: list[int]) -> None:
+    proc = subprocess.Popen(["sleep", "1000"], start_new_session=True)
+    spawned.append(proc.pid)
+    assert process_group_alive(proc.pid)
+    assert kill_process_group(proc.pid)
+    proc.wait()
+    assert not process_group_alive(proc.pid)
+    assert not kill_process_group(proc.pid)
+
+
+def test_kill_process_group_checks_the_environment_marker(spawned: list[int]) -> None:
+    env = {**os.environ, "CRUCIBLE_RUN_ID": "run-42"}
+    proc = subprocess.Popen(["sleep", "1000"], start_new_session=True, env=env)
+    spawned.append(proc.pid)
+
+    assert not kill_process_group(proc.pid, require_env={"CRUCIBLE_RUN_ID": "run-7"})
+    assert proc.poll() is None
+    assert kill_process_group(proc.pid, require_env={"CRUCIBLE_RUN_ID": "run-42"})
+    assert proc.wait() == -signal.SIGKILL
+
+
+def test_refuses_to_signal_group_zero_or_one() -> None:
+    with pytest.raises(ValueError):
+        kill_process_group(0)
+    with pytest.raises(ValueError):
+        process_group_alive(1)
