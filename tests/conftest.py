@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
-PG_ADMIN_URL = os.environ.get("CRUCIBLE_TEST_PG_ADMIN", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
+PG_ADMIN_URL = os.environ.get(
+    "CRUCIBLE_TEST_PG_ADMIN", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+)
 
 
 @pytest.fixture(autouse=True)

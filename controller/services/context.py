@@ -77,6 +77,11 @@ class RunContext:
             source = self.checkout("candidate", component).path
         made = Checkout.create(source, self.layout.checkout(arm, component), sha)
         self._checkouts[key] = made
+        # Every checkout's .git (its config above all: core.fsmonitor, hooks, filters) stays read-only
+        # to sandboxed commands, or kept code could plant a command that crucible's own git runs.
+        for path in [*made.sandbox_readonly_paths(), made.path / ".git"]:
+            if path not in self.executor.readonly:
+                self.executor.readonly.append(path)
         return made
 
     def ensure_arm(self, arm: str, heads: dict[str, str]) -> None:

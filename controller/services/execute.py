@@ -29,7 +29,8 @@ class Executor:
     sandbox: bool
     network: bool
     sandbox_home: str
-    readonly: Sequence[Path] = ()
+    readonly: list[Path] = field(default_factory=list)
+    hide: list[Path] = field(default_factory=list)
     cancel: threading.Event = field(default_factory=threading.Event)
     command_seconds: float = 0.0  # wall time spent inside commands, for the overhead benchmark
 
@@ -53,6 +54,7 @@ class Executor:
                 argv,
                 writable=list(writable),
                 readonly=list(self.readonly),
+                hide=list(self.hide),
                 network=self.network,
                 home=self.sandbox_home,
             )

@@ -45,10 +45,12 @@ def accept(settings: Settings, store: Store, run_id: str) -> list[str]:
                 f"{comp.name}: the working tree of {repo} changed since the run started; nothing was applied"
             )
         try:
-            run_git(["apply", "--check", "--binary", "-"], repo, input=diff.encode())
+            run_git(
+                ["apply", "--check", "--binary", "-"], repo, input=diff.encode("utf-8", "surrogateescape")
+            )
         except GitError as exc:
             raise RefusedError(f"{comp.name}: the patch does not apply: {exc.stderr.strip()}") from exc
         plans.append((comp.name, repo, diff))
     for _name, repo, diff in plans:
-        run_git(["apply", "--binary", "-"], repo, input=diff.encode())
+        run_git(["apply", "--binary", "-"], repo, input=diff.encode("utf-8", "surrogateescape"))
     return [name for name, _repo, _diff in plans]

@@ -75,7 +75,9 @@ def kill_leftovers(store: Store, run_id: str) -> int:
     """Kill the process groups a dead controller left running; return how many were alive."""
     killed = 0
     for pgid, _command in store.list_process_groups(run_id):
-        if kill_process_group(pgid):
+        # A recorded pgid may belong to an unrelated process by now (after a reboot): kill it only
+        # if its leader still carries this run's id in its environment.
+        if kill_process_group(pgid, require_env={"CRUCIBLE_RUN_ID": run_id}):
             killed += 1
         store.clear_process_group(run_id, pgid)
     return killed

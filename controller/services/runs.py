@@ -101,10 +101,16 @@ def open_context(
     layout.agent_dir.mkdir(parents=True, exist_ok=True)
     layout.logs.mkdir(parents=True, exist_ok=True)
     sandbox = resolve_sandbox(spec.sandbox.mode)
+    env = os.environ if environ is None else environ
+    hide = [settings.home]
+    real_home = env.get("HOME")
+    if real_home and Path(real_home).is_dir() and Path(real_home).resolve() != Path("/"):
+        hide.insert(0, Path(real_home).resolve())
     executor = Executor(
         store=store,
         run_id=run_id,
-        scrubbed=scrub_env(os.environ if environ is None else environ, spec.agent.env_allow),
+        scrubbed=scrub_env(env, spec.agent.env_allow),
+        hide=hide,
         sandbox=sandbox,
         network=spec.sandbox.network,
         sandbox_home=layout.sandbox_home,
@@ -124,12 +130,10 @@ def open_context(
     )
     ctx.ensure_arm("candidate", ctx.champion_heads)
     ctx.ensure_arm("champion", ctx.champion_heads)
-    readonly: list[Path] = [layout.agent_dir]
+    executor.readonly.append(layout.agent_dir)
     for comp in spec.components:
-        candidate = ctx.checkout("candidate", comp.name)
-        readonly += candidate.sandbox_readonly_paths()
-        readonly.append(candidate.path / ".git" / "objects")
-    executor.readonly = readonly
+        # The other arms borrow the candidate clone's objects; they must stay visible, read-only.
+        executor.readonly.append(ctx.checkout("candidate", comp.name).path / ".git" / "objects")
     if not sandbox:
         ctx.observer.warn(
             "no sandbox: agent, validation and metric commands run as you and can read your secrets "

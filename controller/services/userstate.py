@@ -8,6 +8,7 @@ mix the run's patch with work the user did meanwhile.
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 
 from controller.workspace.git import run_git
@@ -21,9 +22,29 @@ def user_head(repo: Path) -> str | None:
 
 
 def user_state(repo: Path) -> str:
-    """sha256 over ``git status`` (untracked included) and the tracked diff against HEAD."""
+    """sha256 over ``git status`` (untracked files included) and the bytes of every path it lists.
+
+    Only read-only commands run here: ``status --no-optional-locks`` refreshes the index in memory
+    without writing it, while ``git diff`` would rewrite a user's index whose stat cache is stale.
+    """
     digest = hashlib.sha256()
-    digest.update(run_git(["status", "--porcelain=v1", "-z", "--untracked-files=all"], repo).encode())
-    digest.update(b"\0--\0")
-    digest.update(run_git(["diff", "HEAD", "--binary", "--no-color", "--no-ext-diff"], repo).encode())
+    status = [
+        "--no-optional-locks",
+        "status",
+        "--porcelain=v1",
+        "-z",
+        "--untracked-files=all",
+        "--no-renames",
+    ]
+    raw = run_git(status, repo)
+    digest.update(raw.encode("utf-8", "surrogateescape"))
+    for entry in raw.split("\0"):
+        if len(entry) < 4:
+            continue
+        path = repo / entry[3:]
+        digest.update(b"\0" + entry[3:].encode("utf-8", "surrogateescape") + b"\0")
+        if path.is_symlink():
+            digest.update(os.readlink(path).encode("utf-8", "surrogateescape"))
+        elif path.is_file():
+            digest.update(hashlib.sha256(path.read_bytes()).digest())
     return digest.hexdigest()

@@ -57,7 +57,7 @@ def run_view(settings: Settings, store: Store, run_id: str, *, with_diffs: bool 
             item["diff"] = component_diff(settings, run_id, comp)
         components.append(item)
     best = None
-    if run.champion_value is not None:
+    if run.champion_value is not None and run.champion_turn:
         best = {"value": run.champion_value, "turn": run.champion_turn}
     return {
         "run_id": run.id,
