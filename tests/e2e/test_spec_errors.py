@@ -1,0 +1,62 @@
+"""A malformed spec (issue 2, "Must hold" 8): exit 2, the offending key named on stderr, nothing created."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.e2e.conftest import COMPONENT, Project
+
+pytestmark = pytest.mark.slow
+
+CASES: dict[str, tuple[dict[str, Any], str]] = {
+    "bad-type": ({"metric": {"samples": "three"}}, "metric.samples"),
+    "unknown-key": ({"metric": {"sampels": 3}}, "metric.sampels"),
+    "samples-zero": ({"metric": {"samples": 0}}, "metric.samples"),
+    "unknown-table": ({"metrics": {"samples": 3}}, "metrics"),
+    "bad-duration": ({"agent": {"timeout": "soon"}}, "agent.timeout"),
+    "bad-enum": ({"sandbox": {"mode": "docker"}}, "sandbox.mode"),
+    "component-key": (
+        {"component": [{"name": COMPONENT, "repo": "repo", "mutabel": ["src/**"]}]},
+        "component[0].mutabel",
+    ),
+    "missing-repo": ({"component": [{"name": COMPONENT, "repo": "nowhere"}]}, "component[0].repo"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_malformed_spec_exits_2_names_the_key_and_creates_nothing(project: Project, case: str) -> None:
+    changes, key = CASES[case]
+    project.make()
+    project.write_spec(**changes)
+
+    result = project.loop()
+    dry = project.cli("loop", "--spec", str(project.spec_path), "--dry-run")
+
+    for outcome in (result, dry):
+        assert outcome.code == 2, outcome.describe()
+        assert key in outcome.stderr, outcome.describe()
+        assert outcome.stdout == ""
+    assert not project.home.exists(), "a bad spec must not create CRUCIBLE_HOME, a database or a run"
+
+
+def test_no_run_is_listed_after_a_bad_spec(project: Project) -> None:
+    project.make()
+    project.write_spec(metric={"samples": 0})
+
+    assert project.loop().code == 2
+    listed = project.cli("runs", "list", "--json")
+
+    assert listed.code == 0 and listed.json == []
+    assert not (project.home / "runs").exists()
+
+
+def test_invalid_toml_exits_2_with_the_line(project: Project) -> None:
+    project.make()
+    project.spec_path.write_text('objective = "x"\nturns = = 3\n')
+
+    result = project.loop()
+
+    assert result.code == 2 and "line 2" in result.stderr, result.describe()
+    assert not project.home.exists()
