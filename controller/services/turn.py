@@ -9,7 +9,9 @@ decision is written, so a crash before the write re-runs the turn from a clean s
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from controller.domain.enums import OUTCOME_OF_REASON, EventKind, Outcome, Reason, SampleArm, TurnPhase
@@ -19,6 +21,7 @@ from controller.engine.policy import check_paths, evaluator_paths
 from controller.engine.protocol import parse_agent_output
 from controller.services.context import RunContext
 from controller.services.measure import ArmRoot, Measurement, measure
+from controller.services.parallel import run_all
 from controller.services.snapshots import Snapshot, clean_snapshot, mutations, snapshot
 from controller.stats import decide_keep, median
 from controller.store.records import ChampionUpdate, TurnDecision, TurnRecord
@@ -171,9 +174,13 @@ def _evaluate(ctx: RunContext, work: TurnWork) -> tuple[bool, str, Settled | Non
     if metric.interleave:
         arms.insert(0, ArmRoot(SampleArm.CHAMPION, ctx.layout.workspace_root("champion")))
     result = _measure_arms(ctx, work, arms, "metric")
-    mutated = mutations(work.before, snapshot(ctx, "candidate"))
     if metric.interleave:
-        mutated += mutations(clean_snapshot(ctx), snapshot(ctx, "champion"))
+        after, champion_after = run_all(
+            [partial(snapshot, ctx, "candidate"), partial(snapshot, ctx, "champion")]
+        )
+        mutated = mutations(work.before, after) + mutations(clean_snapshot(ctx), champion_after)
+    else:
+        mutated = mutations(work.before, snapshot(ctx, "candidate"))
     if mutated:
         raise _Stop(Reason.EVALUATOR_MUTATED, "the evaluator changed " + ", ".join(mutated[:20]))
     guards = ctx.guard_names()
@@ -203,11 +210,28 @@ def _evaluate(ctx: RunContext, work: TurnWork) -> tuple[bool, str, Settled | Non
     return False, verdict.detail, Settled(verdict.reason, verdict.detail)
 
 
-def _restore_candidate(ctx: RunContext) -> None:
+def _settle_arms(ctx: RunContext, new_heads: dict[str, str] | None) -> None:
+    """End a turn: candidate restored (or, after a keep, only cleaned), champion moved and cleaned.
+
+    Both arms lose the ignored files (build caches) the turn's commands left, except
+    ``workspace.keep_ignored``, so the next measurement starts them alike. Runs side by side.
+    """
+    keep_ignored = ctx.spec.workspace.keep_ignored
+    calls: list[Callable[[], None]] = []
     for comp in ctx.components:
-        ctx.checkout("candidate", comp.name).restore(
-            ctx.champion_heads[comp.name], ctx.spec.workspace.keep_ignored
-        )
+        candidate = ctx.checkout("candidate", comp.name)
+        champion = ctx.checkout("champion", comp.name)
+        old = ctx.champion_heads[comp.name]
+        if new_heads is None:
+            calls.append(partial(candidate.restore, old, keep_ignored))
+            calls.append(partial(champion.clean, keep_ignored))
+        else:
+            calls.append(partial(candidate.clean, keep_ignored))
+            if new_heads[comp.name] != old:
+                calls.append(partial(champion.advance, new_heads[comp.name], keep_ignored))
+            else:
+                calls.append(partial(champion.clean, keep_ignored))
+    run_all(calls)
 
 
 def _keep(ctx: RunContext, work: TurnWork) -> dict[str, str]:
@@ -220,9 +244,8 @@ def _keep(ctx: RunContext, work: TurnWork) -> dict[str, str]:
         title = work.hypothesis or f"turn {work.number}"
         score = f"{ctx.spec.metric.name}={work.value:g}"
         message = f"crucible: {title}\n\nrun {ctx.run_id}, turn {work.number}: {score}"
-        sha = co.commit(message)
-        co.set_ref("refs/crucible/champion", sha)
-        co.set_ref(f"refs/crucible/turns/{work.number}", sha)
+        sha = co.commit_paths(work.changed[comp.name], message)
+        co.set_refs({"refs/crucible/champion": sha, f"refs/crucible/turns/{work.number}": sha})
         heads[comp.name] = sha
     return heads
 
@@ -297,7 +320,7 @@ def run_turn(ctx: RunContext, number: int, round_number: int, proposal: Proposal
     else:
         assert settled is not None
         reason, detail = settled.reason, settled.detail
-        _restore_candidate(ctx)
+        _settle_arms(ctx, None)
     outcome = OUTCOME_OF_REASON[reason]
     decision = TurnDecision(
         outcome=outcome,
@@ -332,8 +355,8 @@ def run_turn(ctx: RunContext, number: int, round_number: int, proposal: Proposal
         ctx.run_id, number, decision, champion=champion, component_heads=heads, event=(kind, payload)
     )
     if keep:
+        _settle_arms(ctx, heads)
         ctx.champion_heads = heads
-        ctx.ensure_arm("champion", heads)
         if ctx.spec.metric.interleave is False:
             ctx.champion_arm = ctx.arm_from_store(number, SampleArm.CANDIDATE)
     ctx.observer.turn_decided(turn_row(record, work.samples, work.reference))

@@ -146,6 +146,7 @@ class _Pump:
         self.stderr = _CappedBuffer(cap)
         self.matcher = _LineMatcher(prefixes)
         self._selector = selectors.DefaultSelector()
+        self._idle = 0.001
         assert proc.stdout is not None and proc.stderr is not None
         self._selector.register(proc.stdout, selectors.EVENT_READ, "out")
         self._selector.register(proc.stderr, selectors.EVENT_READ, "err")
@@ -156,7 +157,10 @@ class _Pump:
 
     def pump(self, timeout: float) -> None:
         if not self.open:
-            time.sleep(timeout)
+            # Both pipes are closed; the leader usually exits within a millisecond of that, so back
+            # off from 1 ms instead of sleeping a whole poll interval per command.
+            time.sleep(min(timeout, self._idle))
+            self._idle = min(self._idle * 2, POLL_S)
             return
         for key, _ in self._selector.select(timeout):
             data = os.read(key.fd, _CHUNK)

@@ -1,0 +1,106 @@
+"""The turn's fast paths (commit_paths, advance, clean, set_refs) give the same results as the slow ones."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from controller.workspace.checkout import Checkout
+from tests.conftest import git
+
+FILES = {
+    "src/a.txt": "a\n",
+    "src/b.txt": "b\n",
+    "src/gone.txt": "bye\n",
+    "src/swap": "file that becomes a directory\n",
+    "run.sh": "#!/bin/sh\n",
+    ".gitignore": "*.cache\n",
+}
+
+
+def _edits(root: Path) -> None:
+    (root / "src/a.txt").write_text("a changed\n")
+    (root / "src/new/deep.txt").parent.mkdir(parents=True)
+    (root / "src/new/deep.txt").write_text("new\n")
+    (root / "src/gone.txt").unlink()
+    os.chmod(root / "run.sh", 0o755)
+
+
+@pytest.fixture
+def pair(repo_factory: Callable[..., Path], tmp_path: Path) -> tuple[Checkout, Checkout, str]:
+    source = repo_factory(FILES)
+    base = git(source, "rev-parse", "HEAD")
+    fast = Checkout.create(source, tmp_path / "fast", base)
+    slow = Checkout.create(source, tmp_path / "slow", base)
+    return fast, slow, base
+
+
+def test_commit_paths_builds_the_same_tree_as_add_all(pair: tuple[Checkout, Checkout, str]) -> None:
+    fast, slow, base = pair
+    for co in (fast, slow):
+        _edits(co.path)
+    sha_fast = fast.commit_paths(sorted(fast.status()), "turn 1")
+    sha_slow = slow.commit("turn 1")
+    assert git(fast.path, "rev-parse", f"{sha_fast}^{{tree}}") == git(
+        slow.path, "rev-parse", f"{sha_slow}^{{tree}}"
+    )
+    assert git(fast.path, "rev-parse", f"{sha_fast}^") == base
+    assert fast.head() == sha_fast
+    assert fast.status() == {}
+    assert (
+        git(fast.path, "log", "-1", "--format=%an <%ae>|%cn|%s", sha_fast)
+        == "crucible <crucible@localhost>|crucible|turn 1"
+    )
+
+
+def test_commit_paths_falls_back_when_a_file_became_a_directory(pair: tuple[Checkout, Checkout, str]) -> None:
+    fast, slow, _ = pair
+    for co in (fast, slow):
+        (co.path / "src/swap").unlink()
+        (co.path / "src/swap").mkdir()
+        (co.path / "src/swap/inner.txt").write_text("inner\n")
+    sha_fast = fast.commit_paths(sorted(fast.status()), "swap")
+    sha_slow = slow.commit("swap")
+    assert git(fast.path, "rev-parse", f"{sha_fast}^{{tree}}") == git(
+        slow.path, "rev-parse", f"{sha_slow}^{{tree}}"
+    )
+    assert fast.status() == {}
+
+
+def test_advance_moves_a_clean_checkout_and_drops_ignored_files(pair: tuple[Checkout, Checkout, str]) -> None:
+    fast, slow, _ = pair
+    _edits(fast.path)
+    new = fast.commit_paths(sorted(fast.status()), "turn 1")
+    (slow.path / "warm.cache").write_text("compiled\n")
+    (slow.path / ".venv").mkdir()
+    (slow.path / ".venv" / "keep.cache").write_text("kept\n")
+    git(slow.path, "fetch", "-q", str(fast.path), new)
+    slow.advance(new, [".venv"])
+    assert slow.head() == new
+    assert (slow.path / "src/a.txt").read_text() == "a changed\n"
+    assert not (slow.path / "warm.cache").exists()
+    assert (slow.path / ".venv" / "keep.cache").exists()
+    assert slow.status() == {}
+
+
+def test_clean_removes_untracked_and_ignored_but_keeps_caches(pair: tuple[Checkout, Checkout, str]) -> None:
+    fast, _, base = pair
+    (fast.path / "x.cache").write_text("x")
+    (fast.path / "node_modules").mkdir()
+    (fast.path / "node_modules" / "m.cache").write_text("m")
+    fast.clean(["node_modules"])
+    assert not (fast.path / "x.cache").exists()
+    assert (fast.path / "node_modules" / "m.cache").exists()
+    assert fast.head() == base
+
+
+def test_set_refs_writes_only_crucible_refs(pair: tuple[Checkout, Checkout, str]) -> None:
+    fast, _, base = pair
+    fast.set_refs({"refs/crucible/champion": base, "refs/crucible/turns/1": base})
+    refs = git(fast.path, "for-each-ref", "--format=%(refname) %(objectname)").splitlines()
+    assert sorted(refs) == [f"refs/crucible/champion {base}", f"refs/crucible/turns/1 {base}"]
+    with pytest.raises(ValueError):
+        fast.set_refs({"refs/heads/main": base})
