@@ -318,6 +318,16 @@ def demo(turns: int, as_json: bool, keep_dir: Path | None) -> None:
     sys.exit(run_demo(turns=turns, as_json=as_json, workdir=keep_dir, observer=TableObserver()))
 
 
+def _add_forge_commands() -> None:
+    """``crucible forge …``: the local forge is its own application; the CLI only mounts its group."""
+    from controller.localforge.cli import forge_cli
+
+    cli.add_command(forge_cli, "forge")
+
+
+_add_forge_commands()
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: every error becomes an exit code here."""
     try:

@@ -7,3 +7,20 @@ storage. Crucible's core never imports it; it talks to it over HTTP and git, exa
 """
 
 from __future__ import annotations
+
+from controller.localforge.app import create_app
+from controller.localforge.faults import Fault, FaultPlan
+from controller.localforge.server import ForgeHandle, running_forge, serve, serve_in_thread
+from controller.localforge.users import add_org, add_user
+
+__all__ = [
+    "Fault",
+    "FaultPlan",
+    "ForgeHandle",
+    "add_org",
+    "add_user",
+    "create_app",
+    "running_forge",
+    "serve",
+    "serve_in_thread",
+]

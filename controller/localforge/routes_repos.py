@@ -1,0 +1,270 @@
+"""REST routes for the API root, users, organizations, repositories, branches, git refs,
+collaborators, hooks and the rate limit. Thin: parse, call the service, render.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Request, Response
+from fastapi.responses import JSONResponse
+
+from controller.localforge import render
+from controller.localforge.errors import NotFound
+from controller.localforge.httpkit import caller_key, get_ctx, json_body, paginated, services
+from controller.localforge.models import AccountType, Repo, Role
+from controller.localforge.refs import Refs
+from controller.localforge.service import Ctx, permission_name
+
+router = APIRouter(prefix="/api/v3")
+CtxDep = Annotated[Ctx, Depends(get_ctx)]
+Body = Annotated[dict[str, Any], Depends(json_body)]
+
+
+@router.get("/")
+def root(ctx: CtxDep) -> JSONResponse:
+    api = ctx.urls.api
+    names = {
+        "current_user_url": "/user",
+        "current_user_authorizations_html_url": "/settings/connections{/client_id}",
+        "authorizations_url": "/authorizations",
+        "code_search_url": "/search/code?q={query}",
+        "commit_search_url": "/search/commits?q={query}",
+        "emails_url": "/user/emails",
+        "emojis_url": "/emojis",
+        "events_url": "/events",
+        "feeds_url": "/feeds",
+        "followers_url": "/user/followers",
+        "following_url": "/user/following{/target}",
+        "gists_url": "/gists{/gist_id}",
+        "hub_url": "/hub",
+        "issue_search_url": "/search/issues?q={query}",
+        "issues_url": "/issues",
+        "keys_url": "/user/keys",
+        "label_search_url": "/search/labels?q={query}&repository_id={repository_id}",
+        "notifications_url": "/notifications",
+        "organization_url": "/orgs/{org}",
+        "organization_repositories_url": "/orgs/{org}/repos{?type,page,per_page,sort}",
+        "organization_teams_url": "/orgs/{org}/teams",
+        "public_gists_url": "/gists/public",
+        "rate_limit_url": "/rate_limit",
+        "repository_url": "/repos/{owner}/{repo}",
+        "repository_search_url": "/search/repositories?q={query}",
+        "current_user_repositories_url": "/user/repos{?type,page,per_page,sort}",
+        "starred_url": "/user/starred{/owner}{/repo}",
+        "starred_gists_url": "/gists/starred",
+        "topic_search_url": "/search/topics?q={query}",
+        "user_url": "/users/{user}",
+        "user_organizations_url": "/user/orgs",
+        "user_repositories_url": "/users/{user}/repos{?type,page,per_page,sort}",
+        "user_search_url": "/search/users?q={query}",
+    }
+    return JSONResponse({key: api + path for key, path in names.items()})
+
+
+@router.get("/rate_limit")
+def rate_limit(request: Request, ctx: CtxDep) -> JSONResponse:
+    auth = request.headers.get("authorization")
+    limiter = services(request).limiter
+    key = caller_key(auth, request.client.host if request.client else None)
+    resources = {}
+    for name in ("core", "search", "graphql", "integration_manifest", "code_search"):
+        quota = limiter.peek(key, name, authenticated=bool(auth))
+        resources[name] = {
+            "limit": quota.limit,
+            "remaining": quota.remaining,
+            "reset": quota.reset,
+            "used": quota.used,
+        }
+    return JSONResponse({"resources": resources, "rate": resources["core"]})
+
+
+@router.get("/user")
+def current_user(request: Request, ctx: CtxDep) -> JSONResponse:
+    forge = services(request).forge
+    actor = forge.signed_in(ctx)
+    repos = forge.store.repos_of(actor.id)
+    private = sum(r.private for r in repos)
+    return JSONResponse(render.private_user(ctx.urls, actor, len(repos) - private, private))
+
+
+@router.get("/users/{login}")
+def get_user(request: Request, ctx: CtxDep, login: str) -> JSONResponse:
+    account = services(request).forge.store.account_by_login(login)
+    if account is None:
+        raise NotFound()
+    return JSONResponse(render.user(ctx.urls, account))
+
+
+@router.get("/orgs/{org}")
+def get_org(request: Request, ctx: CtxDep, org: str) -> JSONResponse:
+    account = services(request).forge.store.account_by_login(org)
+    if account is None or account.type is not AccountType.ORGANIZATION:
+        raise NotFound()
+    return JSONResponse(render.organization(ctx.urls, account))
+
+
+@router.post("/user/repos", status_code=201)
+def create_user_repo(request: Request, ctx: CtxDep, body: Body) -> JSONResponse:
+    forge = services(request).forge
+    repo = forge.create_repo(ctx, None, body)
+    return JSONResponse(forge.repo_json(ctx, repo), status_code=201)
+
+
+@router.post("/orgs/{org}/repos", status_code=201)
+def create_org_repo(request: Request, ctx: CtxDep, org: str, body: Body) -> JSONResponse:
+    forge = services(request).forge
+    repo = forge.create_repo(ctx, org, body)
+    return JSONResponse(forge.repo_json(ctx, repo), status_code=201)
+
+
+@router.get("/repos/{owner}/{repo}")
+def get_repo(request: Request, ctx: CtxDep, owner: str, repo: str) -> JSONResponse:
+    forge = services(request).forge
+    return JSONResponse(forge.repo_json(ctx, forge.find_repo(ctx, owner, repo)))
+
+
+@router.get("/repos/{owner}/{repo}/branches")
+def list_branches(request: Request, ctx: CtxDep, owner: str, repo: str) -> JSONResponse:
+    forge = services(request).forge
+    found = forge.find_repo(ctx, owner, repo)
+    items = [render.branch_short(ctx.urls, found, name, sha) for name, sha in forge.branches(found)]
+    return paginated(request, items)
+
+
+@router.get("/repos/{owner}/{repo}/branches/{branch:path}")
+def get_branch(request: Request, ctx: CtxDep, owner: str, repo: str, branch: str) -> JSONResponse:
+    forge = services(request).forge
+    found = forge.find_repo(ctx, owner, repo)
+    return JSONResponse(render.branch_full(ctx.urls, found, branch, forge.branch(found, branch)))
+
+
+# -- git refs ----------------------------------------------------------------------------------
+
+
+def _refs(request: Request, ctx: Ctx, owner: str, repo: str) -> tuple[Refs, Repo]:
+    found = services(request)
+    return found.refs, found.forge.find_repo(ctx, owner, repo)
+
+
+@router.get("/repos/{owner}/{repo}/git/ref/{ref:path}")
+def get_ref(request: Request, ctx: CtxDep, owner: str, repo: str, ref: str) -> JSONResponse:
+    refs, found = _refs(request, ctx, owner, repo)
+    return JSONResponse(render.git_ref(ctx.urls, found, *refs.get_ref(found, ref)))
+
+
+@router.get("/repos/{owner}/{repo}/git/refs/{ref:path}")
+def get_ref_legacy(request: Request, ctx: CtxDep, owner: str, repo: str, ref: str) -> JSONResponse:
+    """The older ``GET /git/refs/{ref}`` (an exact ref, as PyGithub's ``GitRef`` completes itself)."""
+    return get_ref(request, ctx, owner, repo, ref)
+
+
+@router.get("/repos/{owner}/{repo}/git/refs")
+def list_refs(request: Request, ctx: CtxDep, owner: str, repo: str) -> JSONResponse:
+    refs, found = _refs(request, ctx, owner, repo)
+    listed = [r for r in refs.matching_refs(found, "") if not r[0].startswith("refs/pull/")]
+    return paginated(request, [render.git_ref(ctx.urls, found, *r) for r in listed])
+
+
+@router.get("/repos/{owner}/{repo}/git/matching-refs/{ref:path}")
+def matching_refs(request: Request, ctx: CtxDep, owner: str, repo: str, ref: str) -> JSONResponse:
+    refs, found = _refs(request, ctx, owner, repo)
+    return JSONResponse([render.git_ref(ctx.urls, found, *r) for r in refs.matching_refs(found, ref)])
+
+
+@router.post("/repos/{owner}/{repo}/git/refs", status_code=201)
+def create_ref(request: Request, ctx: CtxDep, owner: str, repo: str, body: Body) -> JSONResponse:
+    refs, found = _refs(request, ctx, owner, repo)
+    created = refs.create_ref(ctx, found, body.get("ref"), body.get("sha"))
+    return JSONResponse(render.git_ref(ctx.urls, found, *created), status_code=201)
+
+
+@router.patch("/repos/{owner}/{repo}/git/refs/{ref:path}")
+def update_ref(request: Request, ctx: CtxDep, owner: str, repo: str, ref: str, body: Body) -> JSONResponse:
+    refs, found = _refs(request, ctx, owner, repo)
+    updated = refs.update_ref(ctx, found, ref, body.get("sha"), bool(body.get("force", False)))
+    return JSONResponse(render.git_ref(ctx.urls, found, *updated))
+
+
+@router.delete("/repos/{owner}/{repo}/git/refs/{ref:path}", status_code=204)
+def delete_ref(request: Request, ctx: CtxDep, owner: str, repo: str, ref: str) -> Response:
+    refs, found = _refs(request, ctx, owner, repo)
+    refs.delete_ref(ctx, found, ref)
+    return Response(status_code=204)
+
+
+@router.post("/repos/{owner}/{repo}/forks", status_code=202)
+def create_fork(request: Request, ctx: CtxDep, owner: str, repo: str, body: Body) -> JSONResponse:
+    forge = services(request).forge
+    fork = forge.fork(ctx, forge.find_repo(ctx, owner, repo), body)
+    return JSONResponse(forge.repo_json(ctx, fork), status_code=202)
+
+
+# -- collaborators and hooks -------------------------------------------------------------------
+
+
+@router.put("/repos/{owner}/{repo}/collaborators/{login}")
+def put_collaborator(
+    request: Request, ctx: CtxDep, owner: str, repo: str, login: str, body: Body
+) -> Response:
+    """Adds the collaborator directly (no invitation step): 204, as GitHub answers for org members."""
+    forge = services(request).forge
+    forge.add_collaborator(ctx, forge.find_repo(ctx, owner, repo), login, str(body.get("permission", "push")))
+    return Response(status_code=204)
+
+
+@router.get("/repos/{owner}/{repo}/collaborators/{login}/permission")
+def collaborator_permission(request: Request, ctx: CtxDep, owner: str, repo: str, login: str) -> JSONResponse:
+    forge = services(request).forge
+    found = forge.find_repo(ctx, owner, repo)
+    account, role = forge.permission_of(ctx, found, login)
+    user = render.user(ctx.urls, account)
+    permission = permission_name(role)
+    role_name = {Role.PULL: "read", Role.PUSH: "write"}.get(role, role.value) if role else "none"
+    rank = {"none": 0, "read": 1, "write": 3, "admin": 5}[permission]
+    user["permissions"] = {
+        "admin": rank >= 5,
+        "maintain": role in {Role.MAINTAIN, Role.ADMIN},
+        "push": rank >= 3,
+        "triage": rank >= 3 or role is Role.TRIAGE,
+        "pull": rank >= 1,
+    }
+    user["role_name"] = role_name
+    return JSONResponse({"permission": permission, "role_name": role_name, "user": user})
+
+
+@router.get("/repos/{owner}/{repo}/collaborators/{login}")
+def is_collaborator(request: Request, ctx: CtxDep, owner: str, repo: str, login: str) -> Response:
+    forge = services(request).forge
+    found = forge.find_repo(ctx, owner, repo)
+    account = forge.store.account_by_login(login)
+    if account is None or forge.association(found, account) not in {"OWNER", "MEMBER", "COLLABORATOR"}:
+        raise NotFound()
+    return Response(status_code=204)
+
+
+@router.post("/repos/{owner}/{repo}/hooks", status_code=201)
+def create_hook(request: Request, ctx: CtxDep, owner: str, repo: str, body: Body) -> JSONResponse:
+    forge = services(request).forge
+    found = forge.find_repo(ctx, owner, repo)
+    hook = forge.create_hook(ctx, found, body)
+    return JSONResponse(forge.hook_json(ctx, found, hook), status_code=201)
+
+
+@router.get("/repos/{owner}/{repo}/hooks")
+def list_hooks(request: Request, ctx: CtxDep, owner: str, repo: str) -> JSONResponse:
+    forge = services(request).forge
+    found = forge.find_repo(ctx, owner, repo)
+    forge.require(ctx, found, Role.ADMIN)
+    return paginated(request, [forge.hook_json(ctx, found, h) for h in forge.store.hooks(found.id)])
+
+
+@router.delete("/repos/{owner}/{repo}/hooks/{hook_id:int}", status_code=204)
+def delete_hook(request: Request, ctx: CtxDep, owner: str, repo: str, hook_id: int) -> Response:
+    forge = services(request).forge
+    found = forge.find_repo(ctx, owner, repo)
+    forge.require(ctx, found, Role.ADMIN)
+    if not forge.store.hooks(found.id, hook_id=hook_id):
+        raise NotFound()
+    forge.store.delete_hook(hook_id)
+    return Response(status_code=204)

@@ -1,0 +1,52 @@
+"""The forge database's schema (SQLite). Version 1; ``meta.schema_version`` records it."""
+
+from __future__ import annotations
+
+SCHEMA_VERSION = 1
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS ids (id INTEGER PRIMARY KEY AUTOINCREMENT, kind TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS accounts (
+  id INTEGER PRIMARY KEY, login TEXT NOT NULL UNIQUE COLLATE NOCASE,
+  type TEXT NOT NULL CHECK (type IN ('User', 'Organization', 'Bot')),
+  site_admin INTEGER NOT NULL DEFAULT 0, created_at TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS tokens (
+  token_hash TEXT PRIMARY KEY, account_id INTEGER NOT NULL REFERENCES accounts (id));
+CREATE TABLE IF NOT EXISTS org_members (
+  org_id INTEGER NOT NULL, user_id INTEGER NOT NULL, PRIMARY KEY (org_id, user_id));
+CREATE TABLE IF NOT EXISTS repos (
+  id INTEGER PRIMARY KEY, owner_id INTEGER NOT NULL REFERENCES accounts (id),
+  name TEXT NOT NULL COLLATE NOCASE, description TEXT, private INTEGER NOT NULL,
+  default_branch TEXT NOT NULL, created_at TEXT NOT NULL, updated_at TEXT NOT NULL, pushed_at TEXT,
+  last_number INTEGER NOT NULL DEFAULT 0, parent_id INTEGER REFERENCES repos (id), UNIQUE (owner_id, name));
+CREATE TABLE IF NOT EXISTS collaborators (
+  repo_id INTEGER NOT NULL, user_id INTEGER NOT NULL,
+  role TEXT NOT NULL CHECK (role IN ('pull', 'triage', 'push', 'maintain', 'admin')),
+  PRIMARY KEY (repo_id, user_id));
+CREATE TABLE IF NOT EXISTS pulls (
+  id INTEGER PRIMARY KEY, repo_id INTEGER NOT NULL, number INTEGER NOT NULL, user_id INTEGER NOT NULL,
+  title TEXT NOT NULL, body TEXT, state TEXT NOT NULL CHECK (state IN ('open', 'closed')),
+  draft INTEGER NOT NULL, head_repo_id INTEGER NOT NULL, head_ref TEXT NOT NULL, head_sha TEXT NOT NULL,
+  base_ref TEXT NOT NULL, base_sha TEXT NOT NULL, created_at TEXT NOT NULL, updated_at TEXT NOT NULL,
+  closed_at TEXT, UNIQUE (repo_id, number));
+CREATE TABLE IF NOT EXISTS reviews (
+  id INTEGER PRIMARY KEY, pull_id INTEGER NOT NULL, user_id INTEGER NOT NULL, body TEXT NOT NULL,
+  state TEXT NOT NULL, commit_id TEXT NOT NULL, submitted_at TEXT);
+CREATE TABLE IF NOT EXISTS review_comments (
+  id INTEGER PRIMARY KEY, pull_id INTEGER NOT NULL, repo_id INTEGER NOT NULL, review_id INTEGER,
+  user_id INTEGER NOT NULL, body TEXT NOT NULL, path TEXT NOT NULL, line INTEGER, side TEXT NOT NULL,
+  start_line INTEGER, start_side TEXT, position INTEGER, commit_id TEXT NOT NULL, diff_hunk TEXT NOT NULL,
+  in_reply_to INTEGER, subject_type TEXT NOT NULL, created_at TEXT NOT NULL, updated_at TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS issue_comments (
+  id INTEGER PRIMARY KEY, repo_id INTEGER NOT NULL, number INTEGER NOT NULL, user_id INTEGER NOT NULL,
+  body TEXT NOT NULL, created_at TEXT NOT NULL, updated_at TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS hooks (
+  id INTEGER PRIMARY KEY, repo_id INTEGER NOT NULL, url TEXT NOT NULL, secret TEXT,
+  events TEXT NOT NULL, active INTEGER NOT NULL, created_at TEXT NOT NULL, updated_at TEXT NOT NULL);
+"""
+
+
+def statements() -> list[str]:
+    """The schema as separate statements (run inside one transaction)."""
+    return [part.strip() for part in SCHEMA.split(";") if part.strip()]

@@ -1,0 +1,200 @@
+"""Fixtures for the local forge: a forge served over real HTTP (uvicorn in a thread), its users,
+PyGithub clients, git working copies that push over smart HTTP, and a webhook receiver.
+
+Every ``/api/v3`` answer of a test is recorded and, at teardown, each JSON answer whose operation
+is in GitHub's OpenAPI subset is validated against it: a shape error fails the test that caused it.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import queue
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from github import Auth, Github
+from github.PullRequest import PullRequest
+from github.Repository import Repository
+
+from controller.localforge.app import create_app
+from controller.localforge.server import ForgeHandle, serve_in_thread
+from controller.localforge.users import add_user
+from tests.conftest import git, make_repo
+from tests.localforge.oracle import Recorder, validate
+
+USERS = ("alice", "bob", "carol")
+
+
+class FakeClock:
+    """An injectable clock: starts at a fixed instant and moves only when told."""
+
+    def __init__(self) -> None:
+        self.now = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, seconds: int) -> None:
+        self.now += timedelta(seconds=seconds)
+
+
+@dataclass
+class Received:
+    headers: dict[str, str]
+    body: bytes
+
+    @property
+    def event(self) -> str:
+        return self.headers["x-github-event"]
+
+    @property
+    def payload(self) -> Any:
+        return json.loads(self.body)
+
+
+@dataclass
+class Receiver:
+    """A tiny webhook endpoint (stdlib ``http.server``) collecting deliveries."""
+
+    url: str
+    inbox: queue.Queue[Received] = field(default_factory=queue.Queue)
+
+    def drain(self) -> list[Received]:
+        items = []
+        while not self.inbox.empty():
+            items.append(self.inbox.get_nowait())
+        return items
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    inbox: queue.Queue[Received] = queue.Queue()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            inbox.put(Received({k.lower(): v for k, v in self.headers.items()}, body))
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            return
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield Receiver(f"http://127.0.0.1:{server.server_address[1]}/hook", inbox)
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+@dataclass
+class Forge:
+    """A running forge and helpers to act on it as its users."""
+
+    handle: ForgeHandle
+    recorder: Recorder
+    tokens: dict[str, str]
+    clock: FakeClock
+    work: Path
+
+    @property
+    def url(self) -> str:
+        return self.handle.url
+
+    def gh(self, user: str = "alice", **kwargs: Any) -> Github:
+        # PyGithub paces itself for github.com (0.25 s between requests, 1 s between writes): not here.
+        options = {"retry": None, "seconds_between_requests": 0, "seconds_between_writes": 0, **kwargs}
+        return Github(base_url=self.handle.api_url, auth=Auth.Token(self.tokens[user]), **options)
+
+    def auth_header(self, user: str) -> str:
+        return f"http.extraHeader=Authorization: Bearer {self.tokens[user]}"
+
+    def clone(self, full_name: str, name: str) -> Path:
+        dest = self.work / name
+        git(self.work, "clone", "-q", f"{self.url}/{full_name}.git", str(dest))
+        git(dest, "config", "user.email", "dev@example.com")
+        git(dest, "config", "user.name", "Dev")
+        return dest
+
+    def commit(self, checkout: Path, files: dict[str, str], message: str = "change") -> str:
+        for rel, text in files.items():
+            (checkout / rel).parent.mkdir(parents=True, exist_ok=True)
+            (checkout / rel).write_text(text)
+        git(checkout, "add", "-A")
+        git(checkout, "commit", "-q", "-m", message)
+        return git(checkout, "rev-parse", "HEAD")
+
+    def push(self, checkout: Path, refspec: str, user: str = "alice") -> None:
+        git(checkout, "-c", self.auth_header(user), "push", "-q", "origin", refspec)
+
+    def repo_with_branch(
+        self, name: str = "demo", files: dict[str, str] | None = None
+    ) -> tuple[Repository, Path]:
+        """alice/NAME with ``main`` (a README) and ``feature`` (adding ``files``), both pushed over git."""
+        repo = self.gh().get_user().create_repo(name)
+        checkout = make_repo(self.work / f"{name}-alice", {"README.md": f"# {name}\n"})
+        git(checkout, "remote", "add", "origin", f"{self.url}/{repo.full_name}.git")
+        git(checkout, "checkout", "-q", "-b", "feature")
+        self.commit(checkout, files or {"app.py": "one\ntwo\nthree\n"}, "feature work")
+        git(checkout, "-c", self.auth_header("alice"), "push", "-q", "origin", "main", "feature")
+        return repo, checkout
+
+    def open_pull(self, name: str = "demo", **kwargs: Any) -> tuple[PullRequest, Path]:
+        repo, checkout = self.repo_with_branch(name)
+        pull = repo.create_pull(title="Speed up", body="Body", head="feature", base="main", **kwargs)
+        return pull, checkout
+
+
+class ForgeStarter:
+    """Starts forges on one root (starting again after ``stop_all`` is a restart)."""
+
+    def __init__(self, root: Path, work: Path) -> None:
+        self.root, self.work = root, work
+        self.tokens = {user: add_user(root, user) for user in USERS}
+        self.tokens["admin"] = add_user(root, "admin", admin=True)
+        self.clock = FakeClock()
+        self.recorders: list[Recorder] = []
+        self._running: list[Any] = []
+
+    def __call__(self, **options: Any) -> Forge:
+        app = create_app(self.root, clock=self.clock, **options)
+        recorder = Recorder(app)
+        self.recorders.append(recorder)
+        context = serve_in_thread(recorder)
+        url = context.__enter__()
+        self._running.append(context)
+        handle = ForgeHandle(url, f"{url}/api/v3", self.root, app)
+        return Forge(handle, recorder, self.tokens, self.clock, self.work)
+
+    def stop_all(self) -> None:
+        while self._running:
+            self._running.pop().__exit__(None, None, None)
+
+
+@pytest.fixture
+def forge_factory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ForgeStarter]:
+    """Start forges; every started forge's answers are validated against the oracle at teardown."""
+    monkeypatch.setenv("GIT_TERMINAL_PROMPT", "0")
+    (tmp_path / "work").mkdir()
+    starter = ForgeStarter(tmp_path / "forge", tmp_path / "work")
+    try:
+        yield starter
+    finally:
+        starter.stop_all()
+    failures = [f for r in starter.recorders for f in validate(r.exchanges)[0]]
+    assert not failures, "answers that do not match GitHub's OpenAPI description:\n" + "\n".join(failures)
+
+
+@pytest.fixture
+def forge(forge_factory: ForgeStarter) -> Forge:
+    return forge_factory()

@@ -1,0 +1,128 @@
+"""Checks the forge's answers against GitHub's own OpenAPI description (the oracle subset).
+
+``Recorder`` is an ASGI middleware that keeps every ``/api/v3`` exchange of a test; ``validate``
+runs each JSON answer whose operation is in the subset through ``openapi-core``. Answers of
+operations outside the subset are returned separately so a test can see what was skipped (the
+forge's README lists those routes and why).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from openapi_core import Config, OpenAPI
+from openapi_core.templating.responses.exceptions import ResponseNotFound
+from openapi_core.testing import MockRequest, MockResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+ORACLES = Path(__file__).resolve().parents[2].parent / "shared" / "oracles"
+SUBSET = ORACLES / "github-openapi" / "api.github.com.subset.json"
+WEBHOOKS = ORACLES / "github-webhooks"
+
+
+@dataclass(frozen=True)
+class Exchange:
+    method: str
+    path: str
+    query: str
+    status: int
+    content_type: str
+    body: bytes
+
+
+class Recorder:
+    """ASGI middleware recording every ``/api/v3`` request's answer."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self.exchanges: list[Exchange] = []
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not scope["path"].startswith("/api/v3"):
+            await self.app(scope, receive, send)
+            return
+        start: dict[str, Any] = {}
+        chunks: list[bytes] = []
+
+        async def spy(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                start.update(message)
+            elif message["type"] == "http.response.body":
+                chunks.append(message.get("body", b""))
+                if not message.get("more_body"):
+                    headers = {k.decode().lower(): v.decode() for k, v in start.get("headers", [])}
+                    self.exchanges.append(
+                        Exchange(
+                            scope["method"],
+                            scope["path"],
+                            scope["query_string"].decode(),
+                            start["status"],
+                            headers.get("content-type", ""),
+                            b"".join(chunks),
+                        )
+                    )
+            await send(message)
+
+        await self.app(scope, receive, spy)
+
+
+@functools.cache
+def spec() -> OpenAPI:
+    # The description is GitHub's and known valid: skip re-validating it (a second per session).
+    return OpenAPI.from_dict(json.loads(SUBSET.read_text()), config=Config(spec_validator_cls=None))
+
+
+@functools.cache
+def _operations() -> list[tuple[str, re.Pattern[str]]]:
+    ops = []
+    for template, item in json.loads(SUBSET.read_text())["paths"].items():
+        pattern = re.compile("^" + re.sub(r"\{[^}]+\}", "[^/]+", template) + "$")
+        ops += [
+            (method.upper(), pattern)
+            for method in item
+            if method in {"get", "post", "patch", "put", "delete"}
+        ]
+    return ops
+
+
+def in_subset(method: str, api_path: str) -> bool:
+    return any(m == method and p.match(api_path) for m, p in _operations())
+
+
+def encoded_path(path: str) -> str:
+    """Refs contain ``/``; the subset's ``git/ref/{ref}`` templates need them ``%2F``-encoded."""
+    match = re.match(r"^(/repos/[^/]+/[^/]+/git/(?:ref|refs|matching-refs)/)(.+)$", path)
+    return match.group(1) + match.group(2).replace("/", "%2F") if match else path
+
+
+def validate(exchanges: list[Exchange]) -> tuple[list[str], list[Exchange]]:
+    """``(failures, exchanges outside the subset)`` for the JSON answers among ``exchanges``."""
+    failures, outside = [], []
+    for ex in exchanges:
+        api_path = encoded_path(ex.path.removeprefix("/api/v3") or "/")
+        if not in_subset(ex.method, api_path):
+            outside.append(ex)
+            continue
+        if ex.status == 304 or not ex.content_type.startswith("application/json"):
+            continue
+        query = dict(pair.split("=", 1) for pair in ex.query.split("&") if "=" in pair)
+        request = MockRequest("https://api.github.com", ex.method, api_path, args=query)
+        response = MockResponse(ex.body, status_code=ex.status, content_type="application/json")
+        try:
+            spec().validate_response(request, response)
+        except ResponseNotFound:
+            # GitHub's description omits some error statuses (403 on writes without access, ...):
+            # such answers must still be GitHub's ``basic-error`` shape.
+            body = json.loads(ex.body)
+            if not (isinstance(body.get("message"), str) and isinstance(body.get("documentation_url"), str)):
+                failures.append(f"{ex.method} {ex.path} -> {ex.status}: not a basic-error body: {body}")
+        except Exception as exc:  # openapi-core raises a family of errors; each is a failure here
+            cause = exc.__cause__
+            detail = getattr(cause, "schema_errors", None) or cause or exc
+            failures.append(f"{ex.method} {ex.path} -> {ex.status}: {type(exc).__name__}: {detail}"[:3000])
+    return failures, outside

@@ -1,0 +1,75 @@
+"""The OpenAPI check itself: it catches a wrong shape, and the suite reaches every operation of
+GitHub's subset with a successful answer that the check validated."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from tests.conftest import git
+from tests.localforge.conftest import ForgeStarter
+from tests.localforge.oracle import SUBSET, Exchange, encoded_path, validate
+
+
+def test_a_wrong_shape_is_reported() -> None:
+    body = json.dumps({"id": 1, "number": 1}).encode()  # a "pull request" without its required fields
+    broken = Exchange("GET", "/api/v3/repos/o/r/pulls/1", "", 200, "application/json", body)
+    failures, outside = validate([broken])
+    assert len(failures) == 1 and "pulls/1" in failures[0] and outside == []
+
+
+def _operations() -> set[tuple[str, str]]:
+    paths = json.loads(SUBSET.read_text())["paths"]
+    return {
+        (m.upper(), p) for p, item in paths.items() for m in item if m in {"get", "post", "patch", "delete"}
+    }
+
+
+def test_every_subset_operation_answers_and_validates(forge_factory: ForgeStarter) -> None:
+    forge = forge_factory()
+    pull, checkout = forge.open_pull()
+    gh = forge.gh()
+    repo = gh.get_repo("alice/demo")
+    gh.requester.requestJson("GET", "/")
+    gh.get_rate_limit()
+    gh.get_user().login  # noqa: B018
+    repo.get_branch("main")
+    sha = git(checkout, "rev-parse", "origin/main")
+    ref = repo.create_git_ref("refs/heads/extra", sha)
+    repo.get_git_ref("heads/extra")
+    list(repo.get_git_matching_refs("heads/"))
+    ref.edit(git(checkout, "rev-parse", "HEAD"))
+    ref.delete()
+    comment = pull.create_issue_comment("hello")
+    comment.edit("hello again")
+    repo.get_issue(pull.number)
+    list(pull.get_issue_comments())
+    list(repo.get_issues_comments())
+    list(repo.get_pulls())
+    pull.edit(title="Retitled")
+    repo.get_pull(pull.number)
+    list(pull.get_files())
+    as_bob = forge.gh("bob").get_repo("alice/demo").get_pull(pull.number)
+    inline = as_bob.create_review_comment("why?", pull.head.sha, "app.py", line=1)
+    pull.create_review_comment_reply(inline.id, "because")
+    list(pull.get_review_comments())
+    list(repo.get_pulls_review_comments())
+    repo.get_pull(pull.number).get_review_comment(inline.id)
+    review = as_bob.create_review(body="ok", event="COMMENT")
+    list(pull.get_reviews())
+    pull.get_review(review.id)
+
+    exchanges = forge.recorder.exchanges
+    failures, _ = validate(exchanges)
+    assert failures == []
+    answered = {(e.method, e.path.removeprefix("/api/v3") or "/") for e in exchanges if e.status < 300}
+    missing = {
+        (method, template)
+        for method, template in _operations()
+        if not any(m == method and _matches(template, encoded_path(p)) for m, p in answered)
+    }
+    assert missing == set()
+
+
+def _matches(template: str, path: str) -> bool:
+    return re.match("^" + re.sub(r"\{[^}]+\}", "[^/]+", template) + "$", path) is not None
