@@ -30,6 +30,7 @@ from controller.domain.enums import (
 from controller.store.records import (
     ComponentRecord,
     EventRecord,
+    PullRecord,
     RunRecord,
     SampleRecord,
     TurnRecord,
@@ -288,6 +289,40 @@ class ProcessGroupRow(Base):
     pgid: Mapped[int] = mapped_column(sa.Integer, primary_key=True)
     command: Mapped[str] = mapped_column(sa.Text)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class PullRequestRow(Base):
+    __tablename__ = "pull_requests"
+
+    run_id: Mapped[str] = mapped_column(sa.String(64), _run_fk(), primary_key=True)
+    component: Mapped[str] = mapped_column(sa.String(200), primary_key=True)
+    repo: Mapped[str] = mapped_column(sa.Text)
+    number: Mapped[int] = mapped_column(sa.Integer)
+    url: Mapped[str] = mapped_column(sa.Text)
+    branch: Mapped[str] = mapped_column(sa.Text)
+    head_sha: Mapped[str] = mapped_column(sa.String(64))
+    pushed_sha: Mapped[str] = mapped_column(sa.String(64))
+    base_sha: Mapped[str] = mapped_column(sa.String(64))
+    draft: Mapped[bool] = mapped_column(sa.Boolean)
+    state: Mapped[str] = mapped_column(sa.String(16))
+    paused: Mapped[bool] = mapped_column(sa.Boolean)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+    def to_record(self) -> PullRecord:
+        return PullRecord(
+            run_id=self.run_id,
+            component=self.component,
+            repo=self.repo,
+            number=self.number,
+            url=self.url,
+            branch=self.branch,
+            head_sha=self.head_sha,
+            pushed_sha=self.pushed_sha,
+            base_sha=self.base_sha,
+            draft=self.draft,
+            state=self.state,
+            paused=self.paused,
+        )
 
 
 def check_constraints() -> Iterable[tuple[str, str, str]]:

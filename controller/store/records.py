@@ -159,3 +159,25 @@ class ChampionUpdate:
 
     value: float
     turn: int
+
+
+@dataclass(frozen=True)
+class PullRecord:
+    """One draft PR per (run, component): where it is and what crucible last pushed to it.
+
+    ``pushed_sha`` is the commit crucible pushed last; a branch head that differs from it means
+    someone else pushed (a foreign push). ``base_sha`` is the base the PR's diff is relative to.
+    """
+
+    run_id: str
+    component: str
+    repo: str  # owner/name the PR lives in (the upstream)
+    number: int
+    url: str
+    branch: str
+    head_sha: str
+    pushed_sha: str
+    base_sha: str
+    draft: bool = True
+    state: str = "open"
+    paused: bool = False

@@ -34,7 +34,15 @@ from controller.domain.errors import (
     SchemaOutdatedError,
 )
 from controller.store import migrate
-from controller.store.models import ComponentRow, EventRow, ProcessGroupRow, RunRow, SampleRow, TurnRow
+from controller.store.models import (
+    ComponentRow,
+    EventRow,
+    ProcessGroupRow,
+    PullRequestRow,
+    RunRow,
+    SampleRow,
+    TurnRow,
+)
 from controller.store.queries import (
     Sample,
     append_event_row,
@@ -54,6 +62,7 @@ from controller.store.records import (
     ComponentRecord,
     EventRecord,
     NewRun,
+    PullRecord,
     RunRecord,
     SampleRecord,
     TurnDecision,
@@ -246,6 +255,47 @@ class Store:
 
     def list_components(self, run_id: str) -> list[ComponentRecord]:
         query = sa.select(ComponentRow).where(ComponentRow.run_id == run_id).order_by(ComponentRow.position)
+        with self._session(read_only=True) as s:
+            get_run_row(s, run_id)
+            return [row.to_record() for row in s.scalars(query)]
+
+    def save_pull(self, rec: PullRecord) -> None:
+        """Insert or update the PR of (run, component); idempotent."""
+        with self._session() as s:
+            lock_run(s, rec.run_id)
+            row = s.get(PullRequestRow, (rec.run_id, rec.component))
+            if row is None:
+                row = PullRequestRow(run_id=rec.run_id, component=rec.component)
+                s.add(row)
+            for name in (
+                "repo",
+                "number",
+                "url",
+                "branch",
+                "head_sha",
+                "pushed_sha",
+                "base_sha",
+                "draft",
+                "state",
+                "paused",
+            ):
+                setattr(row, name, getattr(rec, name))
+            row.updated_at = self._clock()
+
+    def list_pulls(self, run_id: str) -> list[PullRecord]:
+        """The run's PRs in component order."""
+        query = (
+            sa.select(PullRequestRow)
+            .join(
+                ComponentRow,
+                sa.and_(
+                    ComponentRow.run_id == PullRequestRow.run_id,
+                    ComponentRow.name == PullRequestRow.component,
+                ),
+            )
+            .where(PullRequestRow.run_id == run_id)
+            .order_by(ComponentRow.position)
+        )
         with self._session(read_only=True) as s:
             get_run_row(s, run_id)
             return [row.to_record() for row in s.scalars(query)]

@@ -1,0 +1,76 @@
+"""Pull-request records, and upgrading a database created by the previous schema revision."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from alembic import command
+
+from controller.domain.errors import NotFoundError, SchemaOutdatedError
+from controller.store import PullRecord, Store, migrate
+from tests.store.test_store import component, new_run
+
+
+@pytest.fixture
+def store(database_url: str) -> Iterator[Store]:
+    s = Store.open(database_url, upgrade=True)
+    yield s
+    s.close()
+
+
+def _pull(**changes: object) -> PullRecord:
+    fields: dict[str, object] = dict(
+        run_id="r1",
+        component="router",
+        repo="acme/router",
+        number=7,
+        url="http://forge/acme/router/pull/7",
+        branch="crucible/r1",
+        head_sha="a" * 40,
+        pushed_sha="a" * 40,
+        base_sha="b" * 40,
+    )
+    fields.update(changes)
+    return PullRecord(**fields)  # type: ignore[arg-type]
+
+
+def test_save_pull_inserts_then_updates(store: Store) -> None:
+    store.create_run(new_run())
+    store.add_component(component())
+    store.save_pull(_pull())
+    store.save_pull(_pull(head_sha="c" * 40, pushed_sha="c" * 40, paused=True))
+    pulls = store.list_pulls("r1")
+    assert pulls == [_pull(head_sha="c" * 40, pushed_sha="c" * 40, paused=True)]
+
+
+def test_list_pulls_follows_component_order_and_needs_a_run(store: Store) -> None:
+    store.create_run(new_run())
+    store.add_component(component("b"))
+    store.add_component(component("a"))
+    store.save_pull(_pull(component="a", number=2))
+    store.save_pull(_pull(component="b", number=1))
+    assert [p.component for p in store.list_pulls("r1")] == ["b", "a"]
+    with pytest.raises(NotFoundError):
+        store.list_pulls("nope")
+
+
+def test_a_database_at_the_previous_revision_is_refused_then_upgraded(database_url: str) -> None:
+    engine = migrate.make_engine(database_url)
+    migrate.ensure_sqlite_dir(engine.url)
+    with engine.begin() as conn:
+        command.upgrade(migrate._config(conn), "0001")
+    engine.dispose()
+    assert migrate.current_revision(database_url) == "0001"
+    with pytest.raises(SchemaOutdatedError):
+        Store.open(database_url)
+    s = Store.open(database_url, upgrade=True)
+    try:
+        assert s.current_revision() == migrate.head_revision()
+        s.create_run(new_run())
+        s.add_component(component())
+        s.save_pull(_pull())
+        assert s.list_pulls("r1")[0].number == 7
+        assert migrate.schema_drift(database_url) == []
+    finally:
+        s.close()
