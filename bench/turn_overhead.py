@@ -2,7 +2,8 @@
 
 Overhead = a turn's wall time minus the time spent inside the agent, validation and metric commands.
 Floor    = the git work a turn cannot avoid, done directly on the same checkout: the status scan the
-           policy check needs, restore with ``reset --hard`` + ``clean``, a commit and a diff.
+           policy check needs, restore with ``reset --hard`` + ``clean``, a commit (``add -A`` +
+           ``commit``, since a kept change may add files) and a diff.
 
 It prints the ratio for a small repository and for a generated one of 100,000 files (generated once
 with ``git fast-import`` into the cache directory and reused), and the overhead of early vs late turns
@@ -110,7 +111,8 @@ def measure_floor(checkout: Path, base: str, reps: int) -> list[float]:
         (checkout / "src" / "f0.txt").write_text(f"floor {i}\n")
         t0 = time.perf_counter()
         git(checkout, "status", "--porcelain=v1", "-z", "--untracked-files=all")
-        git(checkout, "-c", "core.hooksPath=/dev/null", "commit", "-qam", "floor")
+        git(checkout, "add", "-A")  # a kept turn may add files: commit -a alone would miss them
+        git(checkout, "-c", "core.hooksPath=/dev/null", "commit", "-qm", "floor")
         git(checkout, "diff", base, "HEAD")
         git(checkout, "reset", "-q", "--hard", base)
         git(checkout, "clean", "-ffdxq")

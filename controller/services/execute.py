@@ -1,8 +1,8 @@
 """Runs the user's commands (agent, validation, metric) the way DESIGN §4 demands.
 
 Every command gets the scrubbed environment plus the protocol variables, runs in its own process group
-(recorded in the store before it can do anything, so ``resume`` can kill it after a ``kill -9`` of the
-controller), inside bubblewrap when the sandbox is on, and leaves a redacted log behind.
+(recorded in the run directory before it can do anything, so ``resume`` can kill it after a
+``kill -9`` of the controller), inside bubblewrap when the sandbox is on, and leaves a redacted log behind.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from controller.engine.protocol import CAPTURE_PREFIXES
-from controller.store.store import Store
+from controller.services.pgroups import GroupRegistry
 from controller.workspace.envscrub import ScrubbedEnv, redact
 from controller.workspace.process import CommandResult, run_command
 from controller.workspace.sandbox import wrap_command
@@ -23,7 +23,7 @@ from controller.workspace.sandbox import wrap_command
 class Executor:
     """Runs shell commands for one run; holds what every command of the run shares."""
 
-    store: Store
+    groups: GroupRegistry
     run_id: str
     scrubbed: ScrubbedEnv
     sandbox: bool
@@ -62,7 +62,7 @@ class Executor:
 
         def remember(pgid: int) -> None:
             groups.append(pgid)
-            self.store.record_process_group(self.run_id, pgid, command[:200])
+            self.groups.record(pgid, command[:200])
 
         try:
             result = run_command(
@@ -76,7 +76,7 @@ class Executor:
             )
         finally:
             for pgid in groups:
-                self.store.clear_process_group(self.run_id, pgid)
+                self.groups.clear(pgid)
         self.command_seconds += result.duration_s
         if log is not None:
             self._write_log(log, command, result)

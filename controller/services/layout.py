@@ -47,6 +47,10 @@ class RunLayout:
         return self.agent_dir / "steer.txt"
 
     @property
+    def process_groups(self) -> Path:
+        return self.root / "pgroups"
+
+    @property
     def logs(self) -> Path:
         return self.root / "logs"
 

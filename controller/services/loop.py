@@ -167,4 +167,4 @@ def _drive(ctx: RunContext, budgets: Budgets) -> LoopResult:
                 )
         pending = [t for t in turns if t.phase == TurnPhase.STARTED]
         number = pending[0].number if pending else (max((t.number for t in turns), default=0) + 1)
-        run_turn(ctx, number, 0, proposal)
+        run_turn(ctx, number, 0, proposal, turns)

@@ -18,7 +18,9 @@ from controller.config.spec import Spec, load_spec, parse_spec
 from controller.domain.enums import EventKind, RunStatus, StopReason
 from controller.domain.errors import RefusedError, SpecError
 from controller.services.context import Observer
+from controller.services.layout import RunLayout
 from controller.services.loop import LoopResult, run_loop
+from controller.services.pgroups import GroupRegistry
 from controller.services.runs import open_context, resolve_bases
 from controller.store.store import Store
 from controller.workspace.process import kill_process_group
@@ -71,15 +73,24 @@ def check_resumable(store: Store, run_id: str) -> Spec:
     return spec
 
 
-def kill_leftovers(store: Store, run_id: str) -> int:
+def recorded_groups(settings: Settings, store: Store, run_id: str) -> list[tuple[int, str]]:
+    """Every process group recorded for the run: in its directory (crucible's own commands) and in
+    the store (where other writers, such as a worker reporting to the controller, record them)."""
+    registry = GroupRegistry(RunLayout(settings.run_dir(run_id), ()).process_groups)
+    return sorted(set(registry.list()) | set(store.list_process_groups(run_id)))
+
+
+def kill_leftovers(settings: Settings, store: Store, run_id: str) -> int:
     """Kill the process groups a dead controller left running; return how many were alive."""
     killed = 0
-    for pgid, _command in store.list_process_groups(run_id):
+    registry = GroupRegistry(RunLayout(settings.run_dir(run_id), ()).process_groups)
+    for pgid, _command in recorded_groups(settings, store, run_id):
         # A recorded pgid may belong to an unrelated process by now (after a reboot): kill it only
         # if its leader still carries this run's id in its environment.
         if kill_process_group(pgid, require_env={"CRUCIBLE_RUN_ID": run_id}):
             killed += 1
         store.clear_process_group(run_id, pgid)
+        registry.clear(pgid)
     return killed
 
 
@@ -93,7 +104,7 @@ def resume(
     cancel_event: threading.Event | None = None,
 ) -> LoopResult:
     spec = check_resumable(store, run_id)
-    killed = kill_leftovers(store, run_id)
+    killed = kill_leftovers(settings, store, run_id)
     store.set_run_status(run_id, RunStatus.RUNNING)
     store.append_event(run_id, EventKind.RESUMED, {"killed_process_groups": killed})
     ctx = open_context(settings, store, run_id, spec, environ=environ, observer=observer, cancel=cancel_event)
@@ -109,7 +120,7 @@ def cancel(settings: Settings, store: Store, run_id: str) -> str:
         assert run.controller_pid is not None
         os.kill(run.controller_pid, signal.SIGINT)
         return f"sent an interrupt to the controller (process {run.controller_pid})"
-    kill_leftovers(store, run_id)
+    kill_leftovers(settings, store, run_id)
     message = "stopped: cancelled by the user"
     store.set_run_status(run_id, RunStatus.CANCELLED, stop_reason=StopReason.CANCELLED, stop_message=message)
     store.append_event(

@@ -20,6 +20,7 @@ from controller.domain.ids import new_run_id
 from controller.services.context import Observer, RunContext
 from controller.services.execute import Executor
 from controller.services.layout import RunLayout
+from controller.services.pgroups import GroupRegistry
 from controller.services.userstate import user_head, user_state
 from controller.store.records import ComponentRecord, NewRun
 from controller.store.store import Store
@@ -107,7 +108,7 @@ def open_context(
     if real_home and Path(real_home).is_dir() and Path(real_home).resolve() != Path("/"):
         hide.insert(0, Path(real_home).resolve())
     executor = Executor(
-        store=store,
+        groups=GroupRegistry(layout.process_groups),
         run_id=run_id,
         scrubbed=scrub_env(env, spec.agent.env_allow),
         hide=hide,

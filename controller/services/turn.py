@@ -9,7 +9,7 @@ decision is written, so a crash before the write re-runs the turn from a clean s
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -273,12 +273,17 @@ def turn_row(record: TurnRecord, samples: list[float], reference: list[float]) -
     }
 
 
-def write_candidate_file(ctx: RunContext, round_number: int) -> None:
-    """CANDIDATE.md for the next turn: objective, scores and the bounded history (DESIGN §4)."""
-    run = ctx.store.get_run(ctx.run_id)
+def write_candidate_file(
+    ctx: RunContext, round_number: int, turns: Sequence[TurnRecord] | None = None
+) -> None:
+    """CANDIDATE.md for the next turn: objective, scores and the bounded history (DESIGN §4).
+
+    ``turns`` saves a query when the caller has just listed them."""
+    run = ctx.store.get_run(ctx.run_id)  # one cheap read; champion and baseline must be current
+    listed = ctx.store.list_turns(ctx.run_id) if turns is None else turns
     history = [
         HistoryLine(t.number, t.hypothesis, str(t.outcome), str(t.reason), t.value)
-        for t in ctx.store.list_turns(ctx.run_id)
+        for t in listed
         if t.phase == TurnPhase.DECIDED
     ]
     text = render_candidate(
@@ -295,12 +300,18 @@ def write_candidate_file(ctx: RunContext, round_number: int) -> None:
     ctx.layout.steer_file.touch()
 
 
-def run_turn(ctx: RunContext, number: int, round_number: int, proposal: Proposal | None) -> TurnRecord:
+def run_turn(
+    ctx: RunContext,
+    number: int,
+    round_number: int,
+    proposal: Proposal | None,
+    turns: Sequence[TurnRecord] | None = None,
+) -> TurnRecord:
     """Run turn ``number`` from its start and write its decision exactly once."""
     ctx.store.start_turn(ctx.run_id, number, round_number)
     ctx.store.append_event(ctx.run_id, EventKind.TURN_STARTED, {"turn": number, "round": round_number})
     # No restore here: every turn ends restored or kept, and open_context reconciles after a crash.
-    write_candidate_file(ctx, round_number)
+    write_candidate_file(ctx, round_number, turns)
     work = TurnWork(number, round_number)
     keep = False
     detail = ""

@@ -33,6 +33,8 @@ from typing import Any
 
 import pytest
 
+from controller.config.settings import Settings
+from controller.services.recovery import recorded_groups
 from controller.store.store import Store
 from tests.conftest import git, make_repo
 
@@ -328,6 +330,11 @@ class Lab:
 
     def store(self) -> Store:
         return Store.open(self.database_url)
+
+    def recorded_groups(self, run_id: str) -> list[tuple[int, str]]:
+        """The process groups on record for the run (run directory and store), as resume sees them."""
+        with self.store() as store:
+            return recorded_groups(Settings(home=self.home, database_url=self.database_url), store, run_id)
 
     def checkout(self, run_id: str, arm: str = "candidate") -> Path:
         return self.home / "runs" / run_id / "arms" / arm / COMPONENT

@@ -129,8 +129,7 @@ def test_resume_first_kills_the_process_group_the_dead_controller_left(
     run_id, hung = _kill_controller_while_hung(lab, "agent:2")
     group = pgid_of(hung)
     assert running_members(group), "the agent's group runs on after the controller died"
-    with lab.store() as store:
-        recorded = [pgid for pgid, _command in store.list_process_groups(run_id)]
+    recorded = [pgid for pgid, _command in lab.recorded_groups(run_id)]
     assert recorded == [group], "the running agent's process group is on record"
     assert lab.witness() == []
 
@@ -147,8 +146,7 @@ def test_resume_first_kills_the_process_group_the_dead_controller_left(
     assert [e["killed_process_groups"] for e in resumed_events] == [1]
     after_resume = stream[stream.index(resumed_events[0]) + 1 :]
     assert after_resume[0]["kind"] == "turn_started" and after_resume[0]["turn"] == 2
-    with lab.store() as store:
-        assert store.list_process_groups(run_id) == []
+    assert lab.recorded_groups(run_id) == []
     assert user_state(lab.repo) == user_before
 
 

@@ -34,7 +34,7 @@ def _stored(lab: Lab, run_id: str) -> dict[str, Any]:
             "run": (run.status, run.stop_reason, run.controller_pid, run.champion_value, run.updated_at),
             "turns": store.list_turns(run_id),
             "events": [(e.id, e.kind) for e in store.list_events(run_id)],
-            "process_groups": store.list_process_groups(run_id),
+            "process_groups": lab.recorded_groups(run_id),
             "components": store.list_components(run_id),
         }
 

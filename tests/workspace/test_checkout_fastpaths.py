@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from controller.workspace import checkout as checkout_module
 from controller.workspace.checkout import Checkout
 from tests.conftest import git
 
@@ -30,8 +31,11 @@ def _edits(root: Path) -> None:
 
 
 @pytest.fixture
-def pair(repo_factory: Callable[..., Path], tmp_path: Path) -> tuple[Checkout, Checkout, str]:
+def pair(
+    repo_factory: Callable[..., Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> tuple[Checkout, Checkout, str]:
     source = repo_factory(FILES)
+    monkeypatch.setattr(checkout_module, "PLUMBING_MIN_ENTRIES", 0)
     base = git(source, "rev-parse", "HEAD")
     fast = Checkout.create(source, tmp_path / "fast", base)
     slow = Checkout.create(source, tmp_path / "slow", base)
