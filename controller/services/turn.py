@@ -308,8 +308,8 @@ def run_turn(
     turns: Sequence[TurnRecord] | None = None,
 ) -> TurnRecord:
     """Run turn ``number`` from its start and write its decision exactly once."""
-    ctx.store.start_turn(ctx.run_id, number, round_number)
-    ctx.store.append_event(ctx.run_id, EventKind.TURN_STARTED, {"turn": number, "round": round_number})
+    started = (EventKind.TURN_STARTED, {"turn": number, "round": round_number})
+    ctx.store.start_turn(ctx.run_id, number, round_number, event=started)
     # No restore here: every turn ends restored or kept, and open_context reconciles after a crash.
     write_candidate_file(ctx, round_number, turns)
     work = TurnWork(number, round_number)

@@ -314,12 +314,19 @@ class Store:
 
     # -- turns --------------------------------------------------------------------------------
 
-    def start_turn(self, run_id: str, number: int, round: int) -> TurnRecord:
-        """Create turn ``number`` (>= 1) as STARTED.
+    def start_turn(
+        self,
+        run_id: str,
+        number: int,
+        round: int,
+        *,
+        event: tuple[EventKind, Mapping[str, Any]] | None = None,
+    ) -> TurnRecord:
+        """Create turn ``number`` (>= 1) as STARTED, appending ``event`` in the same transaction.
 
         Idempotent for recovery: a STARTED turn is returned as stored, after deleting the samples an
-        earlier, cut-off attempt stored for it. ConflictError if the turn is DECIDED, or STARTED in
-        another round.
+        earlier, cut-off attempt stored for it (the event is appended again: the stream records
+        each attempt). ConflictError if the turn is DECIDED, or STARTED in another round.
         """
         if number < 1:
             raise ValueError(f"turn numbers start at 1 (0 is the baseline), got {number}")
@@ -330,12 +337,14 @@ class Store:
                 row = new_turn_row(run_id, number, round, self._now())
                 s.add(row)
                 s.flush()
-                return row.to_record()
-            if row.phase == TurnPhase.DECIDED:
-                raise ConflictError(f"turn {number} of run {run_id} is already decided")
-            if row.round != round:
-                raise ConflictError(f"turn {number} of run {run_id} was started in round {row.round}")
-            delete_samples(s, run_id, number)
+            else:
+                if row.phase == TurnPhase.DECIDED:
+                    raise ConflictError(f"turn {number} of run {run_id} is already decided")
+                if row.round != round:
+                    raise ConflictError(f"turn {number} of run {run_id} was started in round {row.round}")
+                delete_samples(s, run_id, number)
+            if event is not None:
+                append_event_row(s, run_id, event[0], event[1], self._now())
             return row.to_record()
 
     def decide_turn(

@@ -74,3 +74,15 @@ def test_a_database_at_the_previous_revision_is_refused_then_upgraded(database_u
         assert migrate.schema_drift(database_url) == []
     finally:
         s.close()
+
+
+def test_start_turn_appends_its_event_in_the_same_transaction(store: Store) -> None:
+    from controller.domain.enums import EventKind, RunStatus
+
+    store.create_run(new_run())
+    store.add_component(component())
+    store.set_run_status("r1", RunStatus.RUNNING)
+    store.start_turn("r1", 1, 0, event=(EventKind.TURN_STARTED, {"turn": 1}))
+    store.start_turn("r1", 1, 0, event=(EventKind.TURN_STARTED, {"turn": 1}))  # a re-run after a crash
+    kinds = [(e.kind, e.payload["turn"]) for e in store.list_events("r1")]
+    assert kinds == [(EventKind.TURN_STARTED, 1), (EventKind.TURN_STARTED, 1)]
