@@ -10,6 +10,7 @@ from controller.domain.enums import SampleArm
 from controller.services.context import RunContext
 from controller.services.measure import ArmRoot, measure
 from controller.services.snapshots import clean_snapshot, mutations, snapshot
+from controller.services.validate import Validation, run_validation
 from controller.stats import median
 
 
@@ -19,26 +20,11 @@ def run_baseline(ctx: RunContext) -> str | None:
     root = ctx.layout.workspace_root("champion")
     protocol = ctx.protocol_env(0, 0, arm="champion")
     before = clean_snapshot(ctx)
-    validation = ctx.spec.validation
-    if validation is not None:
-        ctx.observer.step("baseline: validating")
-        ok = False
-        for attempt in range(1 + validation.retries):
-            check = ctx.executor.run(
-                validation.command,
-                cwd=root,
-                timeout=validation.timeout,
-                writable=[ctx.layout.arm_dir("champion")],
-                protocol=protocol,
-                log=ctx.layout.log_file(0, f"validation-{attempt + 1}"),
-            )
-            if check.cancelled:
-                return "cancelled"
-            if check.returncode == 0:
-                ok = True
-                break
-        if not ok:
-            return "validation fails on the base commit"
+    validation = run_validation(ctx, "champion", 0, 0)
+    if validation is Validation.CANCELLED:
+        return "cancelled"
+    if validation is Validation.FAILED:
+        return "validation fails on the base commit"
     ctx.observer.step("baseline: measuring")
     metric = ctx.spec.metric
     result = measure(

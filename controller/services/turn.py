@@ -23,6 +23,7 @@ from controller.services.context import RunContext
 from controller.services.measure import ArmRoot, Measurement, measure
 from controller.services.parallel import run_all
 from controller.services.snapshots import Snapshot, clean_snapshot, mutations, snapshot
+from controller.services.validate import Validation, run_validation
 from controller.stats import decide_keep, median
 from controller.store.records import ChampionUpdate, TurnDecision, TurnRecord
 
@@ -124,25 +125,12 @@ def _check_policy(ctx: RunContext, work: TurnWork) -> None:
 
 
 def _validate(ctx: RunContext, work: TurnWork) -> None:
-    validation = ctx.spec.validation
-    if validation is None:
-        return
-    root = ctx.layout.workspace_root("candidate")
-    for attempt in range(1 + validation.retries):
-        ctx.observer.step(f"turn {work.number}: validating (attempt {attempt + 1})")
-        result = ctx.executor.run(
-            validation.command,
-            cwd=root,
-            timeout=validation.timeout,
-            writable=[ctx.layout.arm_dir("candidate")],
-            protocol=ctx.protocol_env(work.number, work.round),
-            log=ctx.layout.log_file(work.number, f"validation-{attempt + 1}"),
-        )
-        if result.cancelled:
-            raise _Stop(Reason.CANCELLED, "cancelled during validation")
-        if result.returncode == 0:
-            return
-    raise _Stop(Reason.VALIDATION_FAILED, f"validation failed {1 + validation.retries} time(s)")
+    outcome = run_validation(ctx, "candidate", work.number, work.round)
+    if outcome is Validation.CANCELLED:
+        raise _Stop(Reason.CANCELLED, "cancelled during validation")
+    if outcome is Validation.FAILED:
+        retries = ctx.spec.validation.retries if ctx.spec.validation else 0
+        raise _Stop(Reason.VALIDATION_FAILED, f"validation failed {1 + retries} time(s)")
 
 
 def _measure_arms(ctx: RunContext, work: TurnWork, arms: list[ArmRoot], tag: str) -> Measurement:
