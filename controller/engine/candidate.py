@@ -52,6 +52,7 @@ def render_candidate(
     history: Sequence[HistoryLine],
     feedback: Sequence[FeedbackQuote] = (),
     round_number: int = 0,
+    earlier: int = 0,
 ) -> str:
     """The whole CANDIDATE.md text."""
     out = [
@@ -75,7 +76,7 @@ def render_candidate(
         "",
     ]
     shown = list(history)[-HISTORY_LIMIT:]
-    hidden = len(history) - len(shown)
+    hidden = len(history) - len(shown) + earlier  # ``earlier``: turns the caller did not pass
     if hidden > 0:
         out.append(f"({hidden} earlier turns not shown)")
     if not shown:

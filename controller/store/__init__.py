@@ -11,6 +11,7 @@ from controller.store.records import (
     PullRecord,
     RunRecord,
     SampleRecord,
+    TurnCounts,
     TurnDecision,
     TurnRecord,
 )
@@ -25,6 +26,7 @@ __all__ = [
     "RunRecord",
     "SampleRecord",
     "Store",
+    "TurnCounts",
     "TurnDecision",
     "TurnRecord",
 ]

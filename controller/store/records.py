@@ -181,3 +181,12 @@ class PullRecord:
     draft: bool = True
     state: str = "open"
     paused: bool = False
+
+
+@dataclass(frozen=True)
+class TurnCounts:
+    """Aggregates the turn loop needs before every turn, without reading every turn."""
+
+    decided: Mapping[int, int]  # round -> decided turns
+    highest: int  # highest turn number so far (0: none)
+    started: tuple[int, ...]  # turns cut off before their decision, by number

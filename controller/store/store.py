@@ -65,6 +65,7 @@ from controller.store.records import (
     PullRecord,
     RunRecord,
     SampleRecord,
+    TurnCounts,
     TurnDecision,
     TurnRecord,
 )
@@ -427,12 +428,41 @@ class Store:
             get_run_row(s, run_id)
             return get_turn_row(s, run_id, number).to_record()
 
-    def list_turns(self, run_id: str) -> list[TurnRecord]:
-        """Every turn of the run, by number."""
-        query = sa.select(TurnRow).where(TurnRow.run_id == run_id).order_by(TurnRow.number)
+    def list_turns(self, run_id: str, *, last: int | None = None) -> list[TurnRecord]:
+        """Every turn of the run by number, or only the ``last`` ones (still in ascending order).
+
+        ``last`` keeps the turn loop's per-turn reads bounded however long a run grows."""
+        query = sa.select(TurnRow).where(TurnRow.run_id == run_id)
+        if last is not None:
+            query = query.order_by(TurnRow.number.desc()).limit(last)
+        else:
+            query = query.order_by(TurnRow.number)
         with self._session(read_only=True) as s:
             get_run_row(s, run_id)
-            return [row.to_record() for row in s.scalars(query)]
+            rows = [row.to_record() for row in s.scalars(query)]
+        return rows[::-1] if last is not None else rows
+
+    def turn_counts(self, run_id: str) -> TurnCounts:
+        """Decided turns per round, the highest turn number, and the turns still STARTED (one query)."""
+        decided: dict[int, int] = {}
+        started: list[int] = []
+        highest = 0
+        with self._session(read_only=True) as s:
+            get_run_row(s, run_id)
+            grouped = (
+                sa.select(TurnRow.round, TurnRow.phase, sa.func.count(), sa.func.max(TurnRow.number))
+                .where(TurnRow.run_id == run_id)
+                .group_by(TurnRow.round, TurnRow.phase)
+            )
+            for round_number, phase, count, top in s.execute(grouped):
+                highest = max(highest, int(top))
+                if phase == TurnPhase.DECIDED:
+                    decided[int(round_number)] = int(count)
+            open_turns = sa.select(TurnRow.number).where(
+                TurnRow.run_id == run_id, TurnRow.phase == TurnPhase.STARTED.value
+            )
+            started = sorted(int(n) for n in s.scalars(open_turns))
+        return TurnCounts(decided=decided, highest=highest, started=tuple(started))
 
     # -- samples ------------------------------------------------------------------------------
 

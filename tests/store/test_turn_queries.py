@@ -1,0 +1,54 @@
+"""The bounded reads the turn loop makes before every turn."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from controller.domain.enums import Outcome, Reason, RunStatus
+from controller.store import Store, TurnDecision
+from tests.store.test_store import component, new_run
+
+
+@pytest.fixture
+def store(database_url: str) -> Iterator[Store]:
+    s = Store.open(database_url, upgrade=True)
+    s.create_run(new_run())
+    s.add_component(component())
+    s.set_run_status("r1", RunStatus.RUNNING)
+    yield s
+    s.close()
+
+
+def _decide(store: Store, number: int) -> None:
+    decision = TurnDecision(
+        outcome=Outcome.REJECTED,
+        reason=Reason.NOT_IMPROVED,
+        value=1.0,
+        p_value=None,
+        hypothesis=f"idea {number}",
+        changed_paths=(),
+        commits={},
+        cost_usd=0.0,
+        tokens=0,
+        duration_s=0.1,
+        detail="",
+    )
+    store.decide_turn("r1", number, decision, champion=None, component_heads={}, event=("rejected", {}))
+
+
+def test_turn_counts_and_last_turns(store: Store) -> None:
+    assert store.turn_counts("r1").highest == 0
+    for n in range(1, 6):
+        store.start_turn("r1", n, 0)
+        if n != 5:
+            _decide(store, n)
+    store.start_turn("r1", 6, 1)
+    _decide(store, 6)
+    counts = store.turn_counts("r1")
+    assert counts.decided == {0: 4, 1: 1}
+    assert counts.highest == 6
+    assert counts.started == (5,)
+    assert [t.number for t in store.list_turns("r1", last=3)] == [4, 5, 6]
+    assert [t.number for t in store.list_turns("r1")] == [1, 2, 3, 4, 5, 6]
