@@ -1,0 +1,98 @@
+"""The forge interface: where pull requests live (GitHub, GitHub Enterprise, the local forge).
+
+Contract (every implementation, fakes included, passes ``tests/forge/test_contract.py``):
+
+- Reads (``repo``, ``branch_sha``, ``find_pull``, ``get_pull``, ``permission``) are safe to retry;
+  an implementation may retry them on 5xx and rate limits, honouring ``retry-after`` and
+  ``x-ratelimit-reset``.
+- Writes (``create_pull``, ``update_pull``) are never re-sent blindly. ``create_pull`` that fails
+  ambiguously (5xx, timeout, dropped connection) first looks for the PR by its head and returns it if
+  the failed call created it; a 422 "already exists" also resolves to the existing PR. So calling it
+  again after any failure yields exactly one PR.
+- Writes are spaced by the implementation's write interval (GitHub asks for 1 s between writes).
+- There is deliberately no merge, close, approve, review or comment method: crucible never does those
+  (DESIGN §7). Bodies are edited only through ``update_pull``.
+- Errors: ``ForgeNotFound`` (no such repo/branch/PR), ``ForgeRateLimited`` (retry after
+  ``retry_after`` seconds), ``ForgeError`` for anything else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+from controller.domain.errors import CrucibleError, NotFoundError, RetryLaterError
+
+
+class ForgeError(CrucibleError):
+    """The forge refused or failed a call."""
+
+
+class ForgeNotFound(NotFoundError, ForgeError):
+    """The repository, branch or pull request does not exist (or is not visible to us)."""
+
+
+class ForgeRateLimited(RetryLaterError, ForgeError):
+    """Primary or secondary rate limit; ``retry_after`` seconds until a retry may succeed."""
+
+    def __init__(self, message: str, retry_after: float) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+@dataclass(frozen=True)
+class RepoInfo:
+    full_name: str  # owner/name
+    clone_url: str  # https URL git pushes to and fetches from
+    default_branch: str
+
+
+@dataclass(frozen=True)
+class PullInfo:
+    number: int
+    url: str  # the html_url a person opens
+    head_ref: str  # branch name
+    head_sha: str
+    head_owner: str
+    base_ref: str
+    state: str  # "open" | "closed"
+    merged: bool
+    draft: bool
+    body: str
+
+
+class Forge(Protocol):
+    """A forge as crucible uses it; see the module docstring for the contract."""
+
+    def repo(self, full_name: str) -> RepoInfo: ...
+
+    def branch_sha(self, full_name: str, branch: str) -> str | None:
+        """The branch's head sha, or None if the branch does not exist."""
+        ...
+
+    def find_pull(self, full_name: str, head: str) -> PullInfo | None:
+        """The newest PR (any state) whose head is ``owner:branch``, or None."""
+        ...
+
+    def get_pull(self, full_name: str, number: int) -> PullInfo: ...
+
+    def create_pull(
+        self, full_name: str, *, head: str, base: str, title: str, body: str, draft: bool = True
+    ) -> PullInfo:
+        """Open a PR from ``head`` (``owner:branch``) into ``base``; exactly once (see contract)."""
+        ...
+
+    def update_pull(
+        self, full_name: str, number: int, *, body: str | None = None, title: str | None = None
+    ) -> PullInfo: ...
+
+    def permission(self, full_name: str, login: str) -> str:
+        """The collaborator permission of ``login``: admin, maintain, write, triage, read or none."""
+        ...
+
+    def git_auth_env(self, full_name: str) -> Mapping[str, str]:
+        """Environment for a ``git push``/``fetch`` to ``full_name``'s clone URL that authenticates
+        without putting the credential on a command line or in any ``.git/config``
+        (``GIT_CONFIG_COUNT``/``GIT_CONFIG_KEY_n``/``GIT_CONFIG_VALUE_n`` with ``http.extraHeader``)."""
+        ...

@@ -1,0 +1,277 @@
+"""``FakeForge``: an in-memory ``Forge`` for unit tests of the code that uses one (the publisher).
+
+It passes the same contract suite as the real adapter (``tests/forge/test_contract.py``), so it
+cannot drift from it. Besides the ``Forge`` methods it offers what a test needs to play the other
+people around a pull request: pushes (``set_branch``), collaborators, a person closing, merging or
+editing a PR, scripted failures (``fail_next``), and a log of every ``Forge`` call (``calls``).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from controller.forge.base import ForgeError, ForgeNotFound, PullInfo, RepoInfo
+
+# The collaborator-permission API answers admin|write|read|none; roles map onto it as on GitHub.
+PERMISSION_OF_ROLE = {
+    "admin": "admin",
+    "maintain": "write",
+    "push": "write",
+    "triage": "read",
+    "pull": "read",
+}
+
+
+@dataclass
+class FakeRepo:
+    full_name: str
+    default_branch: str
+    private: bool
+    branches: dict[str, str] = field(default_factory=dict)
+    collaborators: dict[str, str] = field(default_factory=dict)  # login -> role
+
+    @property
+    def owner(self) -> str:
+        return self.full_name.split("/")[0]
+
+
+@dataclass
+class FakePull:
+    number: int
+    title: str
+    body: str
+    head_owner: str
+    head_ref: str
+    head_sha: str
+    base_ref: str
+    draft: bool
+    state: str = "open"
+    merged: bool = False
+
+
+@dataclass
+class _Failure:
+    error: Exception
+    after: bool
+
+
+class FakeForge:
+    """In-memory forge; see the module docstring. URLs are under ``base_url``."""
+
+    def __init__(self, base_url: str = "https://forge.test", token: str = "fake-token") -> None:
+        self.base_url = base_url.rstrip("/")
+        self.token = token
+        self.repos: dict[str, FakeRepo] = {}
+        self.pulls: dict[str, list[FakePull]] = {}
+        self.users: set[str] = set()
+        self.calls: list[tuple[str, ...]] = []
+        self._failures: dict[str, list[_Failure]] = {}
+
+    # -- setting the scene (not part of Forge) -----------------------------------------------
+
+    def add_user(self, login: str) -> None:
+        self.users.add(login)
+
+    def add_repo(
+        self, full_name: str, *, default_branch: str = "main", sha: str | None = None, private: bool = False
+    ) -> FakeRepo:
+        repo = FakeRepo(full_name, default_branch, private)
+        repo.branches[default_branch] = sha or fake_sha(f"{full_name} initial")
+        self.repos[full_name.lower()] = repo
+        self.pulls.setdefault(full_name.lower(), [])
+        self.users.add(repo.owner)
+        return repo
+
+    def set_branch(self, full_name: str, branch: str, sha: str) -> None:
+        """A push: the branch moves, and open PRs from it follow (GitHub's ``synchronize``)."""
+        repo = self._repo(full_name)
+        repo.branches[branch] = sha
+        for pulls in self.pulls.values():
+            for pull in pulls:
+                if pull.state == "open" and (pull.head_owner, pull.head_ref) == (repo.owner, branch):
+                    pull.head_sha = sha
+
+    def add_collaborator(self, full_name: str, login: str, role: str = "push") -> None:
+        if role not in PERMISSION_OF_ROLE:
+            raise ValueError(f"unknown role {role!r}")
+        self.users.add(login)
+        self._repo(full_name).collaborators[login] = role
+
+    def close_pull(self, full_name: str, number: int) -> None:
+        """A person closed the PR (crucible never does)."""
+        self._pull(full_name, number).state = "closed"
+
+    def merge_pull(self, full_name: str, number: int) -> None:
+        """A person merged the PR (crucible never does)."""
+        pull = self._pull(full_name, number)
+        pull.state, pull.merged = "closed", True
+
+    def edit_body(self, full_name: str, number: int, body: str) -> None:
+        """A person edited the description."""
+        self._pull(full_name, number).body = body
+
+    def fail_next(self, method: str, error: Exception, *, after: bool = False) -> None:
+        """The next call of ``method`` raises ``error``; with ``after``, a write happens first
+        (an ambiguous failure the adapter could not resolve)."""
+        self._failures.setdefault(method, []).append(_Failure(error, after))
+
+    def pull_infos(self, full_name: str) -> list[PullInfo]:
+        return [self._info(full_name, p) for p in self.pulls.get(full_name.lower(), [])]
+
+    # -- Forge ----------------------------------------------------------------------------------
+
+    def repo(self, full_name: str) -> RepoInfo:
+        self._enter("repo", full_name)
+        repo = self._repo(full_name)
+        return RepoInfo(repo.full_name, f"{self.base_url}/{repo.full_name}.git", repo.default_branch)
+
+    def branch_sha(self, full_name: str, branch: str) -> str | None:
+        self._enter("branch_sha", full_name, branch)
+        repo = self.repos.get(full_name.lower())
+        return None if repo is None else repo.branches.get(branch)
+
+    def find_pull(self, full_name: str, head: str) -> PullInfo | None:
+        owner, branch = _split_head(head)
+        self._enter("find_pull", full_name, head)
+        found = [
+            p for p in self._pulls(full_name) if (p.head_owner.lower(), p.head_ref) == (owner.lower(), branch)
+        ]
+        return self._info(full_name, max(found, key=lambda p: p.number)) if found else None
+
+    def get_pull(self, full_name: str, number: int) -> PullInfo:
+        self._enter("get_pull", full_name, str(number))
+        return self._info(full_name, self._pull(full_name, number))
+
+    def create_pull(
+        self, full_name: str, *, head: str, base: str, title: str, body: str, draft: bool = True
+    ) -> PullInfo:
+        owner, branch = _split_head(head)
+        failure = self._enter("create_pull", full_name, head, base)
+        repo = self._repo(full_name)
+        existing = [
+            p
+            for p in self._pulls(full_name)
+            if p.state == "open"
+            and (p.head_owner.lower(), p.head_ref, p.base_ref) == (owner.lower(), branch, base)
+        ]
+        if existing:
+            return self._raise_after(failure, self._info(full_name, existing[0]))
+        head_sha = self._head_sha(repo, owner, branch)
+        if not title.strip():
+            raise ForgeError(f"create pull {head}: 422 Validation Failed (title missing)")
+        if base not in repo.branches:
+            raise ForgeError(f"create pull {head}: 422 Validation Failed (base {base!r})")
+        if head_sha == repo.branches[base]:
+            raise ForgeError(f"create pull {head}: 422 No commits between {base} and {branch}")
+        pull = FakePull(len(self._pulls(full_name)) + 1, title, body, owner, branch, head_sha, base, draft)
+        self._pulls(full_name).append(pull)
+        return self._raise_after(failure, self._info(full_name, pull))
+
+    def update_pull(
+        self, full_name: str, number: int, *, body: str | None = None, title: str | None = None
+    ) -> PullInfo:
+        failure = self._enter("update_pull", full_name, str(number))
+        pull = self._pull(full_name, number)
+        if body is not None:
+            pull.body = body
+        if title is not None:
+            pull.title = title
+        return self._raise_after(failure, self._info(full_name, pull))
+
+    def permission(self, full_name: str, login: str) -> str:
+        self._enter("permission", full_name, login)
+        repo = self._repo(full_name)
+        if login.lower() not in {u.lower() for u in self.users}:
+            raise ForgeNotFound(f"{login} is not a user")
+        if login.lower() == repo.owner.lower():
+            return "admin"
+        role = {k.lower(): v for k, v in repo.collaborators.items()}.get(login.lower())
+        if role is not None:
+            return PERMISSION_OF_ROLE[role]
+        return "none" if repo.private else "read"
+
+    def git_auth_env(self, full_name: str) -> Mapping[str, str]:
+        self._enter("git_auth_env", full_name)
+        basic = base64.b64encode(f"x-access-token:{self.token}".encode()).decode("ascii")
+        return {
+            "GIT_CONFIG_COUNT": "1",
+            "GIT_CONFIG_KEY_0": "http.extraHeader",
+            "GIT_CONFIG_VALUE_0": f"Authorization: Basic {basic}",
+            "GIT_TERMINAL_PROMPT": "0",
+        }
+
+    # -- internals ------------------------------------------------------------------------------
+
+    def _enter(self, method: str, *args: str) -> _Failure | None:
+        """Log the call; raise a scripted failure now, or return it to raise after the write."""
+        self.calls.append((method, *args))
+        queue = self._failures.get(method)
+        if not queue:
+            return None
+        failure = queue.pop(0)
+        if not failure.after:
+            raise failure.error
+        return failure
+
+    @staticmethod
+    def _raise_after(failure: _Failure | None, result: PullInfo) -> PullInfo:
+        if failure is not None:
+            raise failure.error
+        return result
+
+    def _repo(self, full_name: str) -> FakeRepo:
+        repo = self.repos.get(full_name.lower())
+        if repo is None:
+            raise ForgeNotFound(f"no repository {full_name}")
+        return repo
+
+    def _pulls(self, full_name: str) -> list[FakePull]:
+        self._repo(full_name)
+        return self.pulls[full_name.lower()]
+
+    def _pull(self, full_name: str, number: int) -> FakePull:
+        for pull in self._pulls(full_name):
+            if pull.number == number:
+                return pull
+        raise ForgeNotFound(f"no pull request {full_name}#{number}")
+
+    def _head_sha(self, repo: FakeRepo, owner: str, branch: str) -> str:
+        head_repo = (
+            repo
+            if owner.lower() == repo.owner.lower()
+            else self.repos.get(f"{owner}/{repo.full_name.split('/')[1]}".lower())
+        )
+        sha = None if head_repo is None else head_repo.branches.get(branch)
+        if sha is None:
+            raise ForgeError(f"create pull {owner}:{branch}: 422 Validation Failed (head)")
+        return sha
+
+    def _info(self, full_name: str, pull: FakePull) -> PullInfo:
+        repo = self._repo(full_name)
+        return PullInfo(
+            number=pull.number,
+            url=f"{self.base_url}/{repo.full_name}/pull/{pull.number}",
+            head_ref=pull.head_ref,
+            head_sha=pull.head_sha,
+            head_owner=pull.head_owner,
+            base_ref=pull.base_ref,
+            state=pull.state,
+            merged=pull.merged,
+            draft=pull.draft,
+            body=pull.body,
+        )
+
+
+def fake_sha(text: str) -> str:
+    """A 40-hex commit id derived from ``text`` (for ``set_branch``)."""
+    return hashlib.sha1(text.encode()).hexdigest()
+
+
+def _split_head(head: str) -> tuple[str, str]:
+    owner, sep, branch = head.partition(":")
+    if not sep or not owner or not branch or "/" in owner:
+        raise ValueError(f"head must be 'owner:branch', got {head!r} (GitHub ignores a bare branch name)")
+    return owner, branch
