@@ -18,6 +18,7 @@ from typing import Any, NoReturn
 import click
 
 from controller.cli.display import TableObserver
+from controller.cli.forges import forge_for
 from controller.config.settings import Settings
 from controller.config.spec import load_spec
 from controller.config.template import render_template
@@ -26,7 +27,8 @@ from controller.domain.errors import CrucibleError, NotFoundError, RefusedError,
 from controller.services.dryrun import dry_run
 from controller.services.loop import LoopResult, run_loop
 from controller.services.patching import accept, patch_text
-from controller.services.recovery import cancel, check_resumable, resume
+from controller.services.publish import Publisher, resume_pull
+from controller.services.recovery import cancel, check_resumable, resume, stored_spec
 from controller.services.runs import create_run, open_context
 from controller.services.views import events_jsonl, run_view, runs_list, turns_tsv
 from controller.store.store import Store
@@ -138,7 +140,6 @@ def loop(
 ) -> None:
     """Run a run to its stop: baseline, then measured turns that are kept or restored."""
     for flag, given in (
-        ("--publish-prs", publish_prs),
         ("--watch-feedback", watch_feedback),
         ("--server", server),
         ("--live-steer", live_steer),
@@ -151,11 +152,22 @@ def loop(
         plan = _dry(spec, turns)
         sys.exit(EXIT_OK if plan else EXIT_FAILED)
     settings = Settings.from_env()
+    publisher = Publisher(forge_for(spec)) if publish_prs else None
     store = _store(settings)
-    run_id = create_run(store, spec, spec_path.read_text(), spec_path.resolve(), turns=turns)
+    run_id = create_run(
+        store,
+        spec,
+        spec_path.read_text(),
+        spec_path.resolve(),
+        turns=turns,
+        options={"publish_prs": publish_prs},
+        forge=publisher.forge if publisher else None,
+    )
     click.echo(f"run {run_id} started", err=True)
     observer = TableObserver()
     ctx = open_context(settings, store, run_id, spec, observer=observer)
+    if publisher is not None:
+        ctx.on_champion = publisher.publish
     undo = _interrupts_cancel(ctx.executor.cancel)
     try:
         result = run_loop(ctx)
@@ -249,6 +261,20 @@ def runs_show(run_id: str, as_json: bool, events: bool, tsv: bool) -> None:
         click.echo(f"component {comp['name']}: base {comp['base_sha'][:12]} head {comp['head_sha'][:12]}")
 
 
+@runs.command("resume-pr")
+@click.argument("run_id")
+@click.argument("component")
+def runs_resume_pr(run_id: str, component: str) -> None:
+    """Lift a pause on a PR: adopt its current head (never rewritten) and let crucible write again."""
+    settings = Settings.from_env()
+    store = _store(settings)
+    spec = stored_spec(store, run_id)
+    publisher = Publisher(forge_for(spec))
+    ctx = open_context(settings, store, run_id, spec)
+    record = resume_pull(ctx, publisher, component)
+    click.echo(f"resumed {record.url} at {record.pushed_sha[:12]}")
+
+
 @cli.command()
 @click.argument("run_id")
 def patch(run_id: str) -> None:
@@ -281,12 +307,16 @@ def resume_cmd(run_id: str, as_json: bool) -> None:
     """Continue a run after a crash or a cancel; a turn cut off mid-way is run again from its start."""
     settings = Settings.from_env()
     store = _store(settings)
-    check_resumable(store, run_id)
+    run = store.get_run(run_id)
+    publisher = Publisher(forge_for(stored_spec(store, run_id))) if run.options.get("publish_prs") else None
+    check_resumable(store, run_id, publisher.forge if publisher else None)
     observer = TableObserver()
     cancel_event = threading.Event()
     undo = _interrupts_cancel(cancel_event)
     try:
-        result = resume(settings, store, run_id, observer=observer, cancel_event=cancel_event)
+        result = resume(
+            settings, store, run_id, observer=observer, cancel_event=cancel_event, publisher=publisher
+        )
     finally:
         undo()
     sys.exit(_finish_run(settings, store, run_id, result, as_json))
@@ -308,7 +338,7 @@ def upgrade() -> None:
 
 
 @cli.command()
-@click.option("--turns", default=8, type=click.IntRange(min=1), help="turns to run")
+@click.option("--turns", default=12, type=click.IntRange(min=1), help="turns to run")
 @click.option("--json", "as_json", is_flag=True)
 @click.option("--keep", "keep_dir", type=click.Path(path_type=Path), default=None, help="work here, keep it")
 def demo(turns: int, as_json: bool, keep_dir: Path | None) -> None:

@@ -49,6 +49,8 @@ class RunContext:
     champion_heads: dict[str, str]
     observer: Observer = field(default_factory=Observer)
     champion_arm: Arm | None = None
+    # Called after every keep and at the end of the run (publishing); None: keep results local.
+    on_champion: Callable[[RunContext], object] | None = None
     _checkouts: dict[tuple[str, str], Checkout] = field(default_factory=dict)
 
     @property

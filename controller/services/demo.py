@@ -1,25 +1,36 @@
 """``crucible demo``: the whole loop end to end, offline, on embedded defaults.
 
 It copies the bundled toy router (``controller/examples/demo``) into a fresh git repository in a temp
-dir, points CRUCIBLE_HOME there too (SQLite, shared clones), runs the built-in knobs proposer against
-the noisy benchmark with a guard, and prints the score table and the final patch.
+dir, points CRUCIBLE_HOME there too (SQLite, shared clones), starts the local forge in a child process
+(crucible talks to it only over HTTP and git, as to GitHub) with the router pushed as ``demo/router``,
+runs the built-in knobs proposer against the noisy benchmark with a guard, publishes each kept
+candidate as a draft PR, and prints the PR, its score table and the final patch.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import secrets
+import socket
 import subprocess
+import sys
 import tempfile
+import time
+import urllib.request
 from importlib import resources
 from pathlib import Path
 
 from controller.config.settings import Settings
-from controller.config.spec import load_spec
+from controller.config.spec import Spec, load_spec
 from controller.domain.enums import RunStatus
+from controller.forge.auth import ForgeCredentials
+from controller.forge.base import Forge
+from controller.forge.github import GithubForge
 from controller.services.context import Observer
 from controller.services.loop import run_loop
 from controller.services.patching import patch_text
+from controller.services.publish import Publisher
 from controller.services.runs import create_run, open_context
 from controller.services.views import run_view
 from controller.store.store import Store
@@ -41,6 +52,76 @@ def make_demo_repo(target: Path) -> Path:
     return target
 
 
+def _crucible(*args: str) -> str:
+    """Run a ``crucible`` subcommand in a child process (the local forge is its own application)."""
+    argv = [sys.executable, "-c", "from controller.cli.main import main; main()", *args]
+    return subprocess.run(argv, check=True, capture_output=True, text=True).stdout
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class DemoForge:
+    """The local forge in a child process, with one admin user; talked to over HTTP and git only."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.token = "demo-" + secrets.token_hex(16)
+        _crucible("forge", "user", "add", "demo", "--root", str(root), "--admin", "--token", self.token)
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        argv = [sys.executable, "-c", "from controller.cli.main import main; main()"]
+        argv += ["forge", "serve", "--root", str(root), "--port", str(self.port)]
+        self.process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self._wait_ready()
+
+    @property
+    def api_url(self) -> str:
+        return f"{self.url}/api/v3"
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError("the local forge exited during start-up")
+            try:
+                with urllib.request.urlopen(f"{self.api_url}/rate_limit", timeout=1):
+                    return
+            except OSError:
+                time.sleep(0.1)
+        raise RuntimeError("the local forge did not answer within 30 s")
+
+    def create_repo(self, name: str, source: Path) -> str:
+        """Create ``demo/<name>`` and push ``source``'s main to it; return ``demo/<name>``."""
+        clone_url = _crucible("forge", "create-repo", name, "--url", self.url, "--token", self.token).split()[
+            -1
+        ]
+        env = {**os.environ, "GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "http.extraHeader"}
+        env["GIT_CONFIG_VALUE_0"] = f"Authorization: Bearer {self.token}"
+        subprocess.run(
+            ["git", "push", "-q", clone_url, "main:refs/heads/main"], cwd=source, env=env, check=True
+        )
+        return f"demo/{name}"
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def _demo_spec(repo: Path, upstream: str, api_url: str) -> str:
+    """The bundled spec, pointed at the local forge (the copy lives outside the repository)."""
+    text = (repo / "crucible.toml").read_text()
+    text = text.replace('repo = "."', f'repo = "{repo.name}"\nupstream = "{upstream}"')
+    return text + f'\n[publish]\nforge = "{api_url}"\n'
+
+
 def run_demo(*, turns: int, as_json: bool, workdir: Path | None, observer: Observer) -> int:
     """Run the demo; return the process exit code."""
     root = workdir or Path(tempfile.mkdtemp(prefix="crucible-demo-"))
@@ -48,15 +129,40 @@ def run_demo(*, turns: int, as_json: bool, workdir: Path | None, observer: Obser
     repo = make_demo_repo(root / "router")
     home = root / "crucible-home"
     home.mkdir(exist_ok=True)
-    settings = Settings(home=home, database_url=f"sqlite:///{home / 'crucible.db'}")
-    store = Store.open(settings.database_url, upgrade=True)
-    spec_path = repo / "crucible.toml"
-    spec = load_spec(spec_path)
     say = print if not as_json else (lambda *a, **k: None)
     say(f"demo: toy router in {repo}; crucible state in {home}")
+    forge = DemoForge(root / "forge")
+    try:
+        upstream = forge.create_repo("router", repo)
+        say(f"demo: local forge at {forge.url}; upstream repository {upstream}")
+        spec_path = root / "crucible.toml"
+        spec_path.write_text(_demo_spec(repo, upstream, forge.api_url))
+        client = GithubForge(forge.api_url, ForgeCredentials.for_token(forge.token), write_interval=0)
+        return _run(root, home, spec_path, client, turns=turns, as_json=as_json, observer=observer)
+    finally:
+        forge.stop()
+
+
+def _run(
+    root: Path, home: Path, spec_path: Path, client: Forge, *, turns: int, as_json: bool, observer: Observer
+) -> int:
+    settings = Settings(home=home, database_url=f"sqlite:///{home / 'crucible.db'}")
+    store = Store.open(settings.database_url, upgrade=True)
+    spec = load_spec(spec_path)
+    say = print if not as_json else (lambda *a, **k: None)
     say(f"demo: objective: {spec.objective}")
-    run_id = create_run(store, spec, spec_path.read_text(), spec_path, turns=turns)
+    publisher = Publisher(client)
+    run_id = create_run(
+        store,
+        spec,
+        spec_path.read_text(),
+        spec_path,
+        turns=turns,
+        options={"publish_prs": True},
+        forge=client,
+    )
     ctx = open_context(settings, store, run_id, spec, observer=observer)
+    ctx.on_champion = publisher.publish
     result = run_loop(ctx)
     view = run_view(settings, store, run_id)
     if as_json:
@@ -65,10 +171,30 @@ def run_demo(*, turns: int, as_json: bool, workdir: Path | None, observer: Obser
         print(result.message)
         base = view["baseline"]["value"]
         best = view["best"]
-        print(f"baseline p50_ms {base:.3f} -> best {best['value']:.3f} (turn {best['turn']})")
+        if best:
+            print(f"baseline p50_ms {base:.3f} -> best {best['value']:.3f} (turn {best['turn']})")
+        for pull in view["pull_requests"]:
+            draft = "draft " if pull["draft"] else ""
+            print(f"{draft}pull request #{pull['number']} ({pull['component']}): {pull['url']}")
+            body = client.get_pull(upstream_of(spec, pull["component"]), pull["number"]).body
+            print(score_table(body))
         patch = patch_text(settings, store, run_id)
         print("final patch (crucible patch):" if patch else "no change was kept")
         print(patch, end="")
         print(f"run {run_id}; inspect it with CRUCIBLE_HOME={home} crucible runs show {run_id}")
     store.close()
     return 0 if result.status == RunStatus.COMPLETED else 1
+
+
+def score_table(body: str) -> str:
+    """The first markdown table of crucible's block: baseline vs candidate with their samples."""
+    lines = body.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith("|")), len(lines))
+    end = next((i for i in range(start, len(lines)) if not lines[i].startswith("|")), len(lines))
+    return "\n".join(lines[start:end])
+
+
+def upstream_of(spec: Spec, component: str) -> str:
+    upstream = spec.component(component).upstream
+    assert upstream is not None
+    return upstream

@@ -20,12 +20,13 @@ from controller.domain.enums import (
     TurnPhase,
     status_for_stop,
 )
+from controller.engine.candidate import HISTORY_LIMIT
 from controller.engine.knobs import Knob, KnobProposer, Proposal, current_values
 from controller.engine.stopping import Budgets, Progress, check_stop, explain_stop
 from controller.services.baseline import run_baseline
 from controller.services.context import RunContext
-from controller.services.turn import run_turn
-from controller.store.records import TurnRecord
+from controller.services.turn import notify_champion, run_turn
+from controller.store.records import TurnCounts, TurnRecord
 
 
 @dataclass(frozen=True)
@@ -60,11 +61,11 @@ def _disk_usage(path: str) -> int:
     return total
 
 
-def progress_of(ctx: RunContext, turns: list[TurnRecord]) -> Progress:
+def progress_of(ctx: RunContext, counts: TurnCounts, recent: list[TurnRecord]) -> Progress:
+    """Counters for the stop rules; ``recent`` must hold at least max_consecutive_failures turns."""
     run = ctx.store.get_run(ctx.run_id)
-    decided = [t for t in turns if t.phase == TurnPhase.DECIDED and t.round == 0]
     failures = 0
-    for t in reversed([t for t in turns if t.phase == TurnPhase.DECIDED]):
+    for t in reversed([t for t in recent if t.phase == TurnPhase.DECIDED]):
         if t.reason in FAILURE_REASONS:
             failures += 1
         else:
@@ -72,7 +73,7 @@ def progress_of(ctx: RunContext, turns: list[TurnRecord]) -> Progress:
     elapsed = (datetime.now(UTC) - run.created_at).total_seconds()
     disk = _disk_usage(str(ctx.layout.root)) if ctx.spec.budget.disk is not None else None
     return Progress(
-        turns_done=len(decided),
+        turns_done=counts.decided.get(0, 0),
         elapsed_s=elapsed,
         cost_usd=run.cost_usd,
         tokens=run.tokens,
@@ -110,6 +111,8 @@ def knob_history(ctx: RunContext, knobs: list[Knob]) -> list[tuple[Proposal, boo
 
 def finish(ctx: RunContext, reason: StopReason, message: str) -> LoopResult:
     status = status_for_stop(reason)
+    if reason not in (StopReason.BASELINE_FAILED, StopReason.CANCELLED, StopReason.ERROR):
+        notify_champion(ctx)  # publishing is idempotent: this repairs anything a crash or outage left
     ctx.store.set_run_status(ctx.run_id, status, stop_reason=reason, stop_message=message)
     ctx.store.append_event(
         ctx.run_id,
@@ -148,9 +151,12 @@ def _drive(ctx: RunContext, budgets: Budgets) -> LoopResult:
         arm = SampleArm.BASELINE if turn == 0 else SampleArm.CANDIDATE
         ctx.champion_arm = ctx.arm_from_store(turn, arm)
     proposer = knob_proposer(ctx)
+    # Per-turn reads stay bounded: aggregates plus the last few turns, however long the run.
+    window = max(HISTORY_LIMIT, budgets.max_consecutive_failures) + 1
     while True:
-        turns = ctx.store.list_turns(ctx.run_id)
-        progress = progress_of(ctx, turns)
+        counts = ctx.store.turn_counts(ctx.run_id)
+        recent = ctx.store.list_turns(ctx.run_id, last=window)
+        progress = progress_of(ctx, counts, recent)
         if ctx.executor.cancel.is_set():
             return finish(ctx, StopReason.CANCELLED, explain_stop(StopReason.CANCELLED, budgets, progress))
         reason = check_stop(budgets, progress)
@@ -165,6 +171,5 @@ def _drive(ctx: RunContext, budgets: Budgets) -> LoopResult:
                 return finish(
                     ctx, StopReason.EXHAUSTED, explain_stop(StopReason.EXHAUSTED, budgets, progress)
                 )
-        pending = [t for t in turns if t.phase == TurnPhase.STARTED]
-        number = pending[0].number if pending else (max((t.number for t in turns), default=0) + 1)
-        run_turn(ctx, number, 0, proposal, turns)
+        number = counts.started[0] if counts.started else counts.highest + 1
+        run_turn(ctx, number, 0, proposal, recent, sum(counts.decided.values()))

@@ -17,10 +17,12 @@ from controller.config.settings import Settings
 from controller.config.spec import Spec, load_spec, parse_spec
 from controller.domain.enums import EventKind, RunStatus, StopReason
 from controller.domain.errors import RefusedError, SpecError
+from controller.forge.base import Forge
 from controller.services.context import Observer
 from controller.services.layout import RunLayout
 from controller.services.loop import LoopResult, run_loop
 from controller.services.pgroups import GroupRegistry
+from controller.services.publish import Publisher
 from controller.services.runs import open_context, resolve_bases
 from controller.store.store import Store
 from controller.workspace.process import kill_process_group
@@ -45,7 +47,7 @@ def stored_spec(store: Store, run_id: str) -> Spec:
     return parse_spec(run.spec_text, spec_dir)
 
 
-def check_resumable(store: Store, run_id: str) -> Spec:
+def check_resumable(store: Store, run_id: str, forge: Forge | None = None) -> Spec:
     """Raise RefusedError naming the mismatch unless ``run_id`` may be resumed; return its spec."""
     run = store.get_run(run_id)
     if run.status in (RunStatus.COMPLETED, RunStatus.FAILED):
@@ -63,7 +65,10 @@ def check_resumable(store: Store, run_id: str) -> Spec:
                 f"the spec fingerprint changed since the run started ({run.spec_path}): commands, metric, "
                 "thresholds or globs differ; start a new run instead"
             )
-    bases = resolve_bases(spec)
+    publishes = bool(run.options.get("publish_prs"))
+    if publishes and forge is None:
+        raise RefusedError(f"run {run_id} publishes pull requests: set CRUCIBLE_GITHUB_TOKEN to resume it")
+    bases = resolve_bases(spec, forge if publishes else None)
     for comp in store.list_components(run_id):
         if bases.get(comp.name) != comp.base_sha:
             raise RefusedError(
@@ -102,12 +107,15 @@ def resume(
     environ: Mapping[str, str] | None = None,
     observer: Observer | None = None,
     cancel_event: threading.Event | None = None,
+    publisher: Publisher | None = None,
 ) -> LoopResult:
-    spec = check_resumable(store, run_id)
+    spec = check_resumable(store, run_id, publisher.forge if publisher else None)
     killed = kill_leftovers(settings, store, run_id)
     store.set_run_status(run_id, RunStatus.RUNNING)
     store.append_event(run_id, EventKind.RESUMED, {"killed_process_groups": killed})
     ctx = open_context(settings, store, run_id, spec, environ=environ, observer=observer, cancel=cancel_event)
+    if publisher is not None:
+        ctx.on_champion = publisher.publish
     return run_loop(ctx)
 
 

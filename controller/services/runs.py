@@ -15,8 +15,9 @@ from typing import Any
 
 from controller.config.settings import Settings
 from controller.config.spec import Spec
-from controller.domain.errors import SpecError
+from controller.domain.errors import GitError, SpecError
 from controller.domain.ids import new_run_id
+from controller.forge.base import Forge
 from controller.services.context import Observer, RunContext
 from controller.services.execute import Executor
 from controller.services.layout import RunLayout
@@ -29,17 +30,41 @@ from controller.workspace.git import resolve_ref
 from controller.workspace.sandbox import resolve_sandbox
 
 
-def resolve_bases(spec: Spec) -> dict[str, str]:
-    """Each component's base sha, resolved now (the run's one and only resolution)."""
+def resolve_bases(spec: Spec, forge: Forge | None = None) -> dict[str, str]:
+    """Each component's base sha, resolved now (the run's one and only resolution).
+
+    With a forge and an ``upstream``, the base comes from the upstream repository's branch, so
+    commits the user has not pushed never leak into a PR (DESIGN §1); the local repository must
+    already have that commit (crucible never fetches into the user's repository).
+    """
     shas: dict[str, str] = {}
     for i, comp in enumerate(spec.components):
         if not comp.is_local():
             raise SpecError(f"component[{i}].repo", "only local repositories are supported by this version")
+        repo = comp.repo_path(spec.spec_dir)
+        if forge is not None and comp.upstream:
+            shas[comp.name] = _upstream_base(forge, repo, comp.upstream, comp.base, i)
+            continue
         try:
-            shas[comp.name] = resolve_ref(comp.repo_path(spec.spec_dir), comp.base)
+            shas[comp.name] = resolve_ref(repo, comp.base)
         except Exception as exc:
             raise SpecError(f"component[{i}].base", f"cannot resolve {comp.base!r}: {exc}") from exc
     return shas
+
+
+def _upstream_base(forge: Forge, repo: Path, upstream: str, base: str, index: int) -> str:
+    branch = forge.repo(upstream).default_branch if base == "HEAD" else base
+    sha = forge.branch_sha(upstream, branch)
+    if sha is None:
+        raise SpecError(f"component[{index}].base", f"branch {branch!r} does not exist in {upstream}")
+    try:
+        resolve_ref(repo, sha)
+    except GitError as exc:
+        raise SpecError(
+            f"component[{index}].upstream",
+            f"{upstream} {branch} is at {sha[:12]}, which {repo} does not have; run `git fetch` there first",
+        ) from exc
+    return sha
 
 
 def create_run(
@@ -50,9 +75,10 @@ def create_run(
     *,
     turns: int | None = None,
     options: Mapping[str, Any] | None = None,
+    forge: Forge | None = None,
 ) -> str:
     """Record a new run (status pending) with its components; return its id."""
-    bases = resolve_bases(spec)
+    bases = resolve_bases(spec, forge)
     run_id = new_run_id()
     store.create_run(
         NewRun(

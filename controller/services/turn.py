@@ -15,7 +15,8 @@ from functools import partial
 from typing import Any
 
 from controller.domain.enums import OUTCOME_OF_REASON, EventKind, Outcome, Reason, SampleArm, TurnPhase
-from controller.engine.candidate import HistoryLine, render_candidate
+from controller.domain.errors import CrucibleError
+from controller.engine.candidate import HISTORY_LIMIT, HistoryLine, render_candidate
 from controller.engine.knobs import Proposal, apply
 from controller.engine.policy import check_paths, evaluator_paths
 from controller.engine.protocol import parse_agent_output
@@ -261,19 +262,34 @@ def turn_row(record: TurnRecord, samples: list[float], reference: list[float]) -
     }
 
 
+def notify_champion(ctx: RunContext) -> None:
+    """Tell the publisher (if any) about the champion; a forge outage must not stop the search."""
+    if ctx.on_champion is None:
+        return
+    try:
+        ctx.on_champion(ctx)
+    except CrucibleError as exc:
+        ctx.observer.warn(f"publishing failed (will retry after the next keep and at the end): {exc}")
+
+
 def write_candidate_file(
-    ctx: RunContext, round_number: int, turns: Sequence[TurnRecord] | None = None
+    ctx: RunContext,
+    round_number: int,
+    turns: Sequence[TurnRecord] | None = None,
+    decided_total: int | None = None,
 ) -> None:
     """CANDIDATE.md for the next turn: objective, scores and the bounded history (DESIGN §4).
 
-    ``turns`` saves a query when the caller has just listed them."""
+    ``turns`` (the most recent ones) and ``decided_total`` save queries when the caller has them."""
     run = ctx.store.get_run(ctx.run_id)  # one cheap read; champion and baseline must be current
-    listed = ctx.store.list_turns(ctx.run_id) if turns is None else turns
+    listed = ctx.store.list_turns(ctx.run_id, last=HISTORY_LIMIT) if turns is None else turns
     history = [
         HistoryLine(t.number, t.hypothesis, str(t.outcome), str(t.reason), t.value)
         for t in listed
         if t.phase == TurnPhase.DECIDED
     ]
+    if decided_total is None:
+        decided_total = sum(ctx.store.turn_counts(ctx.run_id).decided.values())
     text = render_candidate(
         objective=ctx.spec.objective,
         metric_name=ctx.spec.metric.name,
@@ -281,6 +297,7 @@ def write_candidate_file(
         champion_value=run.champion_value,
         baseline_value=run.baseline_value,
         history=history,
+        earlier=max(0, decided_total - len(history)),
         round_number=round_number,
     )
     ctx.layout.agent_dir.mkdir(parents=True, exist_ok=True)
@@ -294,12 +311,13 @@ def run_turn(
     round_number: int,
     proposal: Proposal | None,
     turns: Sequence[TurnRecord] | None = None,
+    decided_total: int | None = None,
 ) -> TurnRecord:
     """Run turn ``number`` from its start and write its decision exactly once."""
     started = (EventKind.TURN_STARTED, {"turn": number, "round": round_number})
     ctx.store.start_turn(ctx.run_id, number, round_number, event=started)
     # No restore here: every turn ends restored or kept, and open_context reconciles after a crash.
-    write_candidate_file(ctx, round_number, turns)
+    write_candidate_file(ctx, round_number, turns, decided_total)
     work = TurnWork(number, round_number)
     keep = False
     detail = ""
@@ -356,6 +374,7 @@ def run_turn(
     if keep:
         _settle_arms(ctx, heads)
         ctx.champion_heads = heads
+        notify_champion(ctx)
         if ctx.spec.metric.interleave is False:
             ctx.champion_arm = ctx.arm_from_store(number, SampleArm.CANDIDATE)
     ctx.observer.turn_decided(turn_row(record, work.samples, work.reference))

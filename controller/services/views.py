@@ -72,7 +72,19 @@ def run_view(settings: Settings, store: Store, run_id: str, *, with_diffs: bool 
         "tokens": run.tokens,
         "turns": turns,
         "components": components,
-        "pull_requests": [],
+        "pull_requests": [
+            {
+                "component": p.component,
+                "url": p.url,
+                "number": p.number,
+                "branch": p.branch,
+                "draft": p.draft,
+                "head_sha": p.pushed_sha,
+                "state": p.state,
+                "paused": p.paused,
+            }
+            for p in store.list_pulls(run_id)
+        ],
         "created_at": run.created_at.isoformat(),
         "finished_at": run.finished_at.isoformat() if run.finished_at else None,
     }

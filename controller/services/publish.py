@@ -1,0 +1,261 @@
+"""Publishing: each kept candidate becomes one draft PR per changed component (DESIGN §7).
+
+For every component whose champion differs from its base: push the champion to ``crucible/<run-id>``
+(fast-forward only, credentials in the environment), find the PR by ``owner:branch`` or open it as a
+draft against the base branch, and rewrite crucible's block of its body. Everything is idempotent:
+publishing twice creates nothing new, and a crash anywhere is repaired by publishing again, because
+every step first looks at what exists on the forge. A branch head that is not what crucible pushed
+last is a foreign push: crucible stops writing to that PR (``on_foreign_push`` decides what the next
+round starts from) and says so in the body.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from controller.config.spec import ComponentSpec
+from controller.domain.enums import EventKind, SampleArm, TurnPhase
+from controller.domain.errors import ConflictError, NotFoundError
+from controller.engine.prbody import Point, PullFacts, Sibling, merge_body
+from controller.forge.base import Forge, PullInfo
+from controller.services.context import RunContext
+from controller.store.records import PullRecord
+from controller.workspace.git import is_ancestor
+from controller.workspace.push import PushRejected, fetch_commit, push_commit
+
+
+def branch_name(run_id: str) -> str:
+    return f"crucible/{run_id}"
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where one component's PR lives and where its branch is pushed."""
+
+    component: ComponentSpec
+    upstream: str  # owner/name the PR targets
+    push_repo: str  # owner/name the branch is pushed to (the fork when configured)
+
+    @property
+    def head_owner(self) -> str:
+        return self.push_repo.split("/", 1)[0]
+
+
+def targets(ctx: RunContext) -> list[Target]:
+    out = []
+    for comp in ctx.components:
+        if comp.upstream:
+            out.append(Target(comp, comp.upstream, comp.fork or comp.upstream))
+    return out
+
+
+def _facts(
+    ctx: RunContext,
+    component: str,
+    base_sha: str,
+    head_sha: str,
+    notes: list[str],
+    siblings: list[Sibling],
+) -> PullFacts:
+    run = ctx.store.get_run(ctx.run_id)
+    samples = ctx.store.list_samples(ctx.run_id)
+    metric = ctx.spec.metric.name
+
+    def values(turn: int, arm: SampleArm) -> list[float]:
+        return [s.values[metric] for s in samples if s.turn == turn and s.arm == arm and s.valid]
+
+    turns = [t for t in ctx.store.list_turns(ctx.run_id) if t.phase == TurnPhase.DECIDED]
+    champion_turn = next((t for t in turns if t.number == run.champion_turn), None)
+    points = [Point(t.number, t.value, t.outcome == "accepted") for t in turns if t.value is not None]
+    return PullFacts(
+        run_id=ctx.run_id,
+        component=component,
+        objective=ctx.spec.objective,
+        metric=metric,
+        direction=str(ctx.direction),
+        baseline=run.baseline_value,
+        baseline_samples=values(0, SampleArm.BASELINE),
+        candidate=run.champion_value if run.champion_turn else None,
+        candidate_samples=values(run.champion_turn, SampleArm.CANDIDATE) if run.champion_turn else [],
+        p_value=champion_turn.p_value if champion_turn else None,
+        turn=run.champion_turn or None,
+        base_sha=base_sha,
+        head_sha=head_sha,
+        points=points,
+        siblings=siblings,
+        notes=tuple(notes),
+    )
+
+
+def _title(ctx: RunContext, component: str) -> str:
+    run = ctx.store.get_run(ctx.run_id)
+    score = ""
+    if run.baseline_value is not None and run.champion_value is not None:
+        score = f" ({ctx.spec.metric.name} {run.baseline_value:.4g} → {run.champion_value:.4g})"
+    return f"crucible: {ctx.spec.objective}{score} [{component}]"[:250]
+
+
+@dataclass
+class _Plan:
+    """One component's PR after pushing and finding/opening it, before its body is written."""
+
+    target: Target
+    pull: PullInfo
+    pushed: str
+    paused: bool
+    notes: list[str]
+    known: PullRecord | None
+    skip: bool = False
+
+
+class Publisher:
+    """Publishes a run's champion through one ``Forge``; call ``publish`` after every keep and at the end."""
+
+    def __init__(self, forge: Forge) -> None:
+        self.forge = forge
+
+    def publish(self, ctx: RunContext) -> list[PullRecord]:
+        """Push, open and describe every changed component's PR; return the run's PR records."""
+        known = {p.component: p for p in ctx.store.list_pulls(ctx.run_id)}
+        plans: list[_Plan] = []
+        for target in targets(ctx):
+            name = target.component.name
+            head = ctx.champion_heads[name]
+            if head == ctx.base_shas[name] and name not in known:
+                continue  # nothing to show for this component yet
+            plans.append(self._push_and_open(ctx, target, head, known.get(name)))
+        links = [Sibling(p.target.component.name, p.pull.number, p.pull.url) for p in plans]
+        records = []
+        for plan in plans:
+            siblings = [s for s in links if s.component != plan.target.component.name]
+            records.append(self._describe(ctx, plan, siblings))
+        return records
+
+    def _push_and_open(self, ctx: RunContext, target: Target, head: str, known: PullRecord | None) -> _Plan:
+        name = target.component.name
+        branch = branch_name(ctx.run_id)
+        notes: list[str] = []
+        if known is not None and known.paused:
+            # Paused: no push, no body edit, nothing at all until `crucible runs resume-pr`.
+            pull = self.forge.get_pull(target.upstream, known.number)
+            return _Plan(target, pull, known.pushed_sha, True, notes, known, skip=True)
+        remote = self.forge.branch_sha(target.push_repo, branch)
+        adopted = self._adopted(ctx, name)
+        paused = False
+        foreign = known is not None and remote is not None and remote not in (known.pushed_sha, adopted)
+        if foreign and remote is not None:
+            if self._foreign_policy(ctx) == "pause":
+                paused = True
+                notes.append(
+                    f"someone else pushed {remote[:12]} to {branch}; crucible stopped writing to this PR "
+                    f"until `crucible runs resume-pr {ctx.run_id} {name}` (on_foreign_push = pause)"
+                )
+            else:
+                adopted = self.adopt(ctx, target, name, remote)
+        if adopted is not None:
+            notes.append(
+                f"adopted {adopted[:12]}, pushed by someone else: crucible never rewrites it, and the next "
+                "refinement round starts from it; candidates that do not build on it are not pushed"
+            )
+        pushed = known.pushed_sha if known else head
+        clone = ctx.checkout("candidate", name).path
+        builds_on_adopted = adopted is None or is_ancestor(clone, adopted, head)
+        if remote == head:
+            pushed = head
+        elif not paused and builds_on_adopted:
+            repo = self.forge.repo(target.push_repo)
+            try:
+                push_commit(clone, repo.clone_url, head, branch, self.forge.git_auth_env(target.push_repo))
+                pushed = head
+            except PushRejected:
+                notes.append(f"the branch {branch} moved under crucible; nothing was pushed")
+        pull = self._find_or_create(ctx, target, branch, pushed, notes)
+        return _Plan(target, pull, pushed, paused, notes, known)
+
+    def _adopted(self, ctx: RunContext, name: str) -> str | None:
+        for comp in ctx.store.list_components(ctx.run_id):
+            if comp.name == name:
+                value = comp.extra.get("adopted_head")
+                return str(value) if value else None
+        return None
+
+    def adopt(self, ctx: RunContext, target: Target, name: str, remote: str) -> str:
+        """Fetch the foreign head into the candidate clone and remember it; it is never rewritten."""
+        repo = self.forge.repo(target.push_repo)
+        clone = ctx.checkout("candidate", name)
+        fetched = fetch_commit(clone.path, repo.clone_url, remote, self.forge.git_auth_env(target.push_repo))
+        clone.set_refs({"refs/crucible/adopted": fetched})
+        ctx.store.update_component_extra(ctx.run_id, name, {"adopted_head": fetched})
+        ctx.store.append_event(ctx.run_id, EventKind.PUBLISHED, {"component": name, "adopted_head": fetched})
+        return fetched
+
+    def _describe(self, ctx: RunContext, plan: _Plan, siblings: list[Sibling]) -> PullRecord:
+        name = plan.target.component.name
+        if plan.skip and plan.known is not None:
+            return plan.known
+        facts = _facts(ctx, name, ctx.base_shas[name], plan.pushed, plan.notes, siblings)
+        pull = plan.pull
+        body = merge_body(pull.body, facts)
+        if body != pull.body:
+            pull = self.forge.update_pull(plan.target.upstream, pull.number, body=body)
+        record = PullRecord(
+            run_id=ctx.run_id,
+            component=name,
+            repo=plan.target.upstream,
+            number=pull.number,
+            url=pull.url,
+            branch=branch_name(ctx.run_id),
+            head_sha=pull.head_sha,
+            pushed_sha=plan.pushed,
+            base_sha=ctx.base_shas[name],
+            draft=pull.draft,
+            state=pull.state,
+            paused=plan.paused,
+        )
+        ctx.store.save_pull(record)
+        if plan.known is None or plan.known.pushed_sha != plan.pushed:
+            payload = {"component": name, "number": pull.number, "url": pull.url, "head_sha": plan.pushed}
+            ctx.store.append_event(ctx.run_id, EventKind.PUBLISHED, payload)
+        return record
+
+    def _find_or_create(
+        self, ctx: RunContext, target: Target, branch: str, head: str, notes: list[str]
+    ) -> PullInfo:
+        found = self.forge.find_pull(target.upstream, f"{target.head_owner}:{branch}")
+        if found is not None:
+            return found
+        base_branch = target.component.base
+        if base_branch == "HEAD":
+            base_branch = self.forge.repo(target.upstream).default_branch
+        facts = _facts(ctx, target.component.name, ctx.base_shas[target.component.name], head, notes, [])
+        return self.forge.create_pull(
+            target.upstream,
+            head=f"{target.head_owner}:{branch}",
+            base=base_branch,
+            title=_title(ctx, target.component.name),
+            body=merge_body("", facts),
+            draft=True,
+        )
+
+    @staticmethod
+    def _foreign_policy(ctx: RunContext) -> str:
+        return ctx.spec.feedback.on_foreign_push if ctx.spec.feedback else "adopt"
+
+
+def resume_pull(ctx: RunContext, publisher: Publisher, component: str) -> PullRecord:
+    """Lift a ``pause``: adopt whatever now heads the PR branch (never rewritten) and write again.
+
+    Raises NotFoundError if the run has no PR for ``component``, ConflictError if it is not paused."""
+    record = next((p for p in ctx.store.list_pulls(ctx.run_id) if p.component == component), None)
+    if record is None:
+        raise NotFoundError(f"run {ctx.run_id} has no pull request for component {component!r}")
+    if not record.paused:
+        raise ConflictError(f"the pull request of {component!r} is not paused")
+    target = next(t for t in targets(ctx) if t.component.name == component)
+    remote = publisher.forge.branch_sha(target.push_repo, record.branch)
+    pushed = record.pushed_sha
+    if remote is not None and remote != record.pushed_sha:
+        pushed = publisher.adopt(ctx, target, component, remote)
+    ctx.store.save_pull(replace(record, paused=False, pushed_sha=pushed))
+    publisher.publish(ctx)
+    return next(p for p in ctx.store.list_pulls(ctx.run_id) if p.component == component)
