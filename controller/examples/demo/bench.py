@@ -1,4 +1,4 @@
-"""Benchmark: modelled p50 latency of the router on a fixed, skewed request stream.
+"""Benchmark: modelled p50 latency of the router on a fixed, skewed request stream (hot keys first).
 
 The cache hit rate is measured for real on a seeded Zipf-like stream; the latency model adds what a
 backend round trip, batching and worker contention cost, plus measurement jitter (unseeded, so every
@@ -20,7 +20,7 @@ cache = LruCache(cache_mb * 8)
 hits = 0
 total = 20000
 for _ in range(total):
-    key = int(stream.paretovariate(1.1)) % 5000
+    key = int(stream.expovariate(1 / 600))
     _, hit = route(cache, key)
     hits += hit
 miss_rate = 1 - hits / total
