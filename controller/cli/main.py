@@ -259,6 +259,9 @@ def runs_show(run_id: str, as_json: bool, events: bool, tsv: bool) -> None:
         observer.turn_decided(row)
     for comp in view["components"]:
         click.echo(f"component {comp['name']}: base {comp['base_sha'][:12]} head {comp['head_sha'][:12]}")
+    for pull in view["pull_requests"]:
+        state = "paused" if pull["paused"] else ("draft" if pull["draft"] else pull["state"])
+        click.echo(f"pull request {pull['component']}: #{pull['number']} ({state}) {pull['url']}")
 
 
 @runs.command("resume-pr")

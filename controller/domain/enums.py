@@ -163,6 +163,7 @@ class EventKind(StrEnum):
     FAILED = "failed"
     NO_CHANGE = "no_change"
     PUBLISHED = "published"
+    BASE_FOLLOWED = "base_followed"
     FEEDBACK_RECEIVED = "feedback_received"
     ROUND_STARTED = "round_started"
     ROUND_FINISHED = "round_finished"

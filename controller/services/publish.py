@@ -19,6 +19,7 @@ from controller.domain.errors import ConflictError, NotFoundError
 from controller.engine.prbody import Point, PullFacts, Sibling, merge_body
 from controller.forge.base import Forge, PullInfo
 from controller.services.context import RunContext
+from controller.services.drift import follow_upstream
 from controller.store.records import PullRecord
 from controller.workspace.git import is_ancestor
 from controller.workspace.push import PushRejected, fetch_commit, push_commit
@@ -141,6 +142,9 @@ class Publisher:
             return _Plan(target, pull, known.pushed_sha, True, notes, known, skip=True)
         remote = self.forge.branch_sha(target.push_repo, branch)
         adopted = self._adopted(ctx, name)
+        if adopted is None and (known is None or remote in (None, known.pushed_sha)):
+            follow_upstream(ctx, self.forge, target.component, notes)
+            head = ctx.champion_heads[name]
         paused = False
         foreign = known is not None and remote is not None and remote not in (known.pushed_sha, adopted)
         if foreign and remote is not None:

@@ -306,6 +306,21 @@ class Store:
             lock_run(s, run_id)
             get_component_row(s, run_id, name).head_sha = head_sha
 
+    def follow_base(
+        self, run_id: str, name: str, *, new_base: str, head_sha: str, event: Mapping[str, Any]
+    ) -> None:
+        """Record that a component now builds on ``new_base`` (the upstream moved) with ``head_sha``
+        as its champion; earlier bases are kept in ``extra["bases"]``. One transaction, with the
+        BASE_FOLLOWED event, so a crash leaves either the old or the new base, never a mix."""
+        with self._session() as s:
+            lock_run(s, run_id)
+            row = get_component_row(s, run_id, name)
+            bases = list(row.extra.get("bases", [])) or [row.base_sha]
+            row.extra = {**row.extra, "bases": [*bases, new_base]}
+            row.base_sha = new_base
+            row.head_sha = head_sha
+            append_event_row(s, run_id, EventKind.BASE_FOLLOWED, event, self._now())
+
     def update_component_extra(self, run_id: str, name: str, extra: Mapping[str, Any]) -> None:
         """Merge ``extra`` into the component's extra (shallow: given keys replace stored ones)."""
         with self._session() as s:

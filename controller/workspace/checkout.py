@@ -291,6 +291,27 @@ class Checkout:
             temporary.write_text(sha + "\n")
             os.replace(temporary, target)
 
+    def merge_onto(self, new_base: str, head: str) -> tuple[str | None, list[str]]:
+        """Three-way merge of ``head`` onto ``new_base`` (their merge base is the old base): the tree of
+        the candidate's change applied to the new base, or None and the conflicting paths.
+
+        ``git merge-tree --write-tree`` writes only objects: no index, no working tree, no refs."""
+        args = ["merge-tree", "--write-tree", "--name-only", "--no-messages", new_base, head]
+        code, out, stderr = run_git_bytes(args, self.path, check=False)
+        lines = out.decode("utf-8", "surrogateescape").splitlines()
+        if code == 0 and lines:
+            return lines[0], []
+        if code == 1 and lines:
+            return None, sorted({line for line in lines[1:] if line})
+        raise GitError(args, code, stderr)
+
+    def commit_tree(self, tree: str, parents: Sequence[str], message: str) -> str:
+        """A commit object for ``tree`` with ``parents`` as crucible's identity; HEAD is not moved."""
+        args = ["commit-tree", tree]
+        for parent in parents:
+            args += ["-p", parent]
+        return run_git([*args, "-F", "-"], self.path, env=_commit_env(), input=message.encode("utf-8"))
+
     def set_ref(self, name: str, sha: str) -> None:
         """Point ``name`` (which must start with ``refs/crucible/``) at ``sha`` in the clone."""
         if not name.startswith(CRUCIBLE_REF_PREFIX):
