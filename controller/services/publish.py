@@ -15,9 +15,9 @@ from dataclasses import dataclass, replace
 
 from controller.config.spec import ComponentSpec
 from controller.domain.enums import EventKind, SampleArm, TurnPhase
-from controller.domain.errors import ConflictError, NotFoundError
+from controller.domain.errors import ConflictError, CrucibleError, NotFoundError
 from controller.engine.prbody import Point, PullFacts, Sibling, merge_body
-from controller.forge.base import Forge, PullInfo
+from controller.forge.base import Forge, ForgeError, PullInfo
 from controller.services.context import RunContext
 from controller.services.drift import follow_upstream
 from controller.store.records import PullRecord
@@ -119,17 +119,23 @@ class Publisher:
         """Push, open and describe every changed component's PR; return the run's PR records."""
         known = {p.component: p for p in ctx.store.list_pulls(ctx.run_id)}
         plans: list[_Plan] = []
+        failures: list[str] = []
         for target in targets(ctx):
             name = target.component.name
             head = ctx.champion_heads[name]
             if head == ctx.base_shas[name] and name not in known:
                 continue  # nothing to show for this component yet
-            plans.append(self._push_and_open(ctx, target, head, known.get(name)))
+            try:
+                plans.append(self._push_and_open(ctx, target, head, known.get(name)))
+            except CrucibleError as exc:  # one component's failure must not hide the others' PRs
+                failures.append(f"{name}: {exc}")
         links = [Sibling(p.target.component.name, p.pull.number, p.pull.url) for p in plans]
         records = []
         for plan in plans:
             siblings = [s for s in links if s.component != plan.target.component.name]
             records.append(self._describe(ctx, plan, siblings))
+        if failures:
+            raise ForgeError("publishing failed for " + "; ".join(failures))
         return records
 
     def _push_and_open(self, ctx: RunContext, target: Target, head: str, known: PullRecord | None) -> _Plan:
