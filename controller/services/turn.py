@@ -46,6 +46,7 @@ class TurnWork:
     reference: list[float] = field(default_factory=list)
     proposal: Proposal | None = None
     before: dict[str, Snapshot] = field(default_factory=dict)
+    raw_samples: list[tuple[SampleArm, int, dict[str, float], bool]] = field(default_factory=list)
 
     def changed_paths(self, composite: bool) -> tuple[str, ...]:
         out: list[str] = []
@@ -135,6 +136,7 @@ def _validate(ctx: RunContext, work: TurnWork) -> None:
 
 
 def _measure_arms(ctx: RunContext, work: TurnWork, arms: list[ArmRoot], tag: str) -> Measurement:
+    """Measure ``arms``; the raw samples are kept in ``work`` and stored with the decision."""
     ctx.observer.step(f"turn {work.number}: measuring {' vs '.join(a.arm for a in arms)}")
     result = measure(
         ctx.executor,
@@ -143,7 +145,7 @@ def _measure_arms(ctx: RunContext, work: TurnWork, arms: list[ArmRoot], tag: str
         protocol=ctx.protocol_env(work.number, work.round),
         log_prefix=ctx.layout.log_file(work.number, tag),
     )
-    ctx.store.add_samples(ctx.run_id, work.number, result.raw)
+    work.raw_samples += result.raw
     if result.cancelled:
         raise _Stop(Reason.CANCELLED, "cancelled during measurement")
     if result.timed_out:
@@ -369,7 +371,13 @@ def run_turn(
         Outcome.NO_CHANGE: EventKind.NO_CHANGE,
     }[outcome]
     record = ctx.store.decide_turn(
-        ctx.run_id, number, decision, champion=champion, component_heads=heads, event=(kind, payload)
+        ctx.run_id,
+        number,
+        decision,
+        champion=champion,
+        component_heads={c: heads[c] for c in work.changed} if keep else {},
+        event=(kind, payload),
+        samples=work.raw_samples,
     )
     if keep:
         _settle_arms(ctx, heads)

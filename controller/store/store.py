@@ -372,17 +372,20 @@ class Store:
         champion: ChampionUpdate | None,
         component_heads: Mapping[str, str],
         event: tuple[EventKind, Mapping[str, Any]],
+        samples: Sequence[Sample] = (),
     ) -> TurnRecord:
         """Decide a STARTED turn, exactly once, in one transaction.
 
         Writes the decision (STARTED -> DECIDED), the champion when given, the component heads,
-        the turn's cost and tokens added to the run, and appends ``event``. A second decide, even
+        the turn's cost and tokens added to the run, the turn's raw ``samples`` (as
+        ``add_samples`` would, saving a transaction per turn), and appends ``event``. A second decide, even
         from a racing controller, raises ConflictError and changes nothing. NotFoundError if the
         run, the turn or a component in ``component_heads`` does not exist.
         """
         require_finite("value", decision.value)
         require_finite("p_value", decision.p_value)
         require_finite("champion", champion.value if champion else None)
+        sample_rows = [sample_row(run_id, number, sample) for sample in samples]
         with self._session() as s:
             run = lock_run(s, run_id)
             now = self._now()
@@ -407,6 +410,7 @@ class Store:
             run.updated_at = now
             for name, sha in component_heads.items():
                 get_component_row(s, run_id, name).head_sha = sha
+            s.add_all(sample_rows)
             append_event_row(s, run_id, event[0], event[1], now)
             s.flush()
             return get_turn_row(s, run_id, number, fresh=True).to_record()

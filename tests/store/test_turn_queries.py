@@ -52,3 +52,37 @@ def test_turn_counts_and_last_turns(store: Store) -> None:
     assert counts.started == (5,)
     assert [t.number for t in store.list_turns("r1", last=3)] == [4, 5, 6]
     assert [t.number for t in store.list_turns("r1")] == [1, 2, 3, 4, 5, 6]
+
+
+def test_decide_turn_stores_the_turns_samples_in_the_same_transaction(store: Store) -> None:
+    from controller.domain.enums import SampleArm
+    from controller.domain.errors import ConflictError
+
+    store.start_turn("r1", 1, 0)
+    decision = TurnDecision(
+        outcome=Outcome.REJECTED,
+        reason=Reason.NOT_IMPROVED,
+        value=2.0,
+        p_value=0.5,
+        hypothesis=None,
+        changed_paths=("src/a.py",),
+        commits={},
+        cost_usd=0.0,
+        tokens=0,
+        duration_s=0.1,
+        detail="",
+    )
+    samples = [(SampleArm.CHAMPION, 0, {"p50": 1.0}, True), (SampleArm.CANDIDATE, 0, {}, False)]
+    store.decide_turn(
+        "r1", 1, decision, champion=None, component_heads={}, event=("rejected", {}), samples=samples
+    )
+    stored = store.list_samples("r1", 1)
+    assert [(s.arm, s.index, dict(s.values), s.valid) for s in stored] == [
+        (SampleArm.CHAMPION, 0, {"p50": 1.0}, True),
+        (SampleArm.CANDIDATE, 0, {}, False),
+    ]
+    with pytest.raises(ConflictError):
+        store.decide_turn(
+            "r1", 1, decision, champion=None, component_heads={}, event=("rejected", {}), samples=samples
+        )
+    assert len(store.list_samples("r1", 1)) == 2, "a refused second decide adds nothing"
