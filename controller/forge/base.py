@@ -96,3 +96,29 @@ class Forge(Protocol):
         without putting the credential on a command line or in any ``.git/config``
         (``GIT_CONFIG_COUNT``/``GIT_CONFIG_KEY_n``/``GIT_CONFIG_VALUE_n`` with ``http.extraHeader``)."""
         ...
+
+
+@dataclass(frozen=True)
+class FeedbackEvent:
+    """One piece of review feedback on a PR, as a webhook or the poller saw it (forge-neutral).
+
+    ``source`` is ``review`` (a submitted review's body), ``review_comment`` (an inline comment) or
+    ``issue_comment`` (a comment on the PR's conversation). ``key`` identifies the thing commented
+    (``source`` + ``external_id``); ``action`` and ``updated_at`` tell versions apart, so an edit and a
+    delete of the same comment with the same ``updated_at`` are still two events.
+    """
+
+    repo: str  # owner/name of the PR's repository
+    pr_number: int
+    source: str  # review | review_comment | issue_comment
+    external_id: int  # the review's or comment's id on the forge
+    review_id: int | None  # inline comments: the review they belong to
+    author: str
+    author_type: str  # User | Bot
+    association: str  # OWNER, MEMBER, COLLABORATOR, CONTRIBUTOR, NONE, ...
+    body: str
+    path: str | None
+    line: int | None
+    action: str  # created | edited | deleted | submitted | dismissed
+    updated_at: str  # as the forge sent it (ISO 8601)
+    url: str = ""
