@@ -13,12 +13,23 @@ from pathlib import Path
 
 from controller.config.settings import Settings
 from controller.config.spec import ComponentSpec, Spec
+from controller.config.units import Tolerance
 from controller.domain.enums import Direction, SampleArm
+from controller.engine.candidate import FeedbackQuote
 from controller.services.execute import Executor
 from controller.services.layout import RunLayout
 from controller.stats import Arm, GuardRule, KeepRule
 from controller.store.store import Store
 from controller.workspace.checkout import Checkout
+
+
+@dataclass(frozen=True)
+class RoundRule:
+    """How a refinement round keeps a turn: hold the score within ``hold`` of the PR head and of the
+    first published score."""
+
+    hold: Tolerance
+    first_published: float
 
 
 class Observer:
@@ -49,6 +60,10 @@ class RunContext:
     champion_heads: dict[str, str]
     observer: Observer = field(default_factory=Observer)
     champion_arm: Arm | None = None
+    # Refinement rounds (round >= 1) keep a turn that holds the score instead of improving it.
+    round_rule: RoundRule | None = None
+    # Extra quoted feedback for CANDIDATE.md during a refinement round.
+    feedback: tuple[FeedbackQuote, ...] = ()
     # Called after every keep and at the end of the run (publishing); None: keep results local.
     on_champion: Callable[[RunContext], object] | None = None
     _checkouts: dict[tuple[str, str], Checkout] = field(default_factory=dict)

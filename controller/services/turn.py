@@ -25,7 +25,7 @@ from controller.services.measure import ArmRoot, Measurement, measure
 from controller.services.parallel import run_all
 from controller.services.snapshots import Snapshot, clean_snapshot, mutations, snapshot
 from controller.services.validate import Validation, run_validation
-from controller.stats import decide_keep, median
+from controller.stats import Arm, KeepRule, decide_hold, decide_keep, median
 from controller.store.records import ChampionUpdate, TurnDecision, TurnRecord
 
 
@@ -184,18 +184,37 @@ def _evaluate(ctx: RunContext, work: TurnWork) -> tuple[bool, str, Settled | Non
     work.samples = list(candidate.primary)
     work.reference = list(champion.primary)
     rule = ctx.keep_rule()
+    if work.round > 0 and ctx.round_rule is not None:
+        return _evaluate_round(ctx, work, rule, candidate, champion)
     verdict = decide_keep(rule, candidate, champion)
     if verdict.keep and rule.guards:
-        base = champion
-        if ctx.champion_heads != ctx.base_shas:
-            ctx.ensure_arm("base", ctx.base_shas)
-            base_result = _measure_arms(
-                ctx, work, [ArmRoot(SampleArm.BASE, ctx.layout.workspace_root("base"))], "base"
-            )
-            base = base_result.arm(SampleArm.BASE, metric.name, guards)
-        verdict = decide_keep(rule, candidate, champion, base)
+        verdict = decide_keep(rule, candidate, champion, _base_arm(ctx, work, champion))
     work.value = verdict.candidate_median
     work.p_value = verdict.p_value
+    if verdict.keep:
+        return True, verdict.detail, None
+    return False, verdict.detail, Settled(verdict.reason, verdict.detail)
+
+
+def _base_arm(ctx: RunContext, work: TurnWork, champion: Arm) -> Arm:
+    """The base commit measured as a third arm (only when a keep is near and the champion moved)."""
+    if ctx.champion_heads == ctx.base_shas:
+        return champion
+    ctx.ensure_arm("base", ctx.base_shas)
+    result = _measure_arms(ctx, work, [ArmRoot(SampleArm.BASE, ctx.layout.workspace_root("base"))], "base")
+    return result.arm(SampleArm.BASE, ctx.spec.metric.name, ctx.guard_names())
+
+
+def _evaluate_round(
+    ctx: RunContext, work: TurnWork, rule: KeepRule, candidate: Arm, pr_head: Arm
+) -> tuple[bool, str, Settled | None]:
+    """A refinement turn is kept when it holds the score (DESIGN §7), not only when it improves it."""
+    assert ctx.round_rule is not None
+    hold, first = ctx.round_rule.hold, ctx.round_rule.first_published
+    verdict = decide_hold(rule, hold, candidate, pr_head, first)
+    if verdict.keep and rule.guards:
+        verdict = decide_hold(rule, hold, candidate, pr_head, first, _base_arm(ctx, work, pr_head))
+    work.value = verdict.candidate_median
     if verdict.keep:
         return True, verdict.detail, None
     return False, verdict.detail, Settled(verdict.reason, verdict.detail)
@@ -300,6 +319,7 @@ def write_candidate_file(
         baseline_value=run.baseline_value,
         history=history,
         earlier=max(0, decided_total - len(history)),
+        feedback=ctx.feedback,
         round_number=round_number,
     )
     ctx.layout.agent_dir.mkdir(parents=True, exist_ok=True)

@@ -219,3 +219,32 @@ def _detail(
         regressions = "; ".join(failures)
         return f"Not kept: {medians} improves by {delta:g} ({test}), but a guard regressed: {regressions}."
     return f"Kept: {medians} improves by {delta:g} ({test}) and no guard regressed."
+
+
+def decide_hold(
+    rule: KeepRule,
+    hold: Tolerance,
+    candidate: Arm,
+    pr_head: Arm,
+    first_published: float,
+    base: Arm | None = None,
+) -> KeepVerdict:
+    """The refinement-round rule (DESIGN §7): keep iff the candidate's median is not worse than the PR
+    head's (measured beside it) by more than ``hold``, nor worse than the first published score by more
+    than ``hold`` (so rounds cannot slide the score down step by step), and no guard regresses against
+    the PR head or the base. An improvement is not required: a round addresses review feedback."""
+    cand = median(candidate.primary)
+    head = median(pr_head.primary)
+    delta = -_worsening(rule.direction, cand, head)
+    if not holds_score(rule.direction, candidate.primary, pr_head.primary, hold):
+        detail = f"does not hold the score: {cand:g} vs PR head {head:g} (hold {hold})"
+        return KeepVerdict(False, Reason.NOT_IMPROVED, cand, head, delta, None, (), detail)
+    if not holds_score(rule.direction, candidate.primary, [first_published], hold):
+        detail = f"does not hold the score: {cand:g} vs first published {first_published:g} (hold {hold})"
+        return KeepVerdict(False, Reason.NOT_IMPROVED, cand, head, delta, None, (), detail)
+    failures = guard_check(rule, candidate, pr_head, base) if rule.guards else ()
+    if failures:
+        detail = "; ".join(failures)
+        return KeepVerdict(False, Reason.GUARD_REGRESSED, cand, head, delta, None, failures, detail)
+    detail = f"holds the score: {cand:g} vs PR head {head:g} and first published {first_published:g}"
+    return KeepVerdict(True, Reason.IMPROVED, cand, head, delta, None, (), detail)
