@@ -7,6 +7,7 @@ refusal, 2 bad usage or a bad spec, 130 cancelled with Ctrl-C.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
 import threading
@@ -19,6 +20,7 @@ import click
 
 from controller.cli.display import TableObserver
 from controller.cli.forges import forge_for
+from controller.cli.listen import parse_listen, webhook_server
 from controller.config.settings import Settings
 from controller.config.spec import load_spec
 from controller.config.template import render_template
@@ -30,7 +32,8 @@ from controller.services.patching import accept, patch_text
 from controller.services.publish import Publisher, resume_pull
 from controller.services.recovery import cancel, check_resumable, resume, stored_spec
 from controller.services.runs import create_run, open_context
-from controller.services.views import events_jsonl, run_view, runs_list, turns_tsv
+from controller.services.views import events_jsonl, feedback_view, run_view, runs_list, turns_tsv
+from controller.services.watch import Watch, watch_feedback
 from controller.store.store import Store
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CANCELLED = 0, 1, 2, 130
@@ -139,11 +142,15 @@ def loop(
     server: str | None,
 ) -> None:
     """Run a run to its stop: baseline, then measured turns that are kept or restored."""
+    if watch_feedback and not publish_prs:
+        _fail(EXIT_USAGE, "--watch-feedback needs --publish-prs (feedback arrives on the published PRs)")
+    if watch_feedback and load_spec(spec_path).feedback is None:
+        _fail(EXIT_USAGE, "feedback: a [feedback] table is required with --watch-feedback")
+    if listen and not watch_feedback:
+        _fail(EXIT_USAGE, "--listen only makes sense with --watch-feedback")
     for flag, given in (
-        ("--watch-feedback", watch_feedback),
         ("--server", server),
         ("--live-steer", live_steer),
-        ("--listen", listen),
     ):
         if given:
             _fail(EXIT_USAGE, f"{flag} is not available in this version of crucible")
@@ -170,10 +177,38 @@ def loop(
         ctx.on_champion = publisher.publish
     undo = _interrupts_cancel(ctx.executor.cancel)
     try:
-        result = run_loop(ctx)
+        if watch_feedback and publisher is not None:
+            result = _run_watching(ctx, store, publisher, listen)
+        else:
+            result = run_loop(ctx)
     finally:
         undo()
     sys.exit(_finish_run(settings, store, run_id, result, as_json))
+
+
+def _run_watching(ctx: Any, store: Store, publisher: Publisher, listen: str | None) -> LoopResult:
+    """Round 0, then refinement rounds from feedback until the PRs close or a budget stops the run."""
+    own = [login for login in os.environ.get("CRUCIBLE_OWN_LOGINS", "").split(",") if login]
+    watch = Watch(forge=publisher.forge, own_logins=own)
+
+    def then(context: Any, searched: LoopResult) -> LoopResult:
+        click.echo(f"{searched.message}; now watching the pull requests for feedback", err=True)
+        return watch_feedback(context, searched, watch)
+
+    if listen is None:
+        return run_loop(ctx, then=then)
+    try:
+        host, port = parse_listen(listen)
+    except ValueError as exc:
+        _fail(EXIT_USAGE, str(exc))
+    secret = os.environ.get("CRUCIBLE_WEBHOOK_SECRET")
+    if not secret:
+        click.echo(
+            "warning: CRUCIBLE_WEBHOOK_SECRET is not set: the endpoint refuses every delivery", err=True
+        )
+    with webhook_server(store, secret, host, port, watch.wakeup.set) as url:
+        click.echo(f"webhooks: {url}/webhooks/github", err=True)
+        return run_loop(ctx, then=then)
 
 
 def _dry(spec: Any, turns: int | None) -> bool:
@@ -276,6 +311,29 @@ def runs_resume_pr(run_id: str, component: str) -> None:
     ctx = open_context(settings, store, run_id, spec)
     record = resume_pull(ctx, publisher, component)
     click.echo(f"resumed {record.url} at {record.pushed_sha[:12]}")
+
+
+@cli.command("feedback")
+@click.argument("run_id")
+@click.option("--replies", is_flag=True, help="the replies crucible drafted (never posted) for each comment")
+@click.option("--json", "as_json", is_flag=True)
+def feedback_cmd(run_id: str, replies: bool, as_json: bool) -> None:
+    """Feedback items with their verdicts; with --replies, the drafted replies."""
+    settings = Settings.from_env()
+    view = feedback_view(_store(settings), run_id)
+    if as_json:
+        _emit_json(view)
+        return
+    if replies:
+        for reply in view["replies"]:
+            click.echo(f"#{reply['feedback']} to @{reply['author']}: {reply['reply']}")
+        return
+    for item in view["feedback"]:
+        where = f" {item['path']}:{item['line']}" if item["path"] else ""
+        verdict = item["verdict"] or "pending"
+        click.echo(
+            f"#{item['id']} {item['source']} by @{item['author']}{where}: {verdict} ({item['reason'] or '-'})"
+        )
 
 
 @cli.command()

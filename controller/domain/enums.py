@@ -167,6 +167,8 @@ class EventKind(StrEnum):
     FEEDBACK_RECEIVED = "feedback_received"
     ROUND_STARTED = "round_started"
     ROUND_FINISHED = "round_finished"
+    PR_CLOSED = "pr_closed"
+    REPLY_DRAFTED = "reply_drafted"
     RESUMED = "resumed"
     COMPLETED = "completed"
 

@@ -10,8 +10,9 @@ Contract (every implementation, fakes included, passes ``tests/forge/test_contra
   the failed call created it; a 422 "already exists" also resolves to the existing PR. So calling it
   again after any failure yields exactly one PR.
 - Writes are spaced by the implementation's write interval (GitHub asks for 1 s between writes).
-- There is deliberately no merge, close, approve, review or comment method: crucible never does those
-  (DESIGN §7). Bodies are edited only through ``update_pull``.
+- There is deliberately no merge, close, approve, review or comment *writing* method: crucible never
+  does those (DESIGN §7); the ``list_*`` methods only read feedback. Bodies are edited only through
+  ``update_pull``.
 - Errors: ``ForgeNotFound`` (no such repo/branch/PR), ``ForgeRateLimited`` (retry after
   ``retry_after`` seconds), ``ForgeError`` for anything else.
 """
@@ -97,6 +98,29 @@ class Forge(Protocol):
         (``GIT_CONFIG_COUNT``/``GIT_CONFIG_KEY_n``/``GIT_CONFIG_VALUE_n`` with ``http.extraHeader``)."""
         ...
 
+    # -- feedback reads (the poller's safety net for lost webhooks, DESIGN §7) -------------------
+
+    def list_review_comments(self, full_name: str, *, since: str | None, etag: str | None) -> CommentPage:
+        """Every inline review comment of the repository updated at or after ``since`` (all pages,
+        oldest update first), as ``review_comment`` events with action ``created`` (a list cannot
+        tell an edit from a first sight: ``updated_at`` tells versions apart). With ``etag``, a
+        conditional read: unchanged answers come back as ``CommentPage((), etag, True)``, which
+        costs no rate limit. The page's ``etag`` is None when the answer spanned several pages
+        (only a one-page answer can be revalidated as a whole)."""
+        ...
+
+    def list_issue_comments(self, full_name: str, *, since: str | None, etag: str | None) -> CommentPage:
+        """As ``list_review_comments`` for conversation comments (``issue_comment``), with
+        ``pr_number`` the issue's number. GitHub's list also holds comments on plain issues and
+        cannot tell them apart without one call per issue, so they are *not* filtered here: callers
+        keep the numbers of the pull requests they watch (the poller does)."""
+        ...
+
+    def list_reviews(self, full_name: str, number: int) -> tuple[FeedbackEvent, ...]:
+        """The submitted reviews of one PR (pending ones are invisible), oldest first, as
+        ``review`` events with action ``submitted`` and ``updated_at`` the submission time."""
+        ...
+
 
 @dataclass(frozen=True)
 class FeedbackEvent:
@@ -122,3 +146,16 @@ class FeedbackEvent:
     action: str  # created | edited | deleted | submitted | dismissed
     updated_at: str  # as the forge sent it (ISO 8601)
     url: str = ""
+
+
+@dataclass(frozen=True)
+class CommentPage:
+    """One conditional read of a repository-wide comment list.
+
+    ``etag`` is what to send as ``If-None-Match`` next time (None: nothing to revalidate);
+    ``not_modified`` means the forge answered 304 and ``events`` is empty.
+    """
+
+    events: tuple[FeedbackEvent, ...]
+    etag: str | None
+    not_modified: bool

@@ -17,11 +17,16 @@ Why it looks the way it does (DESIGN §7, issue 3 deliverables 1, 4, 5):
   unless its own fields are asked for).
 - There is no merge, close, approve, review or comment call here, on purpose; a test reads this
   module's source to keep it that way.
+- The feedback reads (repository-wide comment lists, reviews of a PR) go through PyGithub's
+  ``Requester`` directly: its list objects cannot send ``If-None-Match``, and a 304 is what keeps
+  polling free against the rate limit. The Requester carries the same credentials (tokens and App
+  installations alike).
 """
 
 from __future__ import annotations
 
 import base64
+import json
 import math
 import threading
 import time
@@ -33,9 +38,18 @@ from github import Auth, Github, GithubException, GithubIntegration
 from github.GithubObject import NotSet
 from github.PullRequest import PullRequest
 from github.Repository import Repository
+from github.Requester import Requester
 
 from controller.forge.auth import ForgeCredentials
-from controller.forge.base import ForgeError, ForgeNotFound, ForgeRateLimited, PullInfo, RepoInfo
+from controller.forge.base import (
+    CommentPage,
+    FeedbackEvent,
+    ForgeError,
+    ForgeNotFound,
+    ForgeRateLimited,
+    PullInfo,
+    RepoInfo,
+)
 
 T = TypeVar("T")
 
@@ -44,6 +58,7 @@ READ_BACKOFF = 1.0  # seconds before the 2nd read attempt after a 5xx or a dropp
 WRITE_BACKOFF = 2.0  # seconds between an ambiguous failed POST and the look-up that precedes its one retry
 DEFAULT_RATE_LIMIT_WAIT = 60.0  # GitHub: without retry-after/reset headers, wait at least a minute
 ALREADY_EXISTS = "a pull request already exists"
+PER_PAGE = "100"  # the most a list page may hold: fewer requests per poll
 
 
 def rate_limit_wait(status: int, headers: Mapping[str, Any], message: str, now: float) -> float | None:
@@ -173,6 +188,19 @@ class GithubForge:
         """Basic ``x-access-token:<token>`` (the installation token for an App), as GitHub documents."""
         return basic_auth_env(self._sessions.git_token(full_name))
 
+    # -- feedback reads ---------------------------------------------------------------------
+
+    def list_review_comments(self, full_name: str, *, since: str | None, etag: str | None) -> CommentPage:
+        return self._comment_page(full_name, "pulls/comments", since, etag, _review_comment_event)
+
+    def list_issue_comments(self, full_name: str, *, since: str | None, etag: str | None) -> CommentPage:
+        return self._comment_page(full_name, "issues/comments", since, etag, _issue_comment_event)
+
+    def list_reviews(self, full_name: str, number: int) -> tuple[FeedbackEvent, ...]:
+        _split_repo(full_name)
+        items, _, _ = self._get_all(full_name, f"/repos/{full_name}/pulls/{number}/reviews", {}, None)
+        return tuple(_review_event(full_name, number, item) for item in items if item.get("submitted_at"))
+
     # -- writes -----------------------------------------------------------------------------
 
     def create_pull(
@@ -220,10 +248,67 @@ class GithubForge:
     # -- plumbing ---------------------------------------------------------------------------
 
     def _repo(self, full_name: str) -> Repository:
-        owner, _, name = full_name.partition("/")
-        if not owner or not name or "/" in name:
-            raise ValueError(f"repository must be 'owner/name', got {full_name!r}")
+        _split_repo(full_name)
         return self._sessions.client(full_name).get_repo(full_name)
+
+    def _comment_page(
+        self,
+        full_name: str,
+        path: str,
+        since: str | None,
+        etag: str | None,
+        convert: Callable[[str, dict[str, Any]], FeedbackEvent],
+    ) -> CommentPage:
+        _split_repo(full_name)
+        params = {"sort": "updated", "direction": "asc"}
+        if since is not None:
+            params["since"] = since
+        items, new_etag, pages = self._get_all(full_name, f"/repos/{full_name}/{path}", params, etag)
+        if items is None:
+            return CommentPage((), etag, True)
+        events = tuple(convert(full_name, item) for item in items)
+        return CommentPage(events, new_etag if pages == 1 else None, False)
+
+    def _get_all(
+        self, full_name: str, url: str, params: dict[str, str], etag: str | None
+    ) -> tuple[Any, str | None, int]:
+        """All pages of a list: (items, the first page's ETag, pages read); items is None on a 304."""
+        requester = self._sessions.client(full_name).requester
+        headers = {"If-None-Match": etag} if etag else {}
+        query: dict[str, str] | None = {**params, "per_page": PER_PAGE}
+        items: list[dict[str, Any]] = []
+        first_etag: str | None = None
+        pages = 0
+        next_url: str | None = url
+        while next_url is not None:
+            status, answer, data = self._get(requester, f"GET {next_url}", next_url, query, headers)
+            if status == 304:
+                return None, etag, pages
+            if pages == 0:
+                first_etag = answer.get("etag")
+            pages += 1
+            items.extend(data)
+            next_url, query, headers = _next_link(answer.get("link", "")), None, {}
+        return items, first_etag, pages
+
+    def _get(
+        self,
+        requester: Requester,
+        what: str,
+        url: str,
+        params: dict[str, str] | None,
+        headers: dict[str, str],
+    ) -> tuple[int, dict[str, Any], Any]:
+        """One GET, retried as reads are; errors become ``GithubException`` for ``_read``."""
+
+        def call() -> tuple[int, dict[str, Any], Any]:
+            status, answer, body = requester.requestJson("GET", url, params, dict(headers))
+            data = json.loads(body) if body else None
+            if status >= 400:
+                raise requester.createException(status, answer, data if isinstance(data, dict) else {})
+            return status, answer, data
+
+        return self._read(what, call)
 
     def _read(self, what: str, call: Callable[[], T]) -> T:
         """``call()``, retried on 5xx, dropped connections and rate limits (waiting as told)."""
@@ -395,3 +480,64 @@ def _message(exc: GithubException) -> str:
 
 def _already_exists(exc: GithubException) -> bool:
     return exc.status == 422 and ALREADY_EXISTS in _message(exc).lower()
+
+
+def _split_repo(full_name: str) -> None:
+    owner, _, name = full_name.partition("/")
+    if not owner or not name or "/" in name:
+        raise ValueError(f"repository must be 'owner/name', got {full_name!r}")
+
+
+def _next_link(link: str) -> str | None:
+    """The ``rel="next"`` URL of a ``Link`` header, or None on the last page."""
+    for part in link.split(","):
+        target, _, rel = part.partition(";")
+        if 'rel="next"' in rel:
+            return target.strip().removeprefix("<").removesuffix(">")
+    return None
+
+
+def _number_at_end(url: str) -> int:
+    return int(url.rstrip("/").rsplit("/", 1)[-1])
+
+
+def _event(full_name: str, number: int, source: str, item: dict[str, Any], **fields: Any) -> FeedbackEvent:
+    user = item.get("user") or {}
+    return FeedbackEvent(
+        repo=full_name,
+        pr_number=number,
+        source=source,
+        external_id=int(item["id"]),
+        review_id=fields.get("review_id"),
+        author=str(user.get("login") or "ghost"),
+        author_type=str(user.get("type") or "User"),
+        association=str(item.get("author_association") or "NONE"),
+        body=str(item.get("body") or ""),
+        path=fields.get("path"),
+        line=fields.get("line"),
+        action=fields["action"],
+        updated_at=str(fields.get("updated_at") or item.get("updated_at") or ""),
+        url=str(item.get("html_url") or ""),
+    )
+
+
+def _review_comment_event(full_name: str, item: dict[str, Any]) -> FeedbackEvent:
+    line = item.get("line")
+    return _event(
+        full_name,
+        _number_at_end(str(item["pull_request_url"])),
+        "review_comment",
+        item,
+        review_id=item.get("pull_request_review_id"),
+        path=item.get("path"),
+        line=line if line is not None else item.get("original_line"),
+        action="created",
+    )
+
+
+def _issue_comment_event(full_name: str, item: dict[str, Any]) -> FeedbackEvent:
+    return _event(full_name, _number_at_end(str(item["issue_url"])), "issue_comment", item, action="created")
+
+
+def _review_event(full_name: str, number: int, item: dict[str, Any]) -> FeedbackEvent:
+    return _event(full_name, number, "review", item, action="submitted", updated_at=item.get("submitted_at"))

@@ -8,6 +8,7 @@ an interrupted run and a resumed one behave identically.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -123,21 +124,32 @@ def finish(ctx: RunContext, reason: StopReason, message: str) -> LoopResult:
     return LoopResult(status, reason, message)
 
 
-def run_loop(ctx: RunContext) -> LoopResult:
-    """Drive a pending or resumed run to its stop."""
+# Stops that end the search of round 0 but, with --watch-feedback, not the run: rounds follow.
+SEARCH_DONE = frozenset({StopReason.MAX_TURNS, StopReason.EXHAUSTED, StopReason.TARGET_REACHED})
+
+
+def run_loop(
+    ctx: RunContext, *, then: Callable[[RunContext, LoopResult], LoopResult] | None = None
+) -> LoopResult:
+    """Drive a pending or resumed run to its stop.
+
+    ``then`` (the feedback watch) takes over when round 0's search is done; it decides the final stop."""
     run = ctx.store.get_run(ctx.run_id)
     if run.status != RunStatus.RUNNING:
         ctx.store.set_run_status(ctx.run_id, RunStatus.RUNNING)
     ctx.store.set_controller_pid(ctx.run_id, os.getpid())
     budgets = budgets_of(ctx)
     try:
-        return _drive(ctx, budgets)
+        result = _drive(ctx, budgets, hand_over=then is not None)
+        if then is not None and result.status == RunStatus.RUNNING:
+            return then(ctx, result)
+        return result
     except KeyboardInterrupt:
         ctx.executor.cancel.set()
         return finish(ctx, StopReason.CANCELLED, "stopped: cancelled by the user")
 
 
-def _drive(ctx: RunContext, budgets: Budgets) -> LoopResult:
+def _drive(ctx: RunContext, budgets: Budgets, *, hand_over: bool = False) -> LoopResult:
     run = ctx.store.get_run(ctx.run_id)
     if run.baseline_value is None:
         failure = run_baseline(ctx)
@@ -161,6 +173,8 @@ def _drive(ctx: RunContext, budgets: Budgets) -> LoopResult:
             return finish(ctx, StopReason.CANCELLED, explain_stop(StopReason.CANCELLED, budgets, progress))
         reason = check_stop(budgets, progress)
         if reason is not None:
+            if hand_over and reason in SEARCH_DONE:
+                return LoopResult(RunStatus.RUNNING, reason, explain_stop(reason, budgets, progress))
             return finish(ctx, reason, explain_stop(reason, budgets, progress))
         proposal = None
         if proposer is not None:
@@ -168,6 +182,9 @@ def _drive(ctx: RunContext, budgets: Budgets) -> LoopResult:
             current = current_values(knobs, ctx.layout.workspace_root("champion"))
             proposal = knobs_proposer.next_proposal(current, knob_history(ctx, knobs))
             if proposal is None:
+                if hand_over:
+                    message = explain_stop(StopReason.EXHAUSTED, budgets, progress)
+                    return LoopResult(RunStatus.RUNNING, StopReason.EXHAUSTED, message)
                 return finish(
                     ctx, StopReason.EXHAUSTED, explain_stop(StopReason.EXHAUSTED, budgets, progress)
                 )

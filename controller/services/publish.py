@@ -65,6 +65,7 @@ def _facts(
     def values(turn: int, arm: SampleArm) -> list[float]:
         return [s.values[metric] for s in samples if s.turn == turn and s.arm == arm and s.valid]
 
+    notes = [*notes, *round_notes(ctx, component)]
     turns = [t for t in ctx.store.list_turns(ctx.run_id) if t.phase == TurnPhase.DECIDED]
     champion_turn = next((t for t in turns if t.number == run.champion_turn), None)
     points = [Point(t.number, t.value, t.outcome == "accepted") for t in turns if t.value is not None]
@@ -86,6 +87,28 @@ def _facts(
         siblings=siblings,
         notes=tuple(notes),
     )
+
+
+def round_notes(ctx: RunContext, component: str) -> list[str]:
+    """One line per finished refinement round of ``component``: what feedback it addressed and how."""
+    lines: list[str] = []
+    for event in ctx.store.list_events(ctx.run_id):
+        if event.kind != EventKind.ROUND_FINISHED or event.payload.get("component") != component:
+            continue
+        number = int(event.payload["round"])
+        items = [i for i in ctx.store.list_feedback(ctx.run_id, round=number) if i.component == component]
+        who = ", ".join(
+            f"@{i.author}" + (f" on `{i.path}`" + (f":{i.line}" if i.line else "") if i.path else "")
+            for i in items
+        )
+        if event.payload.get("kept"):
+            head = str(event.payload.get("head") or "")[:12]
+            lines.append(
+                f"round {number} addressed feedback from {who}: {head} ({event.payload.get('detail')})"
+            )
+        else:
+            lines.append(f"round {number} (feedback from {who}) could not hold the score; nothing was pushed")
+    return lines
 
 
 def _title(ctx: RunContext, component: str) -> str:
@@ -224,7 +247,9 @@ class Publisher:
         )
         ctx.store.save_pull(record)
         if plan.known is None or plan.known.pushed_sha != plan.pushed:
+            value = ctx.store.get_run(ctx.run_id).champion_value
             payload = {"component": name, "number": pull.number, "url": pull.url, "head_sha": plan.pushed}
+            payload["value"] = value
             ctx.store.append_event(ctx.run_id, EventKind.PUBLISHED, payload)
         return record
 

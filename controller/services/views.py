@@ -153,3 +153,30 @@ def runs_list(store: Store, limit: int = 50, offset: int = 0) -> list[dict[str, 
 
 def spec_dir_of(spec_path: str | None) -> Path | None:
     return Path(spec_path).parent if spec_path else None
+
+
+def feedback_view(store: Store, run_id: str) -> dict[str, Any]:
+    """Feedback items with their verdicts, rounds and drafted replies (``crucible feedback``)."""
+    items = [
+        {
+            "id": f.id,
+            "component": f.component,
+            "pr_number": f.pr_number,
+            "source": str(f.source),
+            "author": f.author,
+            "association": f.association,
+            "path": f.path,
+            "line": f.line,
+            "action": f.action,
+            "body": f.body,
+            "trusted": f.trusted,
+            "verdict": str(f.verdict) if f.verdict else None,
+            "reason": f.reason,
+            "round": f.round,
+        }
+        for f in store.list_feedback(run_id)
+    ]
+    events = store.list_events(run_id)
+    replies = [dict(e.payload) for e in events if e.kind == "reply_drafted"]
+    rounds = [dict(e.payload) for e in events if e.kind == "round_finished"]
+    return {"run_id": run_id, "feedback": items, "rounds": rounds, "replies": replies}

@@ -29,7 +29,11 @@ from controller.domain.enums import (
 )
 from controller.store.records import (
     ComponentRecord,
+    DeliveryRecord,
     EventRecord,
+    FeedbackRecord,
+    FeedbackSource,
+    FeedbackVerdict,
     PullRecord,
     RunRecord,
     SampleRecord,
@@ -322,6 +326,88 @@ class PullRequestRow(Base):
             draft=self.draft,
             state=self.state,
             paused=self.paused,
+        )
+
+
+class DeliveryRow(Base):
+    """A webhook delivery, stored before it is answered and processed afterwards."""
+
+    __tablename__ = "deliveries"
+    __table_args__ = (sa.Index(None, "processed_at", "received_at"),)
+
+    id: Mapped[str] = mapped_column(sa.String(100), primary_key=True)
+    event: Mapped[str] = mapped_column(sa.String(64))
+    action: Mapped[str | None] = mapped_column(sa.String(64))
+    payload: Mapped[dict[str, Any]] = mapped_column(sa.JSON)
+    received_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    processed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+    def to_record(self) -> DeliveryRecord:
+        return DeliveryRecord(
+            id=self.id,
+            event=self.event,
+            action=self.action,
+            payload=dict(self.payload),
+            received_at=self.received_at,
+            processed_at=self.processed_at,
+        )
+
+
+class FeedbackRow(Base):
+    """One version of a feedback item; the UNIQUE key makes webhook + poller sightings one row."""
+
+    __tablename__ = "feedback"
+    __table_args__ = (
+        in_check("source", FeedbackSource),
+        in_check("verdict", FeedbackVerdict),
+        sa.UniqueConstraint("run_id", "source", "external_id", "action", "updated_at"),
+    )
+
+    id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(sa.String(64), _run_fk())
+    component: Mapped[str] = mapped_column(sa.String(200))
+    pr_number: Mapped[int] = mapped_column(sa.Integer)
+    source: Mapped[str] = mapped_column(sa.String(16))
+    external_id: Mapped[int] = mapped_column(sa.BigInteger)
+    review_id: Mapped[int | None] = mapped_column(sa.BigInteger)
+    author: Mapped[str] = mapped_column(sa.String(200))
+    author_type: Mapped[str] = mapped_column(sa.String(32))
+    association: Mapped[str] = mapped_column(sa.String(32))
+    body: Mapped[str] = mapped_column(sa.Text)
+    path: Mapped[str | None] = mapped_column(sa.Text)
+    line: Mapped[int | None] = mapped_column(sa.Integer)
+    action: Mapped[str] = mapped_column(sa.String(16))
+    updated_at: Mapped[str] = mapped_column(sa.String(64))
+    url: Mapped[str] = mapped_column(sa.Text)
+    received_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    trusted: Mapped[bool | None] = mapped_column(sa.Boolean)
+    verdict: Mapped[str | None] = mapped_column(sa.String(16))
+    reason: Mapped[str | None] = mapped_column(sa.Text)
+    round: Mapped[int | None] = mapped_column(sa.Integer)
+
+    def to_record(self) -> FeedbackRecord:
+        return FeedbackRecord(
+            id=self.id,
+            run_id=self.run_id,
+            component=self.component,
+            pr_number=self.pr_number,
+            source=FeedbackSource(self.source),
+            external_id=self.external_id,
+            review_id=self.review_id,
+            author=self.author,
+            author_type=self.author_type,
+            association=self.association,
+            body=self.body,
+            path=self.path,
+            line=self.line,
+            action=self.action,
+            updated_at=self.updated_at,
+            url=self.url,
+            received_at=self.received_at,
+            trusted=self.trusted,
+            verdict=_opt_enum(FeedbackVerdict, self.verdict),
+            reason=self.reason,
+            round=self.round,
         )
 
 

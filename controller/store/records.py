@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from enum import StrEnum
+from typing import Any, Protocol
 
 from controller.domain.enums import (
     OUTCOME_OF_REASON,
@@ -190,3 +191,95 @@ class TurnCounts:
     decided: Mapping[int, int]  # round -> decided turns
     highest: int  # highest turn number so far (0: none)
     started: tuple[int, ...]  # turns cut off before their decision, by number
+
+
+class FeedbackSource(StrEnum):
+    """Where a feedback item came from (``FeedbackEvent.source``)."""
+
+    REVIEW = "review"
+    REVIEW_COMMENT = "review_comment"
+    ISSUE_COMMENT = "issue_comment"
+
+
+class FeedbackVerdict(StrEnum):
+    """Whether a feedback item may steer a round (decided by the trust check)."""
+
+    ACCEPTED = "accepted"
+    REJECTED = "rejected"
+
+
+class FeedbackFields(Protocol):
+    """What the store needs of one feedback version; ``controller.forge.base.FeedbackEvent`` has it.
+
+    A Protocol, because the store and the forge are sibling layers that must not import each other.
+    """
+
+    @property
+    def pr_number(self) -> int: ...
+    @property
+    def source(self) -> str: ...
+    @property
+    def external_id(self) -> int: ...
+    @property
+    def review_id(self) -> int | None: ...
+    @property
+    def author(self) -> str: ...
+    @property
+    def author_type(self) -> str: ...
+    @property
+    def association(self) -> str: ...
+    @property
+    def body(self) -> str: ...
+    @property
+    def path(self) -> str | None: ...
+    @property
+    def line(self) -> int | None: ...
+    @property
+    def action(self) -> str: ...
+    @property
+    def updated_at(self) -> str: ...
+    @property
+    def url(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class DeliveryRecord:
+    """One webhook delivery as received (``id`` is GitHub's ``X-GitHub-Delivery``)."""
+
+    id: str
+    event: str
+    action: str | None
+    payload: Mapping[str, Any]
+    received_at: datetime
+    processed_at: datetime | None
+
+
+@dataclass(frozen=True)
+class FeedbackRecord:
+    """One version of one piece of review feedback on a run's PR (see ``FeedbackEvent``).
+
+    ``trusted``/``verdict``/``reason`` stay None until the trust check decides; ``round`` is the
+    refinement round that consumed the item (None: not consumed yet).
+    """
+
+    id: int
+    run_id: str
+    component: str
+    pr_number: int
+    source: FeedbackSource
+    external_id: int
+    review_id: int | None
+    author: str
+    author_type: str
+    association: str
+    body: str
+    path: str | None
+    line: int | None
+    action: str
+    updated_at: str
+    url: str
+    received_at: datetime
+    trusted: bool | None
+    verdict: FeedbackVerdict | None
+    reason: str | None
+    round: int | None

@@ -2,18 +2,31 @@
 
 It passes the same contract suite as the real adapter (``tests/forge/test_contract.py``), so it
 cannot drift from it. Besides the ``Forge`` methods it offers what a test needs to play the other
-people around a pull request: pushes (``set_branch``), collaborators, a person closing, merging or
-editing a PR, scripted failures (``fail_next``), and a log of every ``Forge`` call (``calls``).
+people around a pull request: pushes (``set_branch``), collaborators and organization members, a
+person closing, merging or editing a PR, reviewers submitting reviews and comments (``submit_review``,
+``add_issue_comment``, ``edit_comment``), scripted failures (``fail_next``), and a log of every
+``Forge`` call (``calls``). Timestamps come from a counter (one second per write), and list ETags are
+digests of the answer, so a repeated read of an unchanged list is "not modified" as on GitHub.
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
 
-from controller.forge.base import ForgeError, ForgeNotFound, PullInfo, RepoInfo
+from controller.forge.base import (
+    CommentPage,
+    FeedbackEvent,
+    ForgeError,
+    ForgeNotFound,
+    PullInfo,
+    RepoInfo,
+)
+
+EPOCH = datetime(2024, 1, 1, tzinfo=UTC)
 
 # The collaborator-permission API answers admin|write|read|none; roles map onto it as on GitHub.
 PERMISSION_OF_ROLE = {
@@ -32,6 +45,7 @@ class FakeRepo:
     private: bool
     branches: dict[str, str] = field(default_factory=dict)
     collaborators: dict[str, str] = field(default_factory=dict)  # login -> role
+    members: set[str] = field(default_factory=set)  # of the owning organization (association MEMBER)
 
     @property
     def owner(self) -> str:
@@ -69,6 +83,8 @@ class FakeForge:
         self.users: set[str] = set()
         self.calls: list[tuple[str, ...]] = []
         self._failures: dict[str, list[_Failure]] = {}
+        self.feedback: dict[str, list[FeedbackEvent]] = {}  # repo -> reviews and comments, latest versions
+        self._ticks = 0
 
     # -- setting the scene (not part of Forge) -----------------------------------------------
 
@@ -120,6 +136,49 @@ class FakeForge:
 
     def pull_infos(self, full_name: str) -> list[PullInfo]:
         return [self._info(full_name, p) for p in self.pulls.get(full_name.lower(), [])]
+
+    def add_member(self, full_name: str, login: str) -> None:
+        """``login`` joins the owning organization: association MEMBER, permission unchanged."""
+        self.users.add(login)
+        self._repo(full_name).members.add(login)
+
+    def submit_review(
+        self,
+        full_name: str,
+        number: int,
+        author: str,
+        body: str = "",
+        comments: Sequence[tuple[str, int, str]] = (),
+    ) -> FeedbackEvent:
+        """A reviewer submits a review with inline ``(path, line, body)`` comments; the review."""
+        self._pull(full_name, number)
+        review = self._feedback(full_name, number, "review", author, body, action="submitted")
+        for path, line, text in comments:
+            self._feedback(
+                full_name,
+                number,
+                "review_comment",
+                author,
+                text,
+                review_id=review.external_id,
+                path=path,
+                line=line,
+            )
+        return review
+
+    def add_issue_comment(self, full_name: str, number: int, author: str, body: str) -> FeedbackEvent:
+        """A comment on the PR's conversation."""
+        self._pull(full_name, number)
+        return self._feedback(full_name, number, "issue_comment", author, body)
+
+    def edit_comment(self, full_name: str, comment_id: int, body: str) -> FeedbackEvent:
+        """Someone edits a comment: new body, later ``updated_at``."""
+        items = self.feedback.get(full_name.lower(), [])
+        for index, item in enumerate(items):
+            if item.external_id == comment_id and item.source != "review":
+                items[index] = replace(item, body=body, updated_at=self._stamp())
+                return items[index]
+        raise ForgeNotFound(f"no comment {comment_id} in {full_name}")
 
     # -- Forge ----------------------------------------------------------------------------------
 
@@ -203,6 +262,20 @@ class FakeForge:
             "GIT_TERMINAL_PROMPT": "0",
         }
 
+    def list_review_comments(self, full_name: str, *, since: str | None, etag: str | None) -> CommentPage:
+        self._enter("list_review_comments", full_name, since or "", etag or "")
+        return self._page(full_name, "review_comment", since, etag)
+
+    def list_issue_comments(self, full_name: str, *, since: str | None, etag: str | None) -> CommentPage:
+        self._enter("list_issue_comments", full_name, since or "", etag or "")
+        return self._page(full_name, "issue_comment", since, etag)
+
+    def list_reviews(self, full_name: str, number: int) -> tuple[FeedbackEvent, ...]:
+        self._enter("list_reviews", full_name, str(number))
+        self._pull(full_name, number)
+        found = [e for e in self._events(full_name, "review") if e.pr_number == number]
+        return tuple(sorted(found, key=lambda e: (e.updated_at, e.external_id)))
+
     # -- internals ------------------------------------------------------------------------------
 
     def _enter(self, method: str, *args: str) -> _Failure | None:
@@ -237,6 +310,66 @@ class FakeForge:
             if pull.number == number:
                 return pull
         raise ForgeNotFound(f"no pull request {full_name}#{number}")
+
+    def _events(self, full_name: str, source: str) -> list[FeedbackEvent]:
+        self._repo(full_name)
+        return [e for e in self.feedback.get(full_name.lower(), []) if e.source == source]
+
+    def _page(self, full_name: str, source: str, since: str | None, etag: str | None) -> CommentPage:
+        found = [e for e in self._events(full_name, source) if since is None or e.updated_at >= since]
+        events = tuple(sorted(found, key=lambda e: (e.updated_at, e.external_id)))
+        digest = f'W/"{hashlib.sha256(repr(events).encode()).hexdigest()}"'
+        if etag == digest:
+            return CommentPage((), etag, True)
+        return CommentPage(events, digest, False)
+
+    def _stamp(self) -> str:
+        self._ticks += 1
+        return (EPOCH + timedelta(seconds=self._ticks)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    def _association(self, repo: FakeRepo, login: str) -> str:
+        if login.lower() == repo.owner.lower():
+            return "OWNER"
+        if login.lower() in {m.lower() for m in repo.members}:
+            return "MEMBER"
+        if login.lower() in {c.lower() for c in repo.collaborators}:
+            return "COLLABORATOR"
+        return "NONE"
+
+    def _feedback(
+        self,
+        full_name: str,
+        number: int,
+        source: str,
+        author: str,
+        body: str,
+        *,
+        action: str = "created",
+        review_id: int | None = None,
+        path: str | None = None,
+        line: int | None = None,
+    ) -> FeedbackEvent:
+        repo = self._repo(full_name)
+        self.users.add(author)
+        items = self.feedback.setdefault(full_name.lower(), [])
+        event = FeedbackEvent(
+            repo=repo.full_name,
+            pr_number=number,
+            source=source,
+            external_id=len(items) + 1,
+            review_id=review_id,
+            author=author,
+            author_type="Bot" if author.endswith("[bot]") else "User",
+            association=self._association(repo, author),
+            body=body,
+            path=path,
+            line=line,
+            action=action,
+            updated_at=self._stamp(),
+            url=f"{self.base_url}/{repo.full_name}/pull/{number}#{source}-{len(items) + 1}",
+        )
+        items.append(event)
+        return event
 
     def _head_sha(self, repo: FakeRepo, owner: str, branch: str) -> str:
         head_repo = (

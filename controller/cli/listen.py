@@ -1,0 +1,41 @@
+"""``--listen HOST:PORT``: serve the webhook endpoint in this process while a run watches feedback.
+
+The route only verifies, stores and wakes the watch loop; processing happens in the loop, so a slow
+round never delays GitHub's 10-second delivery deadline.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import uvicorn
+from fastapi import FastAPI
+
+from controller.api.webhooks import webhook_router
+from controller.store.store import Store
+
+
+def parse_listen(value: str) -> tuple[str, int]:
+    host, _, port = value.rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"--listen wants HOST:PORT, got {value!r}")
+    return host, int(port)
+
+
+@contextmanager
+def webhook_server(
+    store: Store, secret: str | None, host: str, port: int, on_delivery: Callable[[], None]
+) -> Iterator[str]:
+    """Serve POST /webhooks/github on host:port for the ``with`` block; yields the base URL."""
+    app = FastAPI(title="crucible webhooks", docs_url=None, redoc_url=None, openapi_url=None)
+    app.include_router(webhook_router(store, secret, on_delivery=on_delivery))
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off"))
+    thread = threading.Thread(target=server.run, name="crucible-webhooks", daemon=True)
+    thread.start()
+    try:
+        yield f"http://{host}:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)

@@ -1,0 +1,130 @@
+"""``--watch-feedback``: after round 0, keep the run alive for refinement rounds until the PRs close.
+
+Feedback arrives two ways and lands in the same durable, de-duplicated store: webhook deliveries
+(stored by the API edge, processed here) and a poller reading repository-wide comment lists with
+ETags, so a lost webhook delays feedback by at most one poll interval. Each new item gets a trust
+verdict; trusted items are batched into rounds (``rounds.py``).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from controller.domain.enums import StopReason
+from controller.forge.base import FeedbackEvent, Forge
+from controller.services.context import RunContext
+from controller.services.intake import ingest, process_deliveries
+from controller.services.loop import LoopResult, budgets_of, finish
+from controller.services.poller import Poller
+from controller.services.rounds import ready_batches, run_round
+from controller.services.trust import TrustPolicy
+from controller.store.records import FeedbackRecord
+
+
+@dataclass
+class Watch:
+    """Everything the watch needs besides the run context; built once at the edge."""
+
+    forge: Forge
+    own_logins: Collection[str]
+    wakeup: threading.Event = field(default_factory=threading.Event)
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC)
+    sleep_until_woken: Callable[[threading.Event, float], bool] = lambda event, timeout: event.wait(timeout)
+
+
+def _event_of(item: FeedbackRecord, repo: str) -> FeedbackEvent:
+    return FeedbackEvent(
+        repo=repo,
+        pr_number=item.pr_number,
+        source=str(item.source),
+        external_id=item.external_id,
+        review_id=item.review_id,
+        author=item.author,
+        author_type=item.author_type,
+        association=item.association,
+        body=item.body,
+        path=item.path,
+        line=item.line,
+        action=item.action,
+        updated_at=item.updated_at,
+        url=item.url,
+    )
+
+
+def _judge(ctx: RunContext, trust: TrustPolicy) -> None:
+    """Give every undecided item its trust verdict; only accepted ones can steer a round."""
+    repos = {p.component: p.repo for p in ctx.store.list_pulls(ctx.run_id)}
+    for item in ctx.store.list_feedback(ctx.run_id, undecided_only=True):
+        repo = repos.get(item.component)
+        if repo is None:
+            continue
+        trusted, reason = trust.decide(_event_of(item, repo))
+        if trusted and item.action in ("deleted", "dismissed"):
+            trusted, reason = False, f"the {item.source} was {item.action}"
+        if trusted and not item.body.strip() and item.source == "review":
+            trusted, reason = False, "an empty review body (its inline comments carry the feedback)"
+        verdict = "accepted" if trusted else "rejected"
+        # The verdict lives on the item (add_feedback already wrote its feedback_received event).
+        ctx.store.set_feedback_verdict(item.id, trusted=trusted, verdict=verdict, reason=reason)
+
+
+def _closed(ctx: RunContext, watch: Watch) -> bool:
+    pulls = ctx.store.list_pulls(ctx.run_id)
+    if not pulls:
+        return False
+    states = [watch.forge.get_pull(p.repo, p.number) for p in pulls]
+    return all(p.state == "closed" for p in states)
+
+
+def watch_feedback(ctx: RunContext, searched: LoopResult, watch: Watch) -> LoopResult:
+    """Take over after round 0 (``searched`` says why its search ended) until a stop."""
+    spec = ctx.spec
+    assert spec.feedback is not None
+    feedback = spec.feedback
+    trust = TrustPolicy(watch.forge, trusted_bots=feedback.trusted_bots, own_logins=watch.own_logins)
+    pulls = ctx.store.list_pulls(ctx.run_id)
+    if not pulls:
+        return finish(ctx, searched.stop_reason, searched.message + "; no pull request to watch")
+    poller = Poller(watch.forge, repos={p.repo for p in pulls})
+    for pull in pulls:
+        poller.watch(pull.repo, pull.number)
+    while True:
+        stop = _budget_stop(ctx, watch, feedback.max_rounds)
+        if stop is not None:
+            return finish(ctx, *stop)
+        if _closed(ctx, watch):
+            return finish(ctx, StopReason.FEEDBACK_CLOSED, "stopped: the pull requests were closed")
+        process_deliveries(ctx.store, own_logins=watch.own_logins)
+        for event in poller.poll():
+            owner = ctx.store.pull_by_number(event.repo, event.pr_number)
+            if owner is not None and owner.run_id == ctx.run_id:
+                ingest(ctx.store, ctx.run_id, owner.component, [event], own_logins=watch.own_logins)
+        _judge(ctx, trust)
+        waiting = [
+            i for i in ctx.store.list_feedback(ctx.run_id) if i.verdict == "accepted" and i.round is None
+        ]
+        batches = ready_batches(waiting, watch.clock(), feedback.quiet_window)
+        if batches:
+            run_round(ctx, batches[0])
+            continue
+        watch.wakeup.clear()
+        watch.sleep_until_woken(watch.wakeup, feedback.poll_interval)
+
+
+def _budget_stop(ctx: RunContext, watch: Watch, max_rounds: int) -> tuple[StopReason, str] | None:
+    """The budgets that still apply while watching: cancel, wall clock, cost, rounds."""
+    if ctx.executor.cancel.is_set():
+        return StopReason.CANCELLED, "stopped: cancelled by the user"
+    budgets = budgets_of(ctx)
+    run = ctx.store.get_run(ctx.run_id)
+    elapsed = (watch.clock() - run.created_at).total_seconds()
+    if budgets.wall_clock_s is not None and elapsed >= budgets.wall_clock_s:
+        return StopReason.WALL_CLOCK, "stopped: wall-clock budget spent while watching feedback"
+    if budgets.cost_usd is not None and run.cost_usd >= budgets.cost_usd:
+        return StopReason.COST, "stopped: cost budget spent while watching feedback"
+    if run.round >= max_rounds:
+        return StopReason.MAX_ROUNDS, f"stopped: {run.round} refinement rounds done (feedback.max_rounds)"
+    return None

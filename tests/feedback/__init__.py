@@ -1,0 +1,1 @@
+"""Tests of the feedback services: trust and the poller (issue 4)."""

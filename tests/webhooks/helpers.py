@@ -1,0 +1,81 @@
+"""Shared pieces of the webhook tests: the oracle payloads, a store with one published PR, signing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from controller.forge.base import FeedbackEvent
+from controller.store import PullRecord, Store
+from tests.store.test_store import component, new_run
+
+ORACLES = Path("/work/shared/oracles/github-webhooks")
+ORACLE_FILES = sorted(ORACLES.glob("*.json"))
+SECRET = "test-secret"
+REPO = "Codertocat/Hello-World"  # the repository and PR (#2) of GitHub's example payloads
+PR = 2
+
+
+def oracle(name: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((ORACLES / name).read_text())
+    return data
+
+
+def event_of(path: Path) -> str:
+    """``issue_comment.created.0.json`` -> ``issue_comment`` (the X-GitHub-Event header)."""
+    return path.name.split(".")[0]
+
+
+def on_pull_request(payload: dict[str, Any]) -> dict[str, Any]:
+    """An issue_comment payload as GitHub sends it for a PR (it adds ``issue.pull_request``)."""
+    issue = dict(payload["issue"])
+    url = f"https://github.com/{REPO}/pull/{issue['number']}"
+    issue["pull_request"] = {
+        "url": f"https://api.github.com/repos/{REPO}/pulls/{issue['number']}",
+        "html_url": url,
+        "diff_url": url + ".diff",
+        "patch_url": url + ".patch",
+        "merged_at": None,
+    }
+    return {**payload, "issue": issue}
+
+
+def publish(store: Store, run_id: str = "r1", number: int = PR) -> PullRecord:
+    """A run with one component whose draft PR is REPO#number."""
+    store.create_run(new_run(run_id))
+    store.add_component(component(run_id=run_id))
+    pull = PullRecord(
+        run_id=run_id,
+        component="router",
+        repo=REPO,
+        number=number,
+        url=f"https://github.com/{REPO}/pull/{number}",
+        branch=f"crucible/{run_id}",
+        head_sha="a" * 40,
+        pushed_sha="a" * 40,
+        base_sha="b" * 40,
+    )
+    store.save_pull(pull)
+    return pull
+
+
+def comment_event(**changes: Any) -> FeedbackEvent:
+    fields: dict[str, Any] = dict(
+        repo=REPO,
+        pr_number=PR,
+        source="review_comment",
+        external_id=1001,
+        review_id=77,
+        author="alice",
+        author_type="User",
+        association="OWNER",
+        body="use a smaller buffer",
+        path="src/a.py",
+        line=3,
+        action="created",
+        updated_at="2026-01-01T00:00:00Z",
+        url="https://github.com/x/y/pull/2#discussion_r1001",
+    )
+    fields.update(changes)
+    return FeedbackEvent(**fields)

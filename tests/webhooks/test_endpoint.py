@@ -1,0 +1,270 @@
+"""``POST /webhooks/github`` over real HTTP (ASGI via TestClient) into a real store, then processed."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import FastAPI
+
+from controller.api.webhooks import webhook_router
+from controller.domain.enums import EventKind
+from controller.forge.webhooks import signature_for
+from controller.localforge.server import serve_in_thread
+from controller.services.intake import ingest, process_deliveries
+from controller.store import Store
+from tests.webhooks.helpers import (
+    ORACLE_FILES,
+    PR,
+    SECRET,
+    comment_event,
+    event_of,
+    on_pull_request,
+    oracle,
+    publish,
+)
+
+
+class Wakeups:
+    def __init__(self) -> None:
+        self.count = 0
+
+    def __call__(self) -> None:
+        self.count += 1
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    s = Store.open(f"sqlite:///{tmp_path / 'crucible.db'}", upgrade=True)
+    yield s
+    s.close()
+
+
+Client = Callable[..., httpx.Client]
+
+
+@pytest.fixture
+def client_for() -> Iterator[Client]:
+    """``client_for(store, secret=SECRET, **options)``: an HTTP client of a real uvicorn server
+    (loopback socket) serving ``webhook_router(store, secret, **options)``."""
+    with ExitStack() as stack:
+
+        def build(store: Store, secret: str | None = SECRET, **options: Any) -> httpx.Client:
+            app = FastAPI()
+            app.include_router(webhook_router(store, secret, **options))
+            url = stack.enter_context(serve_in_thread(app))
+            return stack.enter_context(httpx.Client(base_url=url, timeout=30))
+
+        yield build
+
+
+def post(
+    client: httpx.Client,
+    event: str,
+    body: bytes,
+    *,
+    delivery: str = "d-1",
+    signature: str | None = "sign",
+) -> httpx.Response:
+    headers = {"X-GitHub-Event": event, "X-GitHub-Delivery": delivery, "Content-Type": "application/json"}
+    if signature == "sign":
+        signature = signature_for(SECRET.encode(), body)
+    if signature is not None:
+        headers["X-Hub-Signature-256"] = signature
+    return client.post("/webhooks/github", content=body, headers=headers)
+
+
+def encode(payload: dict[str, Any]) -> bytes:
+    return json.dumps(payload).encode()
+
+
+def test_a_signed_delivery_is_queued_once_and_wakes_the_processor(client_for: Client, store: Store) -> None:
+    wakeups = Wakeups()
+    client = client_for(store, on_delivery=wakeups)
+    body = encode(oracle("pull_request_review.submitted.0.json"))
+    first = post(client, "pull_request_review", body)
+    again = post(client, "pull_request_review", body)
+    assert (first.status_code, first.json()) == (202, {"status": "queued"})
+    assert (again.status_code, again.json()) == (202, {"status": "duplicate"})
+    assert wakeups.count == 1
+    assert [d.id for d in store.pending_deliveries()] == ["d-1"]
+
+
+@pytest.mark.parametrize(
+    "signature",
+    [None, "sha256=" + "0" * 64, "garbage", signature_for(b"another secret", b"{}")],
+)
+def test_forged_or_missing_signatures_get_401_and_store_nothing(
+    client_for: Client, store: Store, signature: str | None
+) -> None:
+    response = post(
+        client_for(store),
+        "issue_comment",
+        encode(oracle("issue_comment.created.0.json")),
+        signature=signature,
+    )
+    assert response.status_code == 401
+    assert store.pending_deliveries() == []
+
+
+def test_a_signature_of_other_bytes_is_refused(client_for: Client, store: Store) -> None:
+    body = encode(oracle("issue_comment.created.0.json"))
+    forged = signature_for(SECRET.encode(), body + b" ")
+    assert post(client_for(store), "issue_comment", body, signature=forged).status_code == 401
+    assert store.pending_deliveries() == []
+
+
+@pytest.mark.parametrize("body", [b"{not json", b"[1, 2]", b'{"a": NaN}', b"\xff\xfe", b""])
+def test_malformed_bodies_get_400(client_for: Client, store: Store, body: bytes) -> None:
+    assert post(client_for(store), "issue_comment", body).status_code == 400
+    assert store.pending_deliveries() == []
+
+
+@pytest.mark.parametrize("missing", ["X-GitHub-Event", "X-GitHub-Delivery"])
+def test_missing_github_headers_get_400(client_for: Client, store: Store, missing: str) -> None:
+    body = b"{}"
+    headers = {
+        "X-GitHub-Event": "issue_comment",
+        "X-GitHub-Delivery": "d-1",
+        "X-Hub-Signature-256": signature_for(SECRET.encode(), body),
+    }
+    del headers[missing]
+    assert client_for(store).post("/webhooks/github", content=body, headers=headers).status_code == 400
+    assert store.pending_deliveries() == []
+
+
+def test_bodies_over_the_cap_get_413(client_for: Client, store: Store) -> None:
+    client = client_for(store, max_bytes=100)
+    body = encode({"action": "created", "pad": "x" * 200})
+    assert post(client, "issue_comment", body).status_code == 413
+
+    def chunks() -> Iterator[bytes]:  # no Content-Length: the cap applies to the bytes read
+        yield body[:50]
+        yield body[50:]
+
+    headers = {"X-GitHub-Event": "issue_comment", "X-GitHub-Delivery": "d-2"}
+    headers["X-Hub-Signature-256"] = signature_for(SECRET.encode(), body)
+    assert client.post("/webhooks/github", content=chunks(), headers=headers).status_code == 413
+    assert post(client, "issue_comment", b'{"action": "created"}').status_code == 202
+    assert [d.id for d in store.pending_deliveries()] == ["d-1"]
+
+
+@pytest.mark.parametrize("secret", [None, ""])
+def test_without_a_secret_every_delivery_is_refused(
+    client_for: Client, store: Store, secret: str | None
+) -> None:
+    body = encode(oracle("ping.event.0.json"))
+    assert post(client_for(store, secret), "ping", body).status_code == 503
+    assert store.pending_deliveries() == []
+
+
+def test_ping_answers_200_without_queuing(client_for: Client, store: Store) -> None:
+    response = post(client_for(store), "ping", encode(oracle("ping.event.1.json")))
+    assert (response.status_code, response.json()) == (200, {"status": "pong"})
+    assert store.pending_deliveries() == []
+
+
+def test_every_oracle_payload_is_accepted_and_processed(client_for: Client, store: Store) -> None:
+    publish(store)  # the examples' PR (Codertocat/Hello-World#2) is one crucible published
+    client = client_for(store)
+    for index, path in enumerate(ORACLE_FILES):
+        response = post(client, event_of(path), path.read_bytes(), delivery=f"d-{index}")
+        assert response.status_code in (200, 202), path.name
+    queued = len([p for p in ORACLE_FILES if event_of(p) != "ping"])
+    assert process_deliveries(store) == queued
+    assert store.pending_deliveries() == []
+    sources = {f.source.value for f in store.list_feedback("r1")}
+    assert sources == {"review", "review_comment"}  # no example issue_comment is on a PR
+    kinds = [e.kind for e in store.list_events("r1")]
+    # Sent in name order: closed twice (one change, one event), then reopened twice.
+    assert kinds.count(EventKind.PR_CLOSED) == 1
+    assert store.list_pulls("r1")[0].state == "open"
+    assert process_deliveries(store) == 0
+
+
+def test_an_issue_comment_on_a_pull_request_becomes_feedback(client_for: Client, store: Store) -> None:
+    publish(store)
+    payload = on_pull_request(oracle("issue_comment.created.1.json"))
+    payload["issue"]["number"] = PR
+    assert post(client_for(store), "issue_comment", encode(payload)).status_code == 202
+    process_deliveries(store)
+    (item,) = store.list_feedback("r1")
+    assert (item.source.value, item.pr_number, item.external_id) == (
+        "issue_comment",
+        PR,
+        payload["comment"]["id"],
+    )
+    assert item.body == payload["comment"]["body"]
+
+
+def test_ten_deliveries_and_the_poller_yield_one_item(client_for: Client, store: Store) -> None:
+    publish(store)
+    client = client_for(store)
+    payload = oracle("pull_request_review_comment.created.1.json")
+    body = encode(payload)
+    statuses = [
+        post(client, "pull_request_review_comment", body, delivery="same").status_code for _ in range(10)
+    ]
+    assert statuses == [202] * 10
+    # GitHub's manual redelivery of a lost webhook gets a new delivery id: also the same item.
+    assert post(client, "pull_request_review_comment", body, delivery="other").status_code == 202
+    assert process_deliveries(store) == 2
+    comment = payload["comment"]
+    polled = comment_event(
+        external_id=comment["id"], action="created", updated_at=comment["updated_at"], body=comment["body"]
+    )
+    assert ingest(store, "r1", "router", [polled]) == []
+    assert len(store.list_feedback("r1")) == 1
+    assert [e.kind for e in store.list_events("r1")].count(EventKind.FEEDBACK_RECEIVED) == 1
+
+
+def test_an_edit_and_a_delete_with_one_updated_at_are_two_items(client_for: Client, store: Store) -> None:
+    publish(store)
+    client = client_for(store)
+    edited = oracle("pull_request_review_comment.edited.4.json")
+    deleted = oracle("pull_request_review_comment.deleted.3.json")
+    assert edited["comment"]["updated_at"] == deleted["comment"]["updated_at"]
+    post(client, "pull_request_review_comment", encode(edited), delivery="e")
+    post(client, "pull_request_review_comment", encode(deleted), delivery="d")
+    process_deliveries(store)
+    assert sorted(f.action for f in store.list_feedback("r1")) == ["deleted", "edited"]
+
+
+def test_crucibles_own_comments_and_unknown_prs_are_ignored(client_for: Client, store: Store) -> None:
+    publish(store)
+    client = client_for(store)
+    mine = oracle("pull_request_review_comment.created.2.json")
+    other_pr = oracle("pull_request_review_comment.created.1.json")
+    other_pr["pull_request"]["number"] = PR + 40
+    post(client, "pull_request_review_comment", encode(mine), delivery="mine")
+    post(client, "pull_request_review_comment", encode(other_pr), delivery="other")
+    assert process_deliveries(store, own_logins=["codertocat"]) == 2
+    assert store.list_feedback("r1") == []
+    kept = ingest(store, "r1", "router", [comment_event(author="alice")], own_logins=["Codertocat"])
+    assert [f.author for f in kept] == ["alice"]
+
+
+def test_a_payload_missing_fields_is_accepted_then_skipped(client_for: Client, store: Store) -> None:
+    publish(store)
+    body = encode({"action": "created", "comment": {"id": 5}})
+    assert post(client_for(store), "pull_request_review_comment", body).status_code == 202
+    assert process_deliveries(store) == 1
+    assert store.list_feedback("r1") == []
+    assert store.pending_deliveries() == []
+
+
+def test_postgresql_end_to_end(client_for: Client, postgres_url: str) -> None:
+    with Store.open(postgres_url, upgrade=True) as store:
+        publish(store)
+        client = client_for(store)
+        body = encode(oracle("pull_request_review.submitted.2.json"))
+        assert post(client, "pull_request_review", body).status_code == 202
+        assert post(client, "pull_request_review", body).json() == {"status": "duplicate"}
+        assert post(client, "pull_request_review", body, signature=None).status_code == 401
+        assert process_deliveries(store) == 1
+        assert [f.source.value for f in store.list_feedback("r1")] == ["review"]
