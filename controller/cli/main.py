@@ -297,6 +297,19 @@ def runs_show(run_id: str, as_json: bool, events: bool, tsv: bool) -> None:
     for pull in view["pull_requests"]:
         state = "paused" if pull["paused"] else ("draft" if pull["draft"] else pull["state"])
         click.echo(f"pull request {pull['component']}: #{pull['number']} ({state}) {pull['url']}")
+    for item in view["feedback"]:
+        where = f" {item['path']}:{item['line']}" if item["path"] else ""
+        verdict = item["verdict"] or "pending"
+        click.echo(f"feedback #{item['id']} by @{item['author']}{where}: {verdict} ({item['reason'] or '-'})")
+    for done in view["rounds"]:
+        outcome = (
+            f"pushed {str(done.get('head') or '')[:12]}"
+            if done.get("kept")
+            else "held nothing; pushed nothing"
+        )
+        click.echo(f"round {done['round']} ({done['component']}): {outcome}")
+    for reply in view["replies"]:
+        click.echo(f"drafted reply to @{reply['author']} (feedback #{reply['feedback']}): {reply['reply']}")
 
 
 @runs.command("resume-pr")

@@ -87,6 +87,7 @@ def run_view(settings: Settings, store: Store, run_id: str, *, with_diffs: bool 
         ],
         "created_at": run.created_at.isoformat(),
         "finished_at": run.finished_at.isoformat() if run.finished_at else None,
+        **{key: value for key, value in feedback_view(store, run_id).items() if key != "run_id"},
     }
 
 

@@ -188,3 +188,39 @@ def test_a_round_that_loses_more_than_hold_pushes_nothing_and_says_so(
     assert "round 1 (feedback from @bob" in body and "could not hold the score" in body
     rounds = feedback_view(store, run_id)["rounds"]
     assert [r["kept"] for r in rounds] == [False]
+
+
+def test_a_closed_pr_ends_the_watch_with_feedback_closed(
+    tmp_path: Path, forge: tuple[ForgeHandle, Github]
+) -> None:
+    handle, alice = forge
+    (tmp_path / "agent.sh").write_text(AGENT)
+    spec_path = tmp_path / "crucible.toml"
+    spec_path.write_text(
+        SPEC.format(agent=tmp_path / "agent.sh", api=handle.api_url).replace(
+            "max_rounds = 1", "max_rounds = 5"
+        )
+    )
+    spec = load_spec(spec_path)
+    home = tmp_path / "crucible-home"
+    home.mkdir()
+    settings = Settings(home=home, database_url=f"sqlite:///{home / 'c.db'}")
+    store = Store.open(settings.database_url, upgrade=True)
+    client = GithubForge(handle.api_url, ForgeCredentials.for_token(TOKENS["alice"]), write_interval=0)
+    run_id = create_run(
+        store, spec, spec_path.read_text(), spec_path, options={"publish_prs": True}, forge=client
+    )
+    ctx = open_context(settings, store, run_id, spec)
+    ctx.on_champion = Publisher(client).publish
+
+    def close_then_watch(context: object, searched: LoopResult) -> LoopResult:
+        [record] = store.list_pulls(run_id)
+        alice.get_repo("alice/app").get_pull(record.number).edit(state="closed")  # a person closes it
+        watch = Watch(forge=client, own_logins=["alice"])
+        watch.sleep_until_woken = lambda event, timeout: False
+        return watch_feedback(context, searched, watch)  # type: ignore[arg-type]
+
+    result = run_loop(ctx, then=close_then_watch)
+
+    assert (result.status, result.stop_reason) == ("completed", "feedback_closed")
+    assert store.get_run(run_id).stop_reason == "feedback_closed"
