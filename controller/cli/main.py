@@ -412,7 +412,7 @@ def upgrade() -> None:
 
 
 @cli.command()
-@click.option("--turns", default=12, type=click.IntRange(min=1), help="turns to run")
+@click.option("--turns", default=8, type=click.IntRange(min=1), help="turns in round 0")
 @click.option("--json", "as_json", is_flag=True)
 @click.option("--keep", "keep_dir", type=click.Path(path_type=Path), default=None, help="work here, keep it")
 def demo(turns: int, as_json: bool, keep_dir: Path | None) -> None:

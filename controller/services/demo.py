@@ -18,6 +18,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 
@@ -27,15 +28,16 @@ from controller.domain.enums import RunStatus
 from controller.forge.auth import ForgeCredentials
 from controller.forge.base import Forge
 from controller.forge.github import GithubForge
-from controller.services.context import Observer
-from controller.services.loop import run_loop
+from controller.services.context import Observer, RunContext
+from controller.services.loop import Handover, LoopResult, run_loop
 from controller.services.patching import patch_text
 from controller.services.publish import Publisher
 from controller.services.runs import create_run, open_context
 from controller.services.views import run_view
+from controller.services.watch import Watch, watch_feedback
 from controller.store.store import Store
 
-DEMO_FILES = ("config.toml", "router.py", "bench.py", "test_router.py", "crucible.toml")
+DEMO_FILES = ("config.toml", "router.py", "bench.py", "test_router.py", "agent.py", "crucible.toml")
 
 
 def make_demo_repo(target: Path) -> Path:
@@ -70,7 +72,9 @@ class DemoForge:
     def __init__(self, root: Path) -> None:
         self.root = root
         self.token = "demo-" + secrets.token_hex(16)
+        self.reviewer_token = "reviewer-" + secrets.token_hex(16)
         _crucible("forge", "user", "add", "demo", "--root", str(root), "--admin", "--token", self.token)
+        _crucible("forge", "user", "add", "reviewer", "--root", str(root), "--token", self.reviewer_token)
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         argv = [sys.executable, "-c", "from controller.cli.main import main; main()"]
@@ -106,6 +110,26 @@ class DemoForge:
         )
         return f"demo/{name}"
 
+    def add_reviewer(self, repo: str) -> None:
+        """Give the simulated reviewer write access to ``repo`` (so its feedback may steer)."""
+        _crucible(
+            "forge",
+            "add-collaborator",
+            repo,
+            "reviewer",
+            "--permission",
+            "push",
+            "--url",
+            self.url,
+            "--token",
+            self.token,
+        )
+
+    def review(self, repo: str, number: int, body: str, comment: str) -> None:
+        """Submit a review with one inline comment (``PATH:LINE:TEXT``) as the reviewer."""
+        args = ["forge", "review", repo, str(number), "--event", "COMMENT", "--body", body]
+        _crucible(*args, "--comment", comment, "--url", self.url, "--token", self.reviewer_token)
+
     def stop(self) -> None:
         self.process.terminate()
         try:
@@ -134,17 +158,52 @@ def run_demo(*, turns: int, as_json: bool, workdir: Path | None, observer: Obser
     forge = DemoForge(root / "forge")
     try:
         upstream = forge.create_repo("router", repo)
+        forge.add_reviewer(upstream)
         say(f"demo: local forge at {forge.url}; upstream repository {upstream}")
         spec_path = root / "crucible.toml"
         spec_path.write_text(_demo_spec(repo, upstream, forge.api_url))
         client = GithubForge(forge.api_url, ForgeCredentials.for_token(forge.token), write_interval=0)
-        return _run(root, home, spec_path, client, turns=turns, as_json=as_json, observer=observer)
+        return _run(home, spec_path, client, forge, turns=turns, as_json=as_json, observer=observer)
     finally:
         forge.stop()
 
 
+REVIEW_BODY = "Nice speed-up. One request before this leaves draft."
+REVIEW_COMMENT = "Could we use batch.size = 4 here? Bigger batches amortise the backend round trip."
+
+
+def _reviewer_then_watch(store: Store, client: Forge, forge: DemoForge, say: Callable[..., None]) -> Handover:
+    """After round 0: the simulated reviewer reviews the draft PR, then crucible watches for feedback."""
+
+    def then(ctx: RunContext, searched: LoopResult) -> LoopResult:
+        pulls = store.list_pulls(ctx.run_id)
+        if not pulls:
+            return searched
+        pull = pulls[0]
+        line = _line_of(ctx, pull.component, "size = ", after="[batch]")
+        forge.review(pull.repo, pull.number, REVIEW_BODY, f"config.toml:{line}:{REVIEW_COMMENT}")
+        say(f"demo: @reviewer reviewed PR #{pull.number}: config.toml line {line}: {REVIEW_COMMENT!r}")
+        return watch_feedback(ctx, searched, Watch(forge=client, own_logins=["demo"]))
+
+    return then
+
+
+def _line_of(ctx: RunContext, component: str, prefix: str, *, after: str) -> int:
+    """The 1-based line of the first line starting with ``prefix`` after the line ``after``."""
+    text = (ctx.checkout("champion", component).path / "config.toml").read_text().splitlines()
+    start = next((i for i, line in enumerate(text) if line.strip() == after), 0)
+    return next((i + 1 for i in range(start, len(text)) if text[i].startswith(prefix)), 1)
+
+
 def _run(
-    root: Path, home: Path, spec_path: Path, client: Forge, *, turns: int, as_json: bool, observer: Observer
+    home: Path,
+    spec_path: Path,
+    client: Forge,
+    forge: DemoForge,
+    *,
+    turns: int,
+    as_json: bool,
+    observer: Observer,
 ) -> int:
     settings = Settings(home=home, database_url=f"sqlite:///{home / 'crucible.db'}")
     store = Store.open(settings.database_url, upgrade=True)
@@ -163,7 +222,7 @@ def _run(
     )
     ctx = open_context(settings, store, run_id, spec, observer=observer)
     ctx.on_champion = publisher.publish
-    result = run_loop(ctx)
+    result = run_loop(ctx, then=_reviewer_then_watch(store, client, forge, say))
     view = run_view(settings, store, run_id)
     if as_json:
         print(json.dumps(view, default=str))
@@ -178,6 +237,13 @@ def _run(
             print(f"{draft}pull request #{pull['number']} ({pull['component']}): {pull['url']}")
             body = client.get_pull(upstream_of(spec, pull["component"]), pull["number"]).body
             print(score_table(body))
+        for done in view["rounds"]:
+            outcome = (
+                f"pushed {str(done['head'])[:12]} onto the same branch" if done["kept"] else "pushed nothing"
+            )
+            print(f"refinement round {done['round']}: {outcome} ({done['detail']})")
+        for reply in view["replies"]:
+            print(f"drafted reply (not posted) to @{reply['author']}: {reply['reply']}")
         patch = patch_text(settings, store, run_id)
         print("final patch (crucible patch):" if patch else "no change was kept")
         print(patch, end="")

@@ -128,9 +128,11 @@ def finish(ctx: RunContext, reason: StopReason, message: str) -> LoopResult:
 SEARCH_DONE = frozenset({StopReason.MAX_TURNS, StopReason.EXHAUSTED, StopReason.TARGET_REACHED})
 
 
-def run_loop(
-    ctx: RunContext, *, then: Callable[[RunContext, LoopResult], LoopResult] | None = None
-) -> LoopResult:
+Handover = Callable[[RunContext, LoopResult], LoopResult]
+"""What takes over when round 0's search is done (the feedback watch); it decides the final stop."""
+
+
+def run_loop(ctx: RunContext, *, then: Handover | None = None) -> LoopResult:
     """Drive a pending or resumed run to its stop.
 
     ``then`` (the feedback watch) takes over when round 0's search is done; it decides the final stop."""
