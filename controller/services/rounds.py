@@ -26,6 +26,29 @@ class Batch:
     items: tuple[FeedbackRecord, ...]
 
 
+def current_versions(items: Sequence[FeedbackRecord]) -> list[FeedbackRecord]:
+    """Pure: the latest version of each piece of feedback that may still steer a round.
+
+    An edit replaces the earlier text until a round consumes it; a deleted comment or a dismissed
+    review is dropped; anything a round already consumed (any version) never triggers again; only
+    accepted (trusted) versions count.
+    """
+    latest: dict[tuple[str, int], FeedbackRecord] = {}
+    consumed: set[tuple[str, int]] = set()
+    for item in items:
+        key = (str(item.source), item.external_id)
+        if item.round is not None:
+            consumed.add(key)
+        known = latest.get(key)
+        if known is None or (item.updated_at, item.id) > (known.updated_at, known.id):
+            latest[key] = item
+    return [
+        item
+        for key, item in latest.items()
+        if key not in consumed and item.action not in ("deleted", "dismissed") and item.verdict == "accepted"
+    ]
+
+
 def ready_batches(items: Sequence[FeedbackRecord], now: datetime, quiet_window_s: float) -> list[Batch]:
     """Pure: which accepted, unassigned feedback is ready to steer a round, oldest first.
 

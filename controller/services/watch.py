@@ -19,7 +19,7 @@ from controller.services.context import RunContext
 from controller.services.intake import ingest, process_deliveries
 from controller.services.loop import LoopResult, budgets_of, finish
 from controller.services.poller import Poller
-from controller.services.rounds import ready_batches, run_round
+from controller.services.rounds import current_versions, ready_batches, run_round
 from controller.services.trust import TrustPolicy
 from controller.store.records import FeedbackRecord
 
@@ -103,9 +103,7 @@ def watch_feedback(ctx: RunContext, searched: LoopResult, watch: Watch) -> LoopR
             if owner is not None and owner.run_id == ctx.run_id:
                 ingest(ctx.store, ctx.run_id, owner.component, [event], own_logins=watch.own_logins)
         _judge(ctx, trust)
-        waiting = [
-            i for i in ctx.store.list_feedback(ctx.run_id) if i.verdict == "accepted" and i.round is None
-        ]
+        waiting = current_versions(ctx.store.list_feedback(ctx.run_id))
         batches = ready_batches(waiting, watch.clock(), feedback.quiet_window)
         if batches:
             run_round(ctx, batches[0])
