@@ -31,6 +31,7 @@ class Watch:
     forge: Forge
     own_logins: Collection[str]
     wakeup: threading.Event = field(default_factory=threading.Event)
+    poll: bool = True  # False only to prove the webhook path alone delivers (tests)
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
     sleep_until_woken: Callable[[threading.Event, float], bool] = lambda event, timeout: event.wait(timeout)
 
@@ -98,7 +99,7 @@ def watch_feedback(ctx: RunContext, searched: LoopResult, watch: Watch) -> LoopR
         if _closed(ctx, watch):
             return finish(ctx, StopReason.FEEDBACK_CLOSED, "stopped: the pull requests were closed")
         process_deliveries(ctx.store, own_logins=watch.own_logins)
-        for event in poller.poll():
+        for event in poller.poll() if watch.poll else ():
             owner = ctx.store.pull_by_number(event.repo, event.pr_number)
             if owner is not None and owner.run_id == ctx.run_id:
                 ingest(ctx.store, ctx.run_id, owner.component, [event], own_logins=watch.own_logins)

@@ -1,0 +1,146 @@
+"""Feedback by webhook alone (real signatures from the local forge), and two reviews steering two
+different refinement commits on the same branch."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+from github import Auth, Github
+
+from controller.config.settings import Settings
+from controller.config.spec import load_spec
+from controller.forge.auth import ForgeCredentials
+from controller.forge.github import GithubForge
+from controller.localforge.server import running_forge
+from controller.localforge.users import add_user
+from controller.services.loop import LoopResult, run_loop
+from controller.services.publish import Publisher, branch_name
+from controller.services.runs import create_run, open_context
+from controller.services.views import feedback_view
+from controller.services.watch import Watch, watch_feedback
+from controller.store import Store
+from tests.conftest import git, make_repo
+from tests.publish.test_publish import subprocess_git
+from tests.rounds.test_round_e2e import AGENT, SPEC, TOKENS
+
+pytestmark = pytest.mark.slow
+SECRET = "it is a secret to everybody"
+
+
+def _setup(tmp_path: Path, api: str, max_rounds: int) -> tuple[Store, str, GithubForge, Settings]:
+    (tmp_path / "agent.sh").write_text(AGENT)
+    spec_path = tmp_path / "crucible.toml"
+    spec_path.write_text(
+        SPEC.format(agent=tmp_path / "agent.sh", api=api).replace(
+            "max_rounds = 1", f"max_rounds = {max_rounds}"
+        )
+    )
+    spec = load_spec(spec_path)
+    home = tmp_path / "crucible-home"
+    home.mkdir()
+    settings = Settings(home=home, database_url=f"sqlite:///{home / 'c.db'}")
+    store = Store.open(settings.database_url, upgrade=True)
+    client = GithubForge(api, ForgeCredentials.for_token(TOKENS["alice"]), write_interval=0)
+    run_id = create_run(
+        store, spec, spec_path.read_text(), spec_path, options={"publish_prs": True}, forge=client
+    )
+    return store, run_id, client, settings
+
+
+def _push_repo(tmp_path: Path, api_url: str) -> Github:
+    repo = make_repo(tmp_path / "repo", {"src/value.txt": "10\n", "README.md": "app\n"})
+    alice = Github(base_url=api_url, auth=Auth.Token(TOKENS["alice"]), retry=None)
+    created = alice.get_user().create_repo("app")
+    created.add_to_collaborators("bob", permission="push")
+    subprocess_git(repo, TOKENS["alice"], "push", "-q", created.clone_url, "main:refs/heads/main")
+    return alice
+
+
+def _review(api_url: str, number: int, text: str) -> None:
+    bob = Github(base_url=api_url, auth=Auth.Token(TOKENS["bob"]), retry=None)
+    pull = bob.get_repo("alice/app").get_pull(number)
+    commit = list(pull.get_commits())[-1]
+    pull.create_review(
+        commit=commit, body="", event="COMMENT", comments=[{"path": "src/value.txt", "line": 1, "body": text}]
+    )
+    bob.close()
+
+
+def test_webhooks_alone_deliver_the_feedback(tmp_path: Path) -> None:
+    from controller.cli.listen import webhook_server
+    from tests.conftest import free_port
+
+    root = tmp_path / "forge"
+    for user, token in TOKENS.items():
+        add_user(root, user, token=token)
+    port = free_port()
+    with running_forge(
+        root, webhook_url=f"http://127.0.0.1:{port}/webhooks/github", webhook_secret=SECRET
+    ) as handle:
+        alice = _push_repo(tmp_path, handle.api_url)
+        store, run_id, client, settings = _setup(tmp_path, handle.api_url, 1)
+        ctx = open_context(settings, store, run_id, load_spec(tmp_path / "crucible.toml"))
+        ctx.on_champion = Publisher(client).publish
+        watch = Watch(forge=client, own_logins=["alice"], poll=False)
+        woken = threading.Event()
+
+        def then(context: object, searched: LoopResult) -> LoopResult:
+            [record] = store.list_pulls(run_id)
+            _review(handle.api_url, record.number, "webhook only: please keep it stable")
+
+            def sleep(event: threading.Event, timeout: float) -> bool:
+                woken.set()
+                return event.wait(5)  # the webhook wakes the watch
+
+            watch.sleep_until_woken = sleep
+            return watch_feedback(context, searched, watch)  # type: ignore[arg-type]
+
+        with webhook_server(store, SECRET, "127.0.0.1", port, watch.wakeup.set):
+            result = run_loop(ctx, then=then)
+        assert result.stop_reason == "max_rounds", result.message
+        items = feedback_view(store, run_id)["feedback"]
+        assert any("webhook only" in i["body"] and i["verdict"] == "accepted" for i in items)
+        [finished] = feedback_view(store, run_id)["rounds"]
+        assert finished["kept"]
+        alice.close()
+
+
+def test_two_reviews_steer_two_different_commits(tmp_path: Path) -> None:
+    root = tmp_path / "forge"
+    for user, token in TOKENS.items():
+        add_user(root, user, token=token)
+    with running_forge(root) as handle:
+        alice = _push_repo(tmp_path, handle.api_url)
+        store, run_id, client, settings = _setup(tmp_path, handle.api_url, 2)
+        ctx = open_context(settings, store, run_id, load_spec(tmp_path / "crucible.toml"))
+        ctx.on_champion = Publisher(client).publish
+        reviews = iter(["first review: make it blue", "second review: make it green"])
+
+        def then(context: object, searched: LoopResult) -> LoopResult:
+            [record] = store.list_pulls(run_id)
+            _review(handle.api_url, record.number, next(reviews))
+            watch = Watch(forge=client, own_logins=["alice"])
+
+            def sleep(event: threading.Event, timeout: float) -> bool:
+                rounds = feedback_view(store, run_id)["rounds"]
+                if len(rounds) == 1 and not getattr(sleep, "done", False):
+                    sleep.done = True  # type: ignore[attr-defined]
+                    _review(handle.api_url, record.number, next(reviews))
+                return False
+
+            watch.sleep_until_woken = sleep
+            return watch_feedback(context, searched, watch)  # type: ignore[arg-type]
+
+        result = run_loop(ctx, then=then)
+        assert result.stop_reason == "max_rounds", result.message
+        heads = [r["head"] for r in feedback_view(store, run_id)["rounds"]]
+        assert len(heads) == 2 and all(heads) and heads[0] != heads[1]
+        clone = settings.home / "runs" / run_id / "arms" / "candidate" / "app"
+        first = git(clone, "show", f"{heads[0]}:src/addressed.txt")
+        second = git(clone, "show", f"{heads[1]}:src/addressed.txt")
+        assert "make it blue" in first and "make it green" in second and "make it blue" not in second
+        tip = alice.get_repo("alice/app").get_branch(branch_name(run_id)).commit
+        assert tip.sha == heads[1] and [p.sha for p in tip.parents] == [heads[0]]
+        alice.close()
