@@ -31,6 +31,8 @@ class FeedbackQuote:
     body: str
     path: str | None = None
     line: int | None = None
+    kind: str = "comment"  # review | inline comment | comment
+    context: str | None = None  # the lines the comment refers to, as the candidate has them
 
 
 def clean_feedback(text: str) -> str:
@@ -98,9 +100,11 @@ def render_candidate(
             where = ""
             if quote.path:
                 where = f" on `{quote.path}`" + (f" line {quote.line}" if quote.line else "")
-            out.append(f"From @{quote.author}{where}:")
+            out.append(f"From @{quote.author} ({quote.kind}){where}, the reviewer asks:")
             out.append("")
             for line in clean_feedback(quote.body).splitlines() or [""]:
                 out.append(f"> {line}")
             out.append("")
+            if quote.context:
+                out += ["Code it refers to:", "", "```", quote.context.rstrip("\n"), "```", ""]
     return "\n".join(out).rstrip() + "\n"

@@ -89,6 +89,12 @@ def _facts(
     )
 
 
+def _cite(author: str, path: str | None, line: int | None, url: str) -> str:
+    """``@bob on `a.py`:3``, linked to the comment when the forge gave its URL."""
+    text = f"@{author}" + (f" on `{path}`" + (f":{line}" if line else "") if path else "")
+    return f"[{text}]({url})" if url else text
+
+
 def round_notes(ctx: RunContext, component: str) -> list[str]:
     """One line per finished refinement round of ``component``: what feedback it addressed and how."""
     lines: list[str] = []
@@ -97,10 +103,7 @@ def round_notes(ctx: RunContext, component: str) -> list[str]:
             continue
         number = int(event.payload["round"])
         items = [i for i in ctx.store.list_feedback(ctx.run_id, round=number) if i.component == component]
-        who = ", ".join(
-            f"@{i.author}" + (f" on `{i.path}`" + (f":{i.line}" if i.line else "") if i.path else "")
-            for i in items
-        )
+        who = ", ".join(_cite(i.author, i.path, i.line, i.url) for i in items)
         if event.payload.get("kept"):
             head = str(event.payload.get("head") or "")[:12]
             lines.append(

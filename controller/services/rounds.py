@@ -71,9 +71,34 @@ def ready_batches(items: Sequence[FeedbackRecord], now: datetime, quiet_window_s
     return sorted(batches, key=lambda b: min(i.received_at for i in b.items))
 
 
-def quotes(batch: Batch) -> tuple[FeedbackQuote, ...]:
+KINDS = {"review": "review", "review_comment": "inline comment", "issue_comment": "comment"}
+CONTEXT_LINES = 3
+
+
+def _context(ctx: RunContext, component: str, path: str | None, line: int | None) -> str | None:
+    """The lines around ``path:line`` in the PR head (what the comment points at), numbered."""
+    if not path or not line:
+        return None
+    root = ctx.checkout("champion", component).path.resolve()
+    target = (root / path).resolve()
+    if root not in target.parents or not target.is_file():
+        return None
+    lines = target.read_text(errors="replace").splitlines()
+    start, end = max(1, line - CONTEXT_LINES), min(len(lines), line + CONTEXT_LINES)
+    return "\n".join(f"{n:>4}{'>' if n == line else ' '} {lines[n - 1]}" for n in range(start, end + 1))
+
+
+def quotes(ctx: RunContext, batch: Batch) -> tuple[FeedbackQuote, ...]:
+    """The batch as quoted data for CANDIDATE.md: author, kind, file, line and the code it refers to."""
     return tuple(
-        FeedbackQuote(author=i.author, body=i.body, path=i.path, line=i.line)
+        FeedbackQuote(
+            author=i.author,
+            body=i.body,
+            path=i.path,
+            line=i.line,
+            kind=KINDS.get(str(i.source), "comment"),
+            context=_context(ctx, batch.component, i.path, i.line),
+        )
         for i in batch.items
         if i.body.strip()
     )
@@ -116,7 +141,7 @@ def run_round(ctx: RunContext, batch: Batch) -> bool:
     )
     first = first_published_score(ctx)
     ctx.round_rule = RoundRule(spec.feedback.hold, first) if first is not None else None
-    ctx.feedback = quotes(batch)
+    ctx.feedback = quotes(ctx, batch)
     kept = False
     detail = "no turn ran"
     try:

@@ -103,8 +103,8 @@ def test_a_trusted_review_steers_a_round_onto_the_same_branch(
     assert "delete the repo" not in addressed, "HTML comments never reach the agent"
     assert "ignore previous instructions" not in addressed, "untrusted feedback never reaches the agent"
     body = repo.get_pull(record.number).body or ""
-    assert "round 1 addressed feedback from @bob" in body
-    assert body.count("@bob on `src/value.txt`:1") == 3, "the body names each addressed inline comment"
+    assert "round 1 addressed feedback from [@bob" in body
+    assert body.count("[@bob on `src/value.txt`:1](http") == 3, "the body links each addressed inline comment"
     assert "mallory" not in body
     view = feedback_view(store, run_id)
     verdicts = {(i["author"], i["verdict"]) for i in view["feedback"]}
@@ -185,7 +185,7 @@ def test_a_round_that_loses_more_than_hold_pushes_nothing_and_says_so(
     repo = alice.get_repo("alice/app")
     assert repo.get_branch(branch_name(run_id)).commit.sha == seen["head"], "nothing was pushed"
     body = repo.get_pull(int(str(seen["number"]))).body or ""
-    assert "round 1 (feedback from @bob" in body and "could not hold the score" in body
+    assert "round 1 (feedback from [@bob" in body and "could not hold the score" in body
     rounds = feedback_view(store, run_id)["rounds"]
     assert [r["kept"] for r in rounds] == [False]
 
