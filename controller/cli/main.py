@@ -148,10 +148,9 @@ def loop(
         _fail(EXIT_USAGE, "feedback: a [feedback] table is required with --watch-feedback")
     if listen and not watch_feedback:
         _fail(EXIT_USAGE, "--listen only makes sense with --watch-feedback")
-    for flag, given in (
-        ("--server", server),
-        ("--live-steer", live_steer),
-    ):
+    if live_steer and not watch_feedback:
+        _fail(EXIT_USAGE, "--live-steer only makes sense with --watch-feedback")
+    for flag, given in (("--server", server),):
         if given:
             _fail(EXIT_USAGE, f"{flag} is not available in this version of crucible")
     spec = load_spec(spec_path)
@@ -178,7 +177,7 @@ def loop(
     undo = _interrupts_cancel(ctx.executor.cancel)
     try:
         if watch_feedback and publisher is not None:
-            result = _run_watching(ctx, store, publisher, listen)
+            result = _run_watching(ctx, store, publisher, listen, live_steer)
         else:
             result = run_loop(ctx)
     finally:
@@ -186,10 +185,12 @@ def loop(
     sys.exit(_finish_run(settings, store, run_id, result, as_json))
 
 
-def _run_watching(ctx: Any, store: Store, publisher: Publisher, listen: str | None) -> LoopResult:
+def _run_watching(
+    ctx: Any, store: Store, publisher: Publisher, listen: str | None, live_steer: bool
+) -> LoopResult:
     """Round 0, then refinement rounds from feedback until the PRs close or a budget stops the run."""
     own = [login for login in os.environ.get("CRUCIBLE_OWN_LOGINS", "").split(",") if login]
-    watch = Watch(forge=publisher.forge, own_logins=own)
+    watch = Watch(forge=publisher.forge, own_logins=own, live_steer=live_steer)
 
     def then(context: Any, searched: LoopResult) -> LoopResult:
         click.echo(f"{searched.message}; now watching the pull requests for feedback", err=True)

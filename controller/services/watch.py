@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from controller.domain.enums import StopReason
+from controller.engine.candidate import clean_feedback
 from controller.forge.base import FeedbackEvent, Forge
 from controller.services.context import RunContext
 from controller.services.intake import ingest, process_deliveries
@@ -32,6 +33,7 @@ class Watch:
     own_logins: Collection[str]
     wakeup: threading.Event = field(default_factory=threading.Event)
     poll: bool = True  # False only to prove the webhook path alone delivers (tests)
+    live_steer: bool = False  # append feedback arriving mid-round to CRUCIBLE_STEER_FILE
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
     sleep_until_woken: Callable[[threading.Event, float], bool] = lambda event, timeout: event.wait(timeout)
 
@@ -98,19 +100,82 @@ def watch_feedback(ctx: RunContext, searched: LoopResult, watch: Watch) -> LoopR
             return finish(ctx, *stop)
         if _closed(ctx, watch):
             return finish(ctx, StopReason.FEEDBACK_CLOSED, "stopped: the pull requests were closed")
-        process_deliveries(ctx.store, own_logins=watch.own_logins)
-        for event in poller.poll() if watch.poll else ():
-            owner = ctx.store.pull_by_number(event.repo, event.pr_number)
-            if owner is not None and owner.run_id == ctx.run_id:
-                ingest(ctx.store, ctx.run_id, owner.component, [event], own_logins=watch.own_logins)
-        _judge(ctx, trust)
+        _collect(ctx, watch, poller, trust)
         waiting = current_versions(ctx.store.list_feedback(ctx.run_id))
         batches = ready_batches(waiting, watch.clock(), feedback.quiet_window)
         if batches:
-            run_round(ctx, batches[0])
+            if watch.live_steer:
+                with _LiveSteer(ctx, watch, poller, trust, batches[0].component, feedback.poll_interval):
+                    run_round(ctx, batches[0])
+            else:
+                run_round(ctx, batches[0])
             continue
         watch.wakeup.clear()
         watch.sleep_until_woken(watch.wakeup, feedback.poll_interval)
+
+
+def _collect(ctx: RunContext, watch: Watch, poller: Poller, trust: TrustPolicy) -> None:
+    """Bring in what webhooks stored and what the poller sees, and judge every new item."""
+    process_deliveries(ctx.store, own_logins=watch.own_logins)
+    for event in poller.poll() if watch.poll else ():
+        owner = ctx.store.pull_by_number(event.repo, event.pr_number)
+        if owner is not None and owner.run_id == ctx.run_id:
+            ingest(ctx.store, ctx.run_id, owner.component, [event], own_logins=watch.own_logins)
+    _judge(ctx, trust)
+
+
+class _LiveSteer:
+    """``--live-steer``: while a round's turns run, trusted feedback arriving for the same component
+    is appended to CRUCIBLE_STEER_FILE (quoted, like CANDIDATE.md) and consumed by the running round."""
+
+    def __init__(
+        self,
+        ctx: RunContext,
+        watch: Watch,
+        poller: Poller,
+        trust: TrustPolicy,
+        component: str,
+        interval: float,
+    ) -> None:
+        self.ctx, self.watch, self.poller, self.trust = ctx, watch, poller, trust
+        self.component, self.interval = component, interval
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="crucible-live-steer", daemon=True)
+
+    def __enter__(self) -> _LiveSteer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join(timeout=30)
+
+    def _run(self) -> None:
+        while not self.stop.wait(self.interval):
+            try:
+                self.tick()
+            except Exception as error:  # a failed poll must not kill the round; the next tick retries
+                self.ctx.observer.warn(f"live steer: {error}")
+
+    def tick(self) -> None:
+        _collect(self.ctx, self.watch, self.poller, self.trust)
+        round_number = self.ctx.store.get_run(self.ctx.run_id).round
+        fresh = [
+            i
+            for i in current_versions(self.ctx.store.list_feedback(self.ctx.run_id))
+            if i.component == self.component
+        ]
+        if not fresh:
+            return
+        lines = []
+        for item in fresh:
+            where = f" on `{item.path}` line {item.line}" if item.path else ""
+            lines.append(f"From @{item.author}{where}, while this turn runs, the reviewer adds:")
+            lines += [f"> {line}" for line in clean_feedback(item.body).splitlines() or [""]]
+            lines.append("")
+        with open(self.ctx.layout.steer_file, "a", encoding="utf-8") as steer:
+            steer.write("\n".join(lines) + "\n")
+        self.ctx.store.assign_round([i.id for i in fresh], round_number)
 
 
 def _budget_stop(ctx: RunContext, watch: Watch, max_rounds: int) -> tuple[StopReason, str] | None:

@@ -144,3 +144,62 @@ def test_two_reviews_steer_two_different_commits(tmp_path: Path) -> None:
         tip = alice.get_repo("alice/app").get_branch(branch_name(run_id)).commit
         assert tip.sha == heads[1] and [p.sha for p in tip.parents] == [heads[0]]
         alice.close()
+
+
+LIVE_AGENT = """\
+if [ "$CRUCIBLE_ROUND" = "0" ]; then
+  echo 8 > src/value.txt
+else
+  for i in $(seq 1 100); do [ -s "$CRUCIBLE_STEER_FILE" ] && break; sleep 0.1; done
+  cp "$CRUCIBLE_STEER_FILE" src/live.txt
+fi
+"""
+
+
+def test_live_steer_appends_feedback_that_arrives_while_a_turn_runs(tmp_path: Path) -> None:
+    root = tmp_path / "forge"
+    for user, token in TOKENS.items():
+        add_user(root, user, token=token)
+    with running_forge(root) as handle:
+        alice = _push_repo(tmp_path, handle.api_url)
+        store, run_id, client, settings = _setup(tmp_path, handle.api_url, 1)
+        (tmp_path / "agent.sh").write_text(LIVE_AGENT)
+        spec = load_spec(tmp_path / "crucible.toml")
+        ctx = open_context(settings, store, run_id, spec)
+        ctx.on_champion = Publisher(client).publish
+
+        def late_comment() -> None:
+            for _ in range(300):
+                if any(e.kind == "round_started" for e in store.list_events(run_id)):
+                    break
+                threading.Event().wait(0.05)
+            [record] = store.list_pulls(run_id)
+            bob = Github(base_url=handle.api_url, auth=Auth.Token(TOKENS["bob"]), retry=None)
+            bob.get_repo("alice/app").get_pull(record.number).create_issue_comment("live: also rename it")
+            bob.close()
+
+        def then(context: object, searched: LoopResult) -> LoopResult:
+            [record] = store.list_pulls(run_id)
+            _review(handle.api_url, record.number, "first: keep it")
+            threading.Thread(target=late_comment, daemon=True).start()
+            watch = Watch(forge=client, own_logins=["alice"], live_steer=True)
+            watch.sleep_until_woken = lambda event, timeout: False
+            return watch_feedback(context, searched, watch)  # type: ignore[arg-type]
+
+        spec_text = (
+            (tmp_path / "crucible.toml").read_text().replace('poll_interval = "1s"', 'poll_interval = "0.2s"')
+        )
+        (tmp_path / "crucible.toml").write_text(spec_text)
+        ctx.spec = load_spec(tmp_path / "crucible.toml")
+        result = run_loop(ctx, then=then)
+
+        assert result.stop_reason == "max_rounds", result.message
+        [finished] = feedback_view(store, run_id)["rounds"]
+        clone = settings.home / "runs" / run_id / "arms" / "candidate" / "app"
+        live = git(clone, "show", f"{finished['head']}:src/live.txt")
+        assert "> live: also rename it" in live and "@bob" in live
+        consumed = [i for i in feedback_view(store, run_id)["feedback"] if "live:" in i["body"]]
+        assert consumed and all(i["round"] == 1 for i in consumed), (
+            "live feedback is consumed by the running round"
+        )
+        alice.close()
