@@ -298,6 +298,8 @@ class Storage:
                 "INSERT INTO reviews VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (new, pull_id, user_id, body, state.value, commit_id, submitted),
             )
+            if submitted is not None:  # as on GitHub, activity on a PR moves its updated_at
+                c.execute("UPDATE pulls SET updated_at = ? WHERE id = ?", (submitted, pull_id))
         review = self.review_by_id(new)
         assert review is not None
         return review
@@ -321,6 +323,8 @@ class Storage:
                 f"INSERT INTO review_comments ({cols}) VALUES ({', '.join('?' * len(row))})",
                 tuple(row.values()),
             )
+            if "pull_id" in row:
+                c.execute("UPDATE pulls SET updated_at = ? WHERE id = ?", (now, row["pull_id"]))
         comment = self.review_comment_by_id(new)
         assert comment is not None
         return comment
@@ -353,6 +357,9 @@ class Storage:
             c.execute(
                 "INSERT INTO issue_comments VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (new, repo_id, number, user_id, body, now, now),
+            )
+            c.execute(
+                "UPDATE pulls SET updated_at = ? WHERE repo_id = ? AND number = ?", (now, repo_id, number)
             )
         comment = self.issue_comment_by_id(new)
         assert comment is not None
