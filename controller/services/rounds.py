@@ -127,10 +127,27 @@ def draft_reply(item: FeedbackRecord, kept: bool, head: str | None, detail: str,
     )
 
 
+def start_from_adopted(ctx: RunContext, component: str) -> None:
+    """With ``on_foreign_push = "adopt"``, a head someone else pushed is where the next round starts:
+    it becomes the champion of that component (every round turn re-measures it beside the candidate,
+    and it is never rewritten: round commits build on top of it)."""
+    comp = next((c for c in ctx.store.list_components(ctx.run_id) if c.name == component), None)
+    adopted = comp.extra.get("adopted_head") if comp else None
+    if not adopted or ctx.champion_heads.get(component) == adopted:
+        return
+    heads = {**ctx.champion_heads, component: str(adopted)}
+    ctx.ensure_arm("candidate", heads)
+    ctx.ensure_arm("champion", heads)
+    ctx.champion_heads = heads
+    ctx.store.set_component_head(ctx.run_id, component, str(adopted))
+
+
 def run_round(ctx: RunContext, batch: Batch) -> bool:
     """Run one refinement round for ``batch``; True when a turn held the score and was pushed."""
     spec = ctx.spec
     assert spec.feedback is not None
+    notify_champion(ctx)  # refresh the PR first: this is where a foreign push is noticed (and adopted)
+    start_from_adopted(ctx, batch.component)
     run = ctx.store.get_run(ctx.run_id)
     number = run.round + 1
     ids = [item.id for item in batch.items]

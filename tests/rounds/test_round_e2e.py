@@ -6,7 +6,7 @@ webhooks here: the poller alone must deliver), the trust check through the permi
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -113,7 +113,10 @@ def test_a_trusted_review_steers_a_round_onto_the_same_branch(
 
 
 def _review_round(
-    tmp_path: Path, forge: tuple[ForgeHandle, Github], agent: str
+    tmp_path: Path,
+    forge: tuple[ForgeHandle, Github],
+    agent: str,
+    before_review: Callable[[str, str], None] | None = None,
 ) -> tuple[str, Store, Path, dict[str, object], LoopResult]:
     """Publish round 0, have bob review (3 inline comments) and mallory comment, watch one round."""
     handle, _alice = forge
@@ -138,6 +141,8 @@ def _review_round(
     def review_then_watch(context: object, searched: LoopResult) -> LoopResult:
         [record] = store.list_pulls(run_id)
         seen["number"], seen["head"] = record.number, record.pushed_sha
+        if before_review is not None:
+            before_review(run_id, record.branch)
         bob = Github(base_url=handle.api_url, auth=Auth.Token(TOKENS["bob"]), retry=None)
         pull = bob.get_repo("alice/app").get_pull(record.number)
         commit = list(pull.get_commits())[-1]
@@ -224,3 +229,34 @@ def test_a_closed_pr_ends_the_watch_with_feedback_closed(
 
     assert (result.status, result.stop_reason) == ("completed", "feedback_closed")
     assert store.get_run(run_id).stop_reason == "feedback_closed"
+
+
+def test_a_round_starts_from_an_adopted_foreign_push(
+    tmp_path: Path, forge: tuple[ForgeHandle, Github]
+) -> None:
+    handle, alice = forge
+    pushed: dict[str, str] = {}
+
+    def bob_pushes(run_id: str, branch: str) -> None:
+        work = tmp_path / "bob"
+        subprocess_git(tmp_path, TOKENS["bob"], "clone", "-q", f"{handle.url}/alice/app.git", str(work))
+        git(work, "config", "user.email", "bob@example.com")
+        git(work, "config", "user.name", "Bob")
+        git(work, "checkout", "-q", branch)
+        (work / "src" / "bob.txt").write_text("bob was here\n")
+        git(work, "add", "-A")
+        git(work, "commit", "-qm", "bob's fix")
+        subprocess_git(work, TOKENS["bob"], "push", "-q", "origin", branch)
+        pushed["sha"] = git(work, "rev-parse", "HEAD")
+
+    run_id, store, home, _seen, result = _review_round(tmp_path, forge, AGENT, before_review=bob_pushes)
+
+    assert result.stop_reason == "max_rounds", result.message
+    repo = alice.get_repo("alice/app")
+    head = repo.get_branch(branch_name(run_id)).commit
+    assert [p.sha for p in head.parents] == [pushed["sha"]], (
+        "the round built on bob's commit, never rewrote it"
+    )
+    clone = home / "runs" / run_id / "arms" / "candidate" / "app"
+    assert git(clone, "show", f"{head.sha}:src/bob.txt") == "bob was here"
+    assert store.list_components(run_id)[0].extra["adopted_head"] == pushed["sha"]
