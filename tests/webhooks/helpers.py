@@ -10,8 +10,10 @@ from controller.forge.base import FeedbackEvent
 from controller.store import PullRecord, Store
 from tests.store.test_store import component, new_run
 
-ORACLES = Path("/work/shared/oracles/github-webhooks")
+# ../shared beside the checkout, as CI lays it out (never an absolute path of one machine).
+ORACLES = Path(__file__).resolve().parents[2].parent / "shared" / "oracles" / "github-webhooks"
 ORACLE_FILES = sorted(ORACLES.glob("*.json"))
+assert len(ORACLE_FILES) >= 60, f"GitHub's webhook examples are missing from {ORACLES}"
 SECRET = "test-secret"
 REPO = "Codertocat/Hello-World"  # the repository and PR (#2) of GitHub's example payloads
 PR = 2
