@@ -221,10 +221,10 @@ def _evaluate_round(
 
 
 def _settle_arms(ctx: RunContext, new_heads: dict[str, str] | None) -> None:
-    """End a turn: candidate restored (or, after a keep, only cleaned), champion moved and cleaned.
-
-    Both arms lose the ignored files (build caches) the turn's commands left, except
-    ``workspace.keep_ignored``, so the next measurement starts them alike. Runs side by side.
+    """End a turn. After a rejection the candidate is restored exactly and the champion loses the
+    ignored files (build caches) its measurement left, except ``workspace.keep_ignored``, so both arms
+    start the next measurement alike; after a keep the champion arm moves to the new champion. The git
+    work of the arms runs side by side.
     """
     keep_ignored = ctx.spec.workspace.keep_ignored
     calls: list[Callable[[], None]] = []
@@ -235,12 +235,10 @@ def _settle_arms(ctx: RunContext, new_heads: dict[str, str] | None) -> None:
         if new_heads is None:
             calls.append(partial(candidate.restore, old, keep_ignored))
             calls.append(partial(champion.clean, keep_ignored))
-        else:
-            calls.append(partial(candidate.clean, keep_ignored))
-            if new_heads[comp.name] != old:
-                calls.append(partial(champion.advance, new_heads[comp.name], keep_ignored))
-            else:
-                calls.append(partial(champion.clean, keep_ignored))
+        elif new_heads[comp.name] != old:
+            # After a keep both arms keep the caches their own measurement built (alike again);
+            # only the champion moves, touching just the files that differ.
+            calls.append(partial(champion.advance, new_heads[comp.name]))
     run_all(calls)
 
 

@@ -258,12 +258,13 @@ class Checkout:
             return 0
         return int.from_bytes(header[8:12], "big") if len(header) == 12 else 0
 
-    def advance(self, sha: str, keep_ignored: Sequence[str] = ()) -> None:
-        """Move a clean checkout to ``sha`` touching only the files that differ, then drop ignored
-        files (except ``keep_ignored``). Cheaper than ``restore`` when the caller knows the
-        checkout is clean (the champion arm after a status check)."""
+    def advance(self, sha: str, keep_ignored: Sequence[str] | None = None) -> None:
+        """Move a clean checkout to ``sha`` touching only the files that differ; with
+        ``keep_ignored`` given, also drop ignored files except those. Cheaper than ``restore`` when
+        the caller knows the checkout is clean (the champion arm after a status check)."""
         run_git(["checkout", "-q", "--detach", sha], self.path)
-        self.clean(keep_ignored)
+        if keep_ignored is not None:
+            self.clean(keep_ignored)
 
     def clean(self, keep_ignored: Sequence[str] = ()) -> None:
         """Remove untracked and ignored files except ``keep_ignored`` (build caches a command left).
