@@ -27,7 +27,7 @@ from controller.engine.stopping import Budgets, Progress, check_stop, explain_st
 from controller.services.baseline import run_baseline
 from controller.services.context import RunContext
 from controller.services.turn import notify_champion, run_turn
-from controller.store.records import TurnCounts, TurnRecord
+from controller.store.records import RunRecord, TurnCounts, TurnRecord
 
 
 @dataclass(frozen=True)
@@ -62,9 +62,11 @@ def _disk_usage(path: str) -> int:
     return total
 
 
-def progress_of(ctx: RunContext, counts: TurnCounts, recent: list[TurnRecord]) -> Progress:
+def progress_of(
+    ctx: RunContext, counts: TurnCounts, recent: list[TurnRecord], run: RunRecord | None = None
+) -> Progress:
     """Counters for the stop rules; ``recent`` must hold at least max_consecutive_failures turns."""
-    run = ctx.store.get_run(ctx.run_id)
+    run = run or ctx.store.get_run(ctx.run_id)
     failures = 0
     for t in reversed([t for t in recent if t.phase == TurnPhase.DECIDED]):
         if t.reason in FAILURE_REASONS:
@@ -170,7 +172,8 @@ def _drive(ctx: RunContext, budgets: Budgets, *, hand_over: bool = False) -> Loo
     while True:
         counts = ctx.store.turn_counts(ctx.run_id)
         recent = ctx.store.list_turns(ctx.run_id, last=window)
-        progress = progress_of(ctx, counts, recent)
+        latest = ctx.store.get_run(ctx.run_id)
+        progress = progress_of(ctx, counts, recent, latest)
         if ctx.executor.cancel.is_set():
             return finish(ctx, StopReason.CANCELLED, explain_stop(StopReason.CANCELLED, budgets, progress))
         reason = check_stop(budgets, progress)
@@ -191,4 +194,4 @@ def _drive(ctx: RunContext, budgets: Budgets, *, hand_over: bool = False) -> Loo
                     ctx, StopReason.EXHAUSTED, explain_stop(StopReason.EXHAUSTED, budgets, progress)
                 )
         number = counts.started[0] if counts.started else counts.highest + 1
-        run_turn(ctx, number, 0, proposal, recent, sum(counts.decided.values()))
+        run_turn(ctx, number, 0, proposal, recent, sum(counts.decided.values()), latest)

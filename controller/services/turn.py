@@ -26,7 +26,7 @@ from controller.services.parallel import run_all
 from controller.services.snapshots import Snapshot, clean_snapshot, mutations, snapshot
 from controller.services.validate import Validation, run_validation
 from controller.stats import Arm, KeepRule, decide_hold, decide_keep, median
-from controller.store.records import ChampionUpdate, TurnDecision, TurnRecord
+from controller.store.records import ChampionUpdate, RunRecord, TurnDecision, TurnRecord
 
 
 @dataclass
@@ -296,11 +296,12 @@ def write_candidate_file(
     round_number: int,
     turns: Sequence[TurnRecord] | None = None,
     decided_total: int | None = None,
+    run: RunRecord | None = None,
 ) -> None:
     """CANDIDATE.md for the next turn: objective, scores and the bounded history (DESIGN §4).
 
     ``turns`` (the most recent ones) and ``decided_total`` save queries when the caller has them."""
-    run = ctx.store.get_run(ctx.run_id)  # one cheap read; champion and baseline must be current
+    run = run or ctx.store.get_run(ctx.run_id)  # the caller's read is current: nothing ran since
     listed = ctx.store.list_turns(ctx.run_id, last=HISTORY_LIMIT) if turns is None else turns
     history = [
         HistoryLine(t.number, t.hypothesis, str(t.outcome), str(t.reason), t.value)
@@ -332,12 +333,13 @@ def run_turn(
     proposal: Proposal | None,
     turns: Sequence[TurnRecord] | None = None,
     decided_total: int | None = None,
+    run: RunRecord | None = None,
 ) -> TurnRecord:
     """Run turn ``number`` from its start and write its decision exactly once."""
     started = (EventKind.TURN_STARTED, {"turn": number, "round": round_number})
     ctx.store.start_turn(ctx.run_id, number, round_number, event=started)
     # No restore here: every turn ends restored or kept, and open_context reconciles after a crash.
-    write_candidate_file(ctx, round_number, turns, decided_total)
+    write_candidate_file(ctx, round_number, turns, decided_total, run)
     work = TurnWork(number, round_number)
     keep = False
     detail = ""
