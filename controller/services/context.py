@@ -137,6 +137,3 @@ class RunContext:
             primary=tuple(r.values[metric] for r in rows),
             guards={g: tuple(r.values[g] for r in rows) for g in self.guard_names()},
         )
-
-
-ProgressCallback = Callable[[str], None]

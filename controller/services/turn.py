@@ -25,7 +25,7 @@ from controller.services.measure import ArmRoot, Measurement, measure
 from controller.services.parallel import run_all
 from controller.services.snapshots import Snapshot, clean_snapshot, mutations, snapshot
 from controller.services.validate import Validation, run_validation
-from controller.stats import Arm, KeepRule, decide_hold, decide_keep, median
+from controller.stats import Arm, KeepRule, decide_hold, decide_keep
 from controller.store.records import ChampionUpdate, RunRecord, TurnDecision, TurnRecord
 
 
@@ -407,7 +407,3 @@ def run_turn(
             ctx.champion_arm = ctx.arm_from_store(number, SampleArm.CANDIDATE)
     ctx.observer.turn_decided(turn_row(record, work.samples, work.reference))
     return record
-
-
-def median_or_none(values: list[float]) -> float | None:
-    return median(values) if values else None

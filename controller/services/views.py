@@ -7,7 +7,6 @@ tells the same story whether the run is live, finished or crashed.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 from controller.config.settings import Settings
@@ -150,10 +149,6 @@ def runs_list(store: Store, limit: int = 50, offset: int = 0) -> list[dict[str, 
             }
         )
     return out
-
-
-def spec_dir_of(spec_path: str | None) -> Path | None:
-    return Path(spec_path).parent if spec_path else None
 
 
 def feedback_view(store: Store, run_id: str) -> dict[str, Any]:
