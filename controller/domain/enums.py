@@ -32,6 +32,12 @@ RUN_TRANSITIONS: dict[RunStatus, frozenset[RunStatus]] = {
 }
 
 
+# States a run does not leave on its own (CANCELLED may still be resumed on purpose).
+FINISHED_STATUSES: frozenset[RunStatus] = frozenset(
+    {RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED}
+)
+
+
 def check_run_transition(current: RunStatus, new: RunStatus) -> None:
     """Raise ConflictError unless ``current -> new`` is in RUN_TRANSITIONS."""
     if new not in RUN_TRANSITIONS[current]:

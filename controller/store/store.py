@@ -14,11 +14,11 @@ from datetime import UTC, datetime
 from typing import Any, cast
 
 import sqlalchemy as sa
-from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import CursorResult
 from sqlalchemy.orm import Session, sessionmaker
 
 from controller.domain.enums import (
+    FINISHED_STATUSES,
     Direction,
     EventKind,
     RunStatus,
@@ -30,28 +30,18 @@ from controller.domain.enums import (
 from controller.domain.errors import (
     ConflictError,
     NotFoundError,
-    RetryLaterError,
-    SchemaOutdatedError,
 )
 from controller.store import migrate
-from controller.store.feedback_queries import (
-    feedback_row,
-    find_feedback,
-    get_feedback_row,
-    insert_delivery,
-    newest_pull_row,
-)
+from controller.store.errors import translate_errors
 from controller.store.models import (
     ComponentRow,
-    DeliveryRow,
     EventRow,
-    FeedbackRow,
-    ProcessGroupRow,
-    PullRequestRow,
     RunRow,
     SampleRow,
     TurnRow,
 )
+from controller.store.process_groups import ProcessGroups
+from controller.store.pulls_feedback import PullsAndFeedback
 from controller.store.queries import (
     Sample,
     append_event_row,
@@ -69,13 +59,8 @@ from controller.store.queries import (
 from controller.store.records import (
     ChampionUpdate,
     ComponentRecord,
-    DeliveryRecord,
     EventRecord,
-    FeedbackFields,
-    FeedbackRecord,
-    FeedbackVerdict,
     NewRun,
-    PullRecord,
     RunRecord,
     SampleRecord,
     TurnCounts,
@@ -83,15 +68,14 @@ from controller.store.records import (
     TurnRecord,
 )
 
-FINISHED_STATUSES = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED})
-
 
 def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-class Store:
-    """Runs, components, turns, samples, events and process groups in SQLite or PostgreSQL.
+class Store(PullsAndFeedback, ProcessGroups):
+    """Runs, components, turns, samples and events in SQLite or PostgreSQL; pull requests, deliveries
+    and feedback come from ``PullsAndFeedback``, process groups from ``ProcessGroups`` (same contract).
 
     Atomicity: each method is one transaction; it either happens entirely or not at all.
     ``decide_turn`` and ``set_baseline`` write the decision, the champion, the usage, the component
@@ -108,17 +92,16 @@ class Store:
       - ValueError: a caller bug (NaN/inf measurements, a naive datetime, a stop reason that does
         not match the status); nothing is written.
 
-    Idempotency: ``start_turn`` of a STARTED turn returns it again (recovery re-runs a cut-off
-    turn) and deletes that turn's samples; ``start_baseline`` likewise for turn 0;
-    ``record_process_group`` and ``clear_process_group`` may be repeated. Everything else that
+    Idempotency: ``start_turn`` of a STARTED turn returns it again and drops its samples (recovery
+    re-runs a cut-off turn); ``start_baseline`` likewise for turn 0; process-group records may be
+    repeated. Everything else that
     writes is not idempotent and says so with ConflictError where repeating would be wrong
     (``decide_turn``, ``set_baseline``, ``create_run``, ``add_component``, ``add_samples``).
 
     Concurrency: writers lock the run row first (``SELECT ... FOR NO KEY UPDATE`` on PostgreSQL;
     SQLite writers serialise with ``BEGIN IMMEDIATE``), so per run the writes are serialised and
     event ids become visible in increasing order (safe for SSE ``Last-Event-ID`` resumption).
-    A Store is safe to share between threads.
-    """
+    A Store is safe to share between threads."""
 
     def __init__(self, url: str, *, clock: Callable[[], datetime] = utc_now) -> None:
         self._url = migrate.normalize_url(url)
@@ -269,47 +252,6 @@ class Store:
 
     def list_components(self, run_id: str) -> list[ComponentRecord]:
         query = sa.select(ComponentRow).where(ComponentRow.run_id == run_id).order_by(ComponentRow.position)
-        with self._session(read_only=True) as s:
-            get_run_row(s, run_id)
-            return [row.to_record() for row in s.scalars(query)]
-
-    def save_pull(self, rec: PullRecord) -> None:
-        """Insert or update the PR of (run, component); idempotent."""
-        with self._session() as s:
-            lock_run(s, rec.run_id)
-            row = s.get(PullRequestRow, (rec.run_id, rec.component))
-            if row is None:
-                row = PullRequestRow(run_id=rec.run_id, component=rec.component)
-                s.add(row)
-            for name in (
-                "repo",
-                "number",
-                "url",
-                "branch",
-                "head_sha",
-                "pushed_sha",
-                "base_sha",
-                "draft",
-                "state",
-                "paused",
-            ):
-                setattr(row, name, getattr(rec, name))
-            row.updated_at = self._clock()
-
-    def list_pulls(self, run_id: str) -> list[PullRecord]:
-        """The run's PRs in component order."""
-        query = (
-            sa.select(PullRequestRow)
-            .join(
-                ComponentRow,
-                sa.and_(
-                    ComponentRow.run_id == PullRequestRow.run_id,
-                    ComponentRow.name == PullRequestRow.component,
-                ),
-            )
-            .where(PullRequestRow.run_id == run_id)
-            .order_by(ComponentRow.position)
-        )
         with self._session(read_only=True) as s:
             get_run_row(s, run_id)
             return [row.to_record() for row in s.scalars(query)]
@@ -542,164 +484,6 @@ class Store:
             get_run_row(s, run_id)
             return [row.to_record() for row in s.scalars(query)]
 
-    # -- webhook deliveries and feedback (DESIGN.md sections 7 and 8) --------------------------
-
-    def save_delivery(
-        self, delivery_id: str, event: str, action: str | None, payload: Mapping[str, Any]
-    ) -> bool:
-        """Store a webhook delivery as pending; False (and nothing written) if its id is stored already.
-
-        Safe under concurrent calls with the same id: exactly one of them returns True.
-        """
-        with self._session() as s:
-            return insert_delivery(s, delivery_id, event, action, payload, self._now())
-
-    def pending_deliveries(self, limit: int = 100) -> list[DeliveryRecord]:
-        """Deliveries not yet processed, oldest first."""
-        query = (
-            sa.select(DeliveryRow)
-            .where(DeliveryRow.processed_at.is_(None))
-            .order_by(DeliveryRow.received_at, DeliveryRow.id)
-            .limit(limit)
-        )
-        with self._session(read_only=True) as s:
-            return [row.to_record() for row in s.scalars(query)]
-
-    def mark_delivery_processed(self, delivery_id: str) -> None:
-        """Mark a delivery processed (idempotent: the first time is kept). NotFoundError if unknown."""
-        with self._session() as s:
-            row = s.get(DeliveryRow, delivery_id)
-            if row is None:
-                raise NotFoundError(f"no delivery {delivery_id}")
-            if row.processed_at is None:
-                row.processed_at = self._now()
-
-    def add_feedback(self, run_id: str, component: str, event: FeedbackFields) -> FeedbackRecord | None:
-        """Store one version of a feedback item, undecided, with its FEEDBACK_RECEIVED event.
-
-        None (nothing written) if this (source, external_id, action, updated_at) is already stored for
-        the run: the same comment seen by ten webhooks and by the poller is one item, while an edit
-        and a delete with the same ``updated_at`` are two. The event is appended in the same
-        transaction, so each item has exactly one. NotFoundError for an unknown run; ValueError for
-        an unknown source.
-        """
-        with self._session() as s:
-            lock_run(s, run_id)
-            if find_feedback(s, run_id, event) is not None:
-                return None
-            now = self._now()
-            row = feedback_row(run_id, component, event, now)
-            s.add(row)
-            s.flush()
-            payload = {
-                "feedback_id": row.id,
-                "component": component,
-                "pr_number": row.pr_number,
-                "source": row.source,
-                "external_id": row.external_id,
-                "action": row.action,
-                "author": row.author,
-            }
-            append_event_row(s, run_id, EventKind.FEEDBACK_RECEIVED, payload, now)
-            return row.to_record()
-
-    def list_feedback(
-        self, run_id: str, *, undecided_only: bool = False, round: int | None = None
-    ) -> list[FeedbackRecord]:
-        """The run's feedback in arrival order; only items without a verdict, or of one ``round``."""
-        query = sa.select(FeedbackRow).where(FeedbackRow.run_id == run_id)
-        if undecided_only:
-            query = query.where(FeedbackRow.verdict.is_(None))
-        if round is not None:
-            query = query.where(FeedbackRow.round == round)
-        with self._session(read_only=True) as s:
-            get_run_row(s, run_id)
-            return [row.to_record() for row in s.scalars(query.order_by(FeedbackRow.id))]
-
-    def set_feedback_verdict(
-        self, feedback_id: int, *, trusted: bool, verdict: str, reason: str
-    ) -> FeedbackRecord:
-        """Record the trust check's decision (a later call replaces it). NotFoundError, ValueError."""
-        checked = FeedbackVerdict(verdict)
-        with self._session() as s:
-            row = get_feedback_row(s, feedback_id)
-            lock_run(s, row.run_id)
-            row.trusted, row.verdict, row.reason = trusted, checked.value, reason
-            return row.to_record()
-
-    def assign_round(self, feedback_ids: Sequence[int], round: int) -> None:
-        """Mark the items as consumed by ``round``; all or nothing (NotFoundError if one is unknown)."""
-        ids = sorted(set(feedback_ids))
-        with self._session() as s:
-            rows = list(s.scalars(sa.select(FeedbackRow).where(FeedbackRow.id.in_(ids))))
-            missing = set(ids) - {row.id for row in rows}
-            if missing:
-                raise NotFoundError(f"no feedback items {sorted(missing)}")
-            for run_id in sorted({row.run_id for row in rows}):
-                lock_run(s, run_id)
-            for row in rows:
-                row.round = round
-
-    def pull_by_number(self, repo: str, number: int) -> PullRecord | None:
-        """The PR ``repo``#``number`` as crucible published it (newest run if several), or None."""
-        with self._session(read_only=True) as s:
-            row = newest_pull_row(s, repo, number)
-            return None if row is None else row.to_record()
-
-    def set_pull_state(
-        self,
-        run_id: str,
-        component: str,
-        state: str,
-        *,
-        event: tuple[EventKind, Mapping[str, Any]] | None = None,
-    ) -> bool:
-        """Set the PR's state (open/closed), appending ``event`` in the same transaction, only if it
-        changes; returns whether it changed (so a repeated close appends one event). NotFoundError."""
-        with self._session() as s:
-            lock_run(s, run_id)
-            row = s.get(PullRequestRow, (run_id, component))
-            if row is None:
-                raise NotFoundError(f"run {run_id} has no PR for component {component!r}")
-            if row.state == state:
-                return False
-            row.state = state
-            row.updated_at = self._now()
-            if event is not None:
-                append_event_row(s, run_id, event[0], event[1], row.updated_at)
-            return True
-
-    # -- process groups -----------------------------------------------------------------------
-
-    def record_process_group(self, run_id: str, pgid: int, command: str) -> None:
-        """Remember a running command's process group; recording it again updates the command."""
-        with self._session() as s:
-            lock_run(s, run_id)
-            row = s.get(ProcessGroupRow, (run_id, pgid))
-            if row is None:
-                s.add(ProcessGroupRow(run_id=run_id, pgid=pgid, command=command, created_at=self._now()))
-            else:
-                row.command = command
-
-    def clear_process_group(self, run_id: str, pgid: int) -> None:
-        """Forget a process group; clearing one that is not recorded is not an error."""
-        with self._session() as s:
-            lock_run(s, run_id)
-            row = s.get(ProcessGroupRow, (run_id, pgid))
-            if row is not None:
-                s.delete(row)
-
-    def list_process_groups(self, run_id: str) -> list[tuple[int, str]]:
-        """(pgid, command) in the order they were recorded."""
-        query = (
-            sa.select(ProcessGroupRow.pgid, ProcessGroupRow.command)
-            .where(ProcessGroupRow.run_id == run_id)
-            .order_by(ProcessGroupRow.created_at, ProcessGroupRow.pgid)
-        )
-        with self._session(read_only=True) as s:
-            get_run_row(s, run_id)
-            return [(pgid, command) for pgid, command in s.execute(query)]
-
     # -- plumbing -----------------------------------------------------------------------------
 
     def _now(self) -> datetime:
@@ -714,24 +498,3 @@ class Store:
         factory = self._reader if read_only else self._writer
         with translate_errors(), factory.begin() as session:
             yield session
-
-
-@contextmanager
-def translate_errors() -> Iterator[None]:
-    """Turn SQLAlchemy errors into domain errors, so no caller ever needs to import SQLAlchemy."""
-    try:
-        yield
-    except sa_exc.IntegrityError as exc:
-        raise ConflictError(f"conflicts with the stored state: {exc.orig}") from exc
-    except (sa_exc.OperationalError, sa_exc.ProgrammingError) as exc:
-        message = str(exc.orig)
-        if "no such table" in message or getattr(exc.orig, "sqlstate", None) == "42P01":
-            raise SchemaOutdatedError(f"the database has no crucible schema; {migrate.UPGRADE_HINT}") from exc
-        if isinstance(exc, sa_exc.OperationalError):
-            raise RetryLaterError(f"database busy or unreachable: {message}") from exc
-        raise
-    except sa_exc.StatementError as exc:
-        # A value the driver or the JSON serialiser refused (NaN in a payload, a naive datetime).
-        if isinstance(exc.orig, ValueError | TypeError):
-            raise ValueError(str(exc.orig)) from exc
-        raise
