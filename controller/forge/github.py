@@ -50,6 +50,7 @@ from controller.forge.base import (
     PullInfo,
     RepoInfo,
 )
+from controller.forge.github_json import issue_comment_event, next_link, review_comment_event, review_event
 
 T = TypeVar("T")
 
@@ -191,15 +192,15 @@ class GithubForge:
     # -- feedback reads ---------------------------------------------------------------------
 
     def list_review_comments(self, full_name: str, *, since: str | None, etag: str | None) -> CommentPage:
-        return self._comment_page(full_name, "pulls/comments", since, etag, _review_comment_event)
+        return self._comment_page(full_name, "pulls/comments", since, etag, review_comment_event)
 
     def list_issue_comments(self, full_name: str, *, since: str | None, etag: str | None) -> CommentPage:
-        return self._comment_page(full_name, "issues/comments", since, etag, _issue_comment_event)
+        return self._comment_page(full_name, "issues/comments", since, etag, issue_comment_event)
 
     def list_reviews(self, full_name: str, number: int) -> tuple[FeedbackEvent, ...]:
         _split_repo(full_name)
         items, _, _ = self._get_all(full_name, f"/repos/{full_name}/pulls/{number}/reviews", {}, None)
-        return tuple(_review_event(full_name, number, item) for item in items if item.get("submitted_at"))
+        return tuple(review_event(full_name, number, item) for item in items if item.get("submitted_at"))
 
     # -- writes -----------------------------------------------------------------------------
 
@@ -288,7 +289,7 @@ class GithubForge:
                 first_etag = answer.get("etag")
             pages += 1
             items.extend(data)
-            next_url, query, headers = _next_link(answer.get("link", "")), None, {}
+            next_url, query, headers = next_link(answer.get("link", "")), None, {}
         return items, first_etag, pages
 
     def _get(
@@ -486,58 +487,3 @@ def _split_repo(full_name: str) -> None:
     owner, _, name = full_name.partition("/")
     if not owner or not name or "/" in name:
         raise ValueError(f"repository must be 'owner/name', got {full_name!r}")
-
-
-def _next_link(link: str) -> str | None:
-    """The ``rel="next"`` URL of a ``Link`` header, or None on the last page."""
-    for part in link.split(","):
-        target, _, rel = part.partition(";")
-        if 'rel="next"' in rel:
-            return target.strip().removeprefix("<").removesuffix(">")
-    return None
-
-
-def _number_at_end(url: str) -> int:
-    return int(url.rstrip("/").rsplit("/", 1)[-1])
-
-
-def _event(full_name: str, number: int, source: str, item: dict[str, Any], **fields: Any) -> FeedbackEvent:
-    user = item.get("user") or {}
-    return FeedbackEvent(
-        repo=full_name,
-        pr_number=number,
-        source=source,
-        external_id=int(item["id"]),
-        review_id=fields.get("review_id"),
-        author=str(user.get("login") or "ghost"),
-        author_type=str(user.get("type") or "User"),
-        association=str(item.get("author_association") or "NONE"),
-        body=str(item.get("body") or ""),
-        path=fields.get("path"),
-        line=fields.get("line"),
-        action=fields["action"],
-        updated_at=str(fields.get("updated_at") or item.get("updated_at") or ""),
-        url=str(item.get("html_url") or ""),
-    )
-
-
-def _review_comment_event(full_name: str, item: dict[str, Any]) -> FeedbackEvent:
-    line = item.get("line")
-    return _event(
-        full_name,
-        _number_at_end(str(item["pull_request_url"])),
-        "review_comment",
-        item,
-        review_id=item.get("pull_request_review_id"),
-        path=item.get("path"),
-        line=line if line is not None else item.get("original_line"),
-        action="created",
-    )
-
-
-def _issue_comment_event(full_name: str, item: dict[str, Any]) -> FeedbackEvent:
-    return _event(full_name, _number_at_end(str(item["issue_url"])), "issue_comment", item, action="created")
-
-
-def _review_event(full_name: str, number: int, item: dict[str, Any]) -> FeedbackEvent:
-    return _event(full_name, number, "review", item, action="submitted", updated_at=item.get("submitted_at"))

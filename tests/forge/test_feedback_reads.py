@@ -16,7 +16,7 @@ import pytest
 import requests
 
 from controller.forge.base import ForgeNotFound
-from controller.forge.github import _next_link
+from controller.forge.github_json import next_link
 from tests.forge.conftest import (
     COLLABORATOR,
     REPO,
@@ -184,8 +184,8 @@ def test_long_lists_are_read_across_pages(local_forge: LocalForge, sleeps: Sleep
     assert page.etag is None  # two pages cannot be revalidated with the first page's ETag
 
 
-def test_next_link() -> None:
+def testnext_link() -> None:
     link = '<https://x/api?page=2>; rel="next", <https://x/api?page=5>; rel="last"'
-    assert _next_link(link) == "https://x/api?page=2"
-    assert _next_link('<https://x/api?page=1>; rel="prev"') is None
-    assert _next_link("") is None
+    assert next_link(link) == "https://x/api?page=2"
+    assert next_link('<https://x/api?page=1>; rel="prev"') is None
+    assert next_link("") is None
