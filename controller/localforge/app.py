@@ -14,7 +14,14 @@ from controller.localforge import graphql, routes_pulls, routes_repos, smarthttp
 from controller.localforge.comments import Comments
 from controller.localforge.errors import Forbidden
 from controller.localforge.faults import Fault, FaultInjector, FaultPlan
-from controller.localforge.httpkit import ApiHeaders, Services, get_ctx, install_error_handlers, json_body
+from controller.localforge.httpkit import (
+    ApiHeaders,
+    DateHeader,
+    Services,
+    get_ctx,
+    install_error_handlers,
+    json_body,
+)
 from controller.localforge.pulls import Pulls
 from controller.localforge.ratelimit import RateLimiter
 from controller.localforge.refs import PushEvents, Refs
@@ -74,6 +81,7 @@ def create_app(
     app.include_router(web.router)
     app.add_middleware(ApiHeaders, limiter=limiter)
     app.add_middleware(FaultInjector, plan=plan)
+    app.add_middleware(DateHeader, clock=clock)
     return app
 
 

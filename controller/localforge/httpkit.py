@@ -14,8 +14,10 @@ import hashlib
 import json
 import math
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from email.utils import formatdate
 from typing import Any
 from urllib.parse import urlencode
 
@@ -194,6 +196,31 @@ def _etag_matches(header: str | None, etag: str) -> bool:
         return False
     wanted = etag.removeprefix("W/")
     return any(t.strip() == "*" or t.strip().removeprefix("W/") == wanted for t in header.split(","))
+
+
+class DateHeader:
+    """Pure ASGI middleware stamping every answer's ``Date`` from the forge's clock, exactly.
+
+    uvicorn's own ``Date`` is refreshed about once a second, so it can lag the ``updated_at`` the
+    same answer carries; the poller compares the two to decide whether a same-second update could
+    still be hidden (GitHub's ``Date`` is exact), so the servers run with ``date_header=False``.
+    """
+
+    def __init__(self, app: ASGIApp, clock: Callable[[], datetime]) -> None:
+        self.app = app
+        self.clock = clock
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def stamped(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                MutableHeaders(scope=message)["Date"] = formatdate(self.clock().timestamp(), usegmt=True)
+            await send(message)
+
+        await self.app(scope, receive, stamped)
 
 
 class ApiHeaders:

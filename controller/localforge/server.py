@@ -36,7 +36,7 @@ def serve(
 ) -> None:
     """Serve the forge in the foreground until interrupted."""
     app = create_app(root, webhook_url=webhook_url, webhook_secret=webhook_secret, public_url=public_url)
-    config = uvicorn.Config(app, log_level=log_level, ws="none", http="h11", lifespan="on")
+    config = uvicorn.Config(app, log_level=log_level, ws="none", http="h11", lifespan="on", date_header=False)
     with _listening(host, port) as sock:
         uvicorn.Server(config).run(sockets=[sock])
 
@@ -78,7 +78,7 @@ def running_forge(
 @contextmanager
 def serve_in_thread(app: ASGIApp, *, host: str = "127.0.0.1", port: int = 0) -> Iterator[str]:
     """Serve any ASGI app (e.g. the forge wrapped by a test's middleware); yields its URL."""
-    config = uvicorn.Config(app, log_level="warning", ws="none", http="h11", lifespan="on")
+    config = uvicorn.Config(app, log_level="warning", ws="none", http="h11", lifespan="on", date_header=False)
     server = uvicorn.Server(config)
     with _listening(host, port) as sock:
         thread = threading.Thread(
