@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
@@ -31,11 +32,24 @@ from tests.webhooks.helpers import (
 
 
 class Wakeups:
+    """Counts wake-ups. They run as a background task *after* the answer went out, so a test waits
+    for them (bounded) instead of reading the count right after the response."""
+
     def __init__(self) -> None:
         self.count = 0
+        self._changed = threading.Condition()
 
     def __call__(self) -> None:
-        self.count += 1
+        with self._changed:
+            self.count += 1
+            self._changed.notify_all()
+
+    def settled(self, expected: int, timeout: float = 10.0) -> int:
+        """The count once it reached ``expected`` (or after ``timeout``), plus a beat for extras."""
+        with self._changed:
+            self._changed.wait_for(lambda: self.count >= expected, timeout)
+            self._changed.wait(0.2)
+            return self.count
 
 
 @pytest.fixture
@@ -91,7 +105,7 @@ def test_a_signed_delivery_is_queued_once_and_wakes_the_processor(client_for: Cl
     again = post(client, "pull_request_review", body)
     assert (first.status_code, first.json()) == (202, {"status": "queued"})
     assert (again.status_code, again.json()) == (202, {"status": "duplicate"})
-    assert wakeups.count == 1
+    assert wakeups.settled(1) == 1
     assert [d.id for d in store.pending_deliveries()] == ["d-1"]
 
 
