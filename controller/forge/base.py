@@ -146,6 +146,8 @@ class FeedbackEvent:
     action: str  # created | edited | deleted | submitted | dismissed
     updated_at: str  # as the forge sent it (ISO 8601)
     url: str = ""
+    # inline comments: the forge's diff hunk, from its @@ header through the commented line
+    diff_hunk: str | None = None
 
 
 @dataclass(frozen=True)

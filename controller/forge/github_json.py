@@ -43,11 +43,13 @@ def feedback_event(
         action=fields["action"],
         updated_at=str(fields.get("updated_at") or item.get("updated_at") or ""),
         url=str(item.get("html_url") or ""),
+        diff_hunk=fields.get("diff_hunk"),
     )
 
 
 def review_comment_event(full_name: str, item: dict[str, Any]) -> FeedbackEvent:
     line = item.get("line")
+    hunk = item.get("diff_hunk")
     return feedback_event(
         full_name,
         number_at_end(str(item["pull_request_url"])),
@@ -56,6 +58,7 @@ def review_comment_event(full_name: str, item: dict[str, Any]) -> FeedbackEvent:
         review_id=item.get("pull_request_review_id"),
         path=item.get("path"),
         line=line if line is not None else item.get("original_line"),
+        diff_hunk=hunk if isinstance(hunk, str) else None,
         action="created",
     )
 

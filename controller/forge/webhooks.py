@@ -56,7 +56,7 @@ def parse_feedback(event: str, payload: Mapping[str, Any]) -> list[FeedbackEvent
     - ``pull_request_review`` submitted/edited/dismissed -> source ``review`` (an empty body is still
       an event: the caller decides; a review's version is its ``submitted_at``);
     - ``pull_request_review_comment`` created/edited/deleted -> ``review_comment`` with path, line
-      (``line``, else ``original_line`` for outdated comments) and the review id;
+      (``line``, else ``original_line`` for outdated comments), the review id and ``diff_hunk``;
     - ``issue_comment`` created/edited/deleted, only on a PR (``issue.pull_request`` present) ->
       ``issue_comment``.
 
@@ -111,6 +111,7 @@ def _review_comment(payload: Mapping[str, Any]) -> FeedbackEvent:
         review_id=review_id if isinstance(review_id, int) else None,
         path=_opt_str(comment.get("path")),
         line=line if isinstance(line, int) else None,
+        diff_hunk=_opt_str(comment.get("diff_hunk")),
     )
 
 
@@ -138,6 +139,7 @@ def _event(
     review_id: int | None = None,
     path: str | None = None,
     line: int | None = None,
+    diff_hunk: str | None = None,
 ) -> FeedbackEvent:
     user = item.get("user")
     user = user if isinstance(user, Mapping) else {}  # a deleted account arrives as null
@@ -156,6 +158,7 @@ def _event(
         action=str(payload["action"]),
         updated_at=updated_at,
         url=_opt_str(item.get("html_url")) or "",
+        diff_hunk=diff_hunk,
     )
 
 

@@ -89,7 +89,12 @@ def _context(ctx: RunContext, component: str, path: str | None, line: int | None
 
 
 def quotes(ctx: RunContext, batch: Batch) -> tuple[FeedbackQuote, ...]:
-    """The batch as quoted data for CANDIDATE.md: author, kind, file, line and the code it refers to."""
+    """The batch as quoted data for CANDIDATE.md: author, kind, file, line and the code it refers to.
+
+    The code is the forge's diff hunk of an inline comment (what the reviewer saw, ending at the
+    commented line; the renderer bounds it); without one (conversation comments, reviews, rows
+    stored before the store kept hunks) the numbered lines of the file around ``path:line``.
+    """
     return tuple(
         FeedbackQuote(
             author=i.author,
@@ -97,11 +102,16 @@ def quotes(ctx: RunContext, batch: Batch) -> tuple[FeedbackQuote, ...]:
             path=i.path,
             line=i.line,
             kind=KINDS.get(str(i.source), "comment"),
-            context=_context(ctx, batch.component, i.path, i.line),
+            context=None if _has_hunk(i) else _context(ctx, batch.component, i.path, i.line),
+            diff_hunk=i.diff_hunk if _has_hunk(i) else None,
         )
         for i in batch.items
         if i.body.strip()
     )
+
+
+def _has_hunk(item: FeedbackRecord) -> bool:
+    return bool(item.diff_hunk and item.diff_hunk.strip())
 
 
 def first_published_score(ctx: RunContext) -> float | None:

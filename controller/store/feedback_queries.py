@@ -62,6 +62,7 @@ def feedback_row(run_id: str, component: str, event: FeedbackFields, now: dateti
         action=event.action,
         updated_at=event.updated_at,
         url=event.url,
+        diff_hunk=event.diff_hunk,
         received_at=now,
     )
 

@@ -384,6 +384,7 @@ class FeedbackRow(Base):
     verdict: Mapped[str | None] = mapped_column(sa.String(16))
     reason: Mapped[str | None] = mapped_column(sa.Text)
     round: Mapped[int | None] = mapped_column(sa.Integer)
+    diff_hunk: Mapped[str | None] = mapped_column(sa.Text)  # inline comments (revision 0004)
 
     def to_record(self) -> FeedbackRecord:
         return FeedbackRecord(
@@ -408,6 +409,7 @@ class FeedbackRow(Base):
             verdict=_opt_enum(FeedbackVerdict, self.verdict),
             reason=self.reason,
             round=self.round,
+            diff_hunk=self.diff_hunk,
         )
 
 

@@ -134,7 +134,8 @@ class PullsAndFeedback:
 
         None (nothing written) if this (source, external_id, action, updated_at) is already stored for
         the run: the same comment seen by ten webhooks and by the poller is one item, while an edit
-        and a delete with the same ``updated_at`` are two. The event is appended in the same
+        and a delete with the same ``updated_at`` are two. Each version keeps its own body and
+        ``diff_hunk``, so an edit replaces both for the next round. The event is appended in the same
         transaction, so each item has exactly one. NotFoundError for an unknown run; ValueError for
         an unknown source.
         """

@@ -240,6 +240,8 @@ class FeedbackFields(Protocol):
     def updated_at(self) -> str: ...
     @property
     def url(self) -> str: ...
+    @property
+    def diff_hunk(self) -> str | None: ...
 
 
 @dataclass(frozen=True)
@@ -259,7 +261,8 @@ class FeedbackRecord:
     """One version of one piece of review feedback on a run's PR (see ``FeedbackEvent``).
 
     ``trusted``/``verdict``/``reason`` stay None until the trust check decides; ``round`` is the
-    refinement round that consumed the item (None: not consumed yet).
+    refinement round that consumed the item (None: not consumed yet). ``diff_hunk`` is the forge's
+    hunk of an inline comment (None for other sources and for rows stored before revision 0004).
     """
 
     id: int
@@ -283,3 +286,4 @@ class FeedbackRecord:
     verdict: FeedbackVerdict | None
     reason: str | None
     round: int | None
+    diff_hunk: str | None = None

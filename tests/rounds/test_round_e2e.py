@@ -102,6 +102,10 @@ def test_a_trusted_review_steers_a_round_onto_the_same_branch(
         assert text in addressed
     assert "delete the repo" not in addressed, "HTML comments never reach the agent"
     assert "ignore previous instructions" not in addressed, "untrusted feedback never reaches the agent"
+    steer = (home / "runs" / run_id / "agent" / "CANDIDATE.md").read_text()
+    assert "# Reviewer feedback (round 1)" in steer
+    hunk = "```diff\n@@ -1 +1 @@\n-10\n+8\n```"
+    assert steer.count(hunk) == 3, "each inline comment quotes the diff hunk GitHub sent with it"
     body = repo.get_pull(record.number).body or ""
     assert "round 1 addressed feedback from [@bob" in body
     assert body.count("[@bob on `src/value.txt`:1](http") == 3, "the body links each addressed inline comment"

@@ -71,6 +71,25 @@ def test_review_comments_carry_path_line_and_review() -> None:
     assert item.updated_at == "2019-05-15T15:20:38Z"
 
 
+@pytest.mark.parametrize(
+    "name", [p.name for p in ORACLE_FILES if p.name.startswith("pull_request_review_comment.")]
+)
+def test_review_comments_carry_githubs_diff_hunk(name: str) -> None:
+    """The steer quotes the hunk a reviewer saw (issue 4), so it must survive parsing verbatim."""
+    (item,) = parse_feedback("pull_request_review_comment", oracle(name))
+    assert item.diff_hunk == "@@ -1 +1 @@\n-# Hello-World"
+
+
+def test_a_comment_without_a_diff_hunk_and_other_sources_carry_none() -> None:
+    """Older or trimmed payloads lack the field; reviews and conversation comments have no hunk."""
+    payload = oracle("pull_request_review_comment.created.1.json")
+    payload["comment"] = {k: v for k, v in payload["comment"].items() if k != "diff_hunk"}
+    (item,) = parse_feedback("pull_request_review_comment", payload)
+    assert item.diff_hunk is None
+    (review,) = parse_feedback("pull_request_review", oracle("pull_request_review.submitted.0.json"))
+    assert review.diff_hunk is None
+
+
 def test_an_outdated_comment_falls_back_to_original_line() -> None:
     payload = oracle("pull_request_review_comment.created.1.json")
     payload["comment"] = {**payload["comment"], "line": None, "original_line": 12}

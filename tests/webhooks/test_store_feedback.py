@@ -156,7 +156,7 @@ def test_upgrade_from_0002_keeps_the_data_and_matches_the_models(database_url: s
     finally:
         old.close()
     with Store.open(database_url, upgrade=True) as s:
-        assert s.current_revision() == "0003" == migrate.head_revision()
+        assert s.current_revision() == migrate.head_revision()
         assert s.get_run("r1").objective == "Cut latency"
         assert s.save_delivery("d", "ping", None, {})
         assert s.add_feedback("r1", "router", comment_event()) is not None
