@@ -11,7 +11,7 @@ Contract (every implementation, fakes included, passes ``tests/forge/test_contra
   again after any failure yields exactly one PR.
 - Writes are spaced by the implementation's write interval (GitHub asks for 1 s between writes).
 - There is deliberately no merge, close, approve, review or comment *writing* method: crucible never
-  does those (DESIGN §7); the ``list_*`` methods only read feedback. Bodies are edited only through
+  does those (DESIGN §7); ``feedback_reader`` only reads feedback. Bodies are edited only through
   ``update_pull``.
 - Errors: ``ForgeNotFound`` (no such repo/branch/PR), ``ForgeRateLimited`` (retry after
   ``retry_after`` seconds), ``ForgeError`` for anything else.
@@ -98,15 +98,36 @@ class Forge(Protocol):
         (``GIT_CONFIG_COUNT``/``GIT_CONFIG_KEY_n``/``GIT_CONFIG_VALUE_n`` with ``http.extraHeader``)."""
         ...
 
-    # -- feedback reads (the poller's safety net for lost webhooks, DESIGN §7) -------------------
+    def feedback_reader(self) -> FeedbackReader:
+        """The reader the poller uses on this forge (same API and credentials, conditional GETs)."""
+        ...
+
+
+class FeedbackReader(Protocol):
+    """The poller's reads: the safety net for lost webhooks (DESIGN §7, issue 4 deliverable 2).
+
+    Contract (``tests/forge/test_feedback_reads.py`` runs it over every implementation):
+
+    - Every list is a *fixed* URL read conditionally: with the ``etag`` of the previous answer, an
+      unchanged list answers ``not_modified`` (a 304 on GitHub, which costs no rate limit). A page's
+      ``etag`` is None when the answer spanned several pages (only one page revalidates as a whole).
+    - Reads are safe to retry; an implementation may retry 5xx and dropped connections. A rate limit
+      raises ``ForgeRateLimited`` at once (the poller waits, not the reader); a missing repository or
+      PR ``ForgeNotFound``; anything else ``ForgeError``.
+    - ``rate_status`` is what the last answer's ``x-ratelimit-*`` headers said (None before any), so
+      the poller can stretch its interval before the quota runs out.
+    """
+
+    def list_pulls(self, full_name: str, *, etag: str | None, stop_before: str | None = None) -> PullPage:
+        """Pull requests of any state, most recently updated first. Pages are followed until one
+        ends with an ``updated_at`` older than ``stop_before`` (the newest value of the previous
+        answer: nothing older can have changed), or to the end without it."""
+        ...
 
     def list_review_comments(self, full_name: str, *, since: str | None, etag: str | None) -> CommentPage:
         """Every inline review comment of the repository updated at or after ``since`` (all pages,
         oldest update first), as ``review_comment`` events with action ``created`` (a list cannot
-        tell an edit from a first sight: ``updated_at`` tells versions apart). With ``etag``, a
-        conditional read: unchanged answers come back as ``CommentPage((), etag, True)``, which
-        costs no rate limit. The page's ``etag`` is None when the answer spanned several pages
-        (only a one-page answer can be revalidated as a whole)."""
+        tell an edit from a first sight: ``updated_at`` tells versions apart)."""
         ...
 
     def list_issue_comments(self, full_name: str, *, since: str | None, etag: str | None) -> CommentPage:
@@ -116,10 +137,14 @@ class Forge(Protocol):
         keep the numbers of the pull requests they watch (the poller does)."""
         ...
 
-    def list_reviews(self, full_name: str, number: int) -> tuple[FeedbackEvent, ...]:
-        """The submitted reviews of one PR (pending ones are invisible), oldest first, as
-        ``review`` events with action ``submitted`` and ``updated_at`` the submission time."""
+    def list_reviews(self, full_name: str, number: int) -> ReviewPage:
+        """The submitted reviews of one PR (pending ones are invisible), oldest first, as ``review``
+        events with action ``submitted`` and ``updated_at`` the submission time; with the server's
+        clock at the answer (its ``Date``), which tells whether a later review could still carry
+        the same-second ``updated_at`` the PR shows now."""
         ...
+
+    def rate_status(self) -> RateStatus | None: ...
 
 
 @dataclass(frozen=True)
@@ -161,3 +186,42 @@ class CommentPage:
     events: tuple[FeedbackEvent, ...]
     etag: str | None
     not_modified: bool
+
+
+@dataclass(frozen=True)
+class PullState:
+    """One pull request as a list shows it: enough to tell whether it moved or closed."""
+
+    number: int
+    state: str  # open | closed
+    merged: bool
+    updated_at: str  # ISO 8601, second resolution on GitHub
+
+
+@dataclass(frozen=True)
+class PullPage:
+    """One conditional read of a repository's pull requests (see ``CommentPage``)."""
+
+    pulls: tuple[PullState, ...]
+    etag: str | None
+    not_modified: bool
+
+
+@dataclass(frozen=True)
+class ReviewPage:
+    """The reviews of one PR and the server's clock when it answered (epoch seconds; None if the
+    answer carried no ``Date``)."""
+
+    events: tuple[FeedbackEvent, ...]
+    server_time: float | None
+
+
+@dataclass(frozen=True)
+class RateStatus:
+    """The rate-limit headers of the newest answer: ``remaining`` of ``limit`` requests until
+    ``reset`` (epoch seconds), seen at ``observed`` (epoch seconds, the server's ``Date`` if any)."""
+
+    limit: int
+    remaining: int
+    reset: float
+    observed: float

@@ -17,16 +17,15 @@ Why it looks the way it does (DESIGN §7, issue 3 deliverables 1, 4, 5):
   unless its own fields are asked for).
 - There is no merge, close, approve, review or comment call here, on purpose; a test reads this
   module's source to keep it that way.
-- The feedback reads (repository-wide comment lists, reviews of a PR) go through PyGithub's
-  ``Requester`` directly: its list objects cannot send ``If-None-Match``, and a 304 is what keeps
-  polling free against the rate limit. The Requester carries the same credentials (tokens and App
-  installations alike).
+- The feedback reads (repository-wide lists, reviews of a PR) are not here: PyGithub's lists cannot
+  send ``If-None-Match``, and a 304 is what keeps polling free against the rate limit, so
+  ``feedback_reader()`` hands out the httpx reader of ``polling.py`` with the same credentials
+  (tokens and App installation tokens alike).
 """
 
 from __future__ import annotations
 
 import base64
-import json
 import math
 import threading
 import time
@@ -38,55 +37,24 @@ from github import Auth, Github, GithubException, GithubIntegration
 from github.GithubObject import NotSet
 from github.PullRequest import PullRequest
 from github.Repository import Repository
-from github.Requester import Requester
 
 from controller.forge.auth import ForgeCredentials
 from controller.forge.base import (
-    CommentPage,
-    FeedbackEvent,
     ForgeError,
     ForgeNotFound,
     ForgeRateLimited,
     PullInfo,
     RepoInfo,
 )
-from controller.forge.github_json import issue_comment_event, next_link, review_comment_event, review_event
+from controller.forge.polling import GithubReader
+from controller.forge.ratelimit import rate_limit_wait
 
 T = TypeVar("T")
 
 READ_ATTEMPTS = 3  # a read is tried at most this often
 READ_BACKOFF = 1.0  # seconds before the 2nd read attempt after a 5xx or a dropped connection; doubled after
 WRITE_BACKOFF = 2.0  # seconds between an ambiguous failed POST and the look-up that precedes its one retry
-DEFAULT_RATE_LIMIT_WAIT = 60.0  # GitHub: without retry-after/reset headers, wait at least a minute
 ALREADY_EXISTS = "a pull request already exists"
-PER_PAGE = "100"  # the most a list page may hold: fewer requests per poll
-
-
-def rate_limit_wait(status: int, headers: Mapping[str, Any], message: str, now: float) -> float | None:
-    """Seconds to wait if this answer is a primary or secondary rate limit, else None.
-
-    ``retry-after`` wins; then ``x-ratelimit-remaining: 0`` with ``x-ratelimit-reset`` (epoch
-    seconds, compared with ``now``, plus one second because the reset happens somewhere within
-    that second); a 429, or a 403 whose message speaks of a rate limit, waits a minute.
-    """
-    if status not in (403, 429):
-        return None
-    lowered = {str(k).lower(): str(v) for k, v in headers.items()}
-    retry_after = lowered.get("retry-after", "").strip()
-    if retry_after:
-        try:
-            return max(0.0, float(retry_after))
-        except ValueError:  # an HTTP date: GitHub does not send those, so be conservative
-            return DEFAULT_RATE_LIMIT_WAIT
-    if lowered.get("x-ratelimit-remaining", "").strip() == "0":
-        try:
-            return max(0.0, float(lowered.get("x-ratelimit-reset", "")) - now) + 1.0
-        except ValueError:
-            return DEFAULT_RATE_LIMIT_WAIT
-    text = message.lower()
-    if status == 429 or "rate limit" in text or "abuse" in text:
-        return DEFAULT_RATE_LIMIT_WAIT
-    return None
 
 
 def split_head(head: str) -> tuple[str, str]:
@@ -142,6 +110,8 @@ class GithubForge:
             "lazy": True,
         }
         self._write_interval = write_interval
+        self._timeout = timeout
+        self._reader: GithubReader | None = None
         self._sleep = sleep
         self._clock = clock
         self._max_wait = max_wait
@@ -189,18 +159,13 @@ class GithubForge:
         """Basic ``x-access-token:<token>`` (the installation token for an App), as GitHub documents."""
         return basic_auth_env(self._sessions.git_token(full_name))
 
-    # -- feedback reads ---------------------------------------------------------------------
-
-    def list_review_comments(self, full_name: str, *, since: str | None, etag: str | None) -> CommentPage:
-        return self._comment_page(full_name, "pulls/comments", since, etag, review_comment_event)
-
-    def list_issue_comments(self, full_name: str, *, since: str | None, etag: str | None) -> CommentPage:
-        return self._comment_page(full_name, "issues/comments", since, etag, issue_comment_event)
-
-    def list_reviews(self, full_name: str, number: int) -> tuple[FeedbackEvent, ...]:
-        _split_repo(full_name)
-        items, _, _ = self._get_all(full_name, f"/repos/{full_name}/pulls/{number}/reviews", {}, None)
-        return tuple(review_event(full_name, number, item) for item in items if item.get("submitted_at"))
+    def feedback_reader(self) -> GithubReader:
+        """The poller's reader (httpx, conditional GETs) on the same API with the same credentials;
+        one per adapter, so its connection pool is shared by every poll."""
+        with self._write_lock:
+            if self._reader is None:
+                self._reader = GithubReader(self.api_url, self._sessions.git_token, timeout=self._timeout)
+            return self._reader
 
     # -- writes -----------------------------------------------------------------------------
 
@@ -251,65 +216,6 @@ class GithubForge:
     def _repo(self, full_name: str) -> Repository:
         _split_repo(full_name)
         return self._sessions.client(full_name).get_repo(full_name)
-
-    def _comment_page(
-        self,
-        full_name: str,
-        path: str,
-        since: str | None,
-        etag: str | None,
-        convert: Callable[[str, dict[str, Any]], FeedbackEvent],
-    ) -> CommentPage:
-        _split_repo(full_name)
-        params = {"sort": "updated", "direction": "asc"}
-        if since is not None:
-            params["since"] = since
-        items, new_etag, pages = self._get_all(full_name, f"/repos/{full_name}/{path}", params, etag)
-        if items is None:
-            return CommentPage((), etag, True)
-        events = tuple(convert(full_name, item) for item in items)
-        return CommentPage(events, new_etag if pages == 1 else None, False)
-
-    def _get_all(
-        self, full_name: str, url: str, params: dict[str, str], etag: str | None
-    ) -> tuple[Any, str | None, int]:
-        """All pages of a list: (items, the first page's ETag, pages read); items is None on a 304."""
-        requester = self._sessions.client(full_name).requester
-        headers = {"If-None-Match": etag} if etag else {}
-        query: dict[str, str] | None = {**params, "per_page": PER_PAGE}
-        items: list[dict[str, Any]] = []
-        first_etag: str | None = None
-        pages = 0
-        next_url: str | None = url
-        while next_url is not None:
-            status, answer, data = self._get(requester, f"GET {next_url}", next_url, query, headers)
-            if status == 304:
-                return None, etag, pages
-            if pages == 0:
-                first_etag = answer.get("etag")
-            pages += 1
-            items.extend(data)
-            next_url, query, headers = next_link(answer.get("link", "")), None, {}
-        return items, first_etag, pages
-
-    def _get(
-        self,
-        requester: Requester,
-        what: str,
-        url: str,
-        params: dict[str, str] | None,
-        headers: dict[str, str],
-    ) -> tuple[int, dict[str, Any], Any]:
-        """One GET, retried as reads are; errors become ``GithubException`` for ``_read``."""
-
-        def call() -> tuple[int, dict[str, Any], Any]:
-            status, answer, body = requester.requestJson("GET", url, params, dict(headers))
-            data = json.loads(body) if body else None
-            if status >= 400:
-                raise requester.createException(status, answer, data if isinstance(data, dict) else {})
-            return status, answer, data
-
-        return self._read(what, call)
 
     def _read(self, what: str, call: Callable[[], T]) -> T:
         """``call()``, retried on 5xx, dropped connections and rate limits (waiting as told)."""

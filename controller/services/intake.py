@@ -77,17 +77,21 @@ def _process(store: Store, delivery: DeliveryRecord, own_logins: Collection[str]
         if pull is not None:
             ingest(store, pull.run_id, pull.component, [event], own_logins)
     if pull_state is not None:
-        _apply_pull_state(store, *pull_state, delivery_id=delivery.id)
+        apply_pull_state(store, *pull_state, delivery_id=delivery.id)
 
 
-def _apply_pull_state(
-    store: Store, repo: str, number: int, state: str, merged: bool, *, delivery_id: str
+def apply_pull_state(
+    store: Store, repo: str, number: int, state: str, merged: bool, *, delivery_id: str | None
 ) -> None:
+    """Record that PR ``number`` of ``repo`` is open or closed, as a webhook delivery (its id) or
+    the poller (``delivery_id`` None) saw it; a close appends ``PR_CLOSED`` once, whoever saw it
+    first. PRs crucible did not publish are ignored."""
     pull = store.pull_by_number(repo, number)
     if pull is None:
         return
     event = None
     if state == "closed":
         payload = {"component": pull.component, "repo": repo, "number": number, "merged": merged}
-        event = (EventKind.PR_CLOSED, {**payload, "delivery": delivery_id})
+        seen_by = {"delivery": delivery_id} if delivery_id is not None else {"seen_by": "poller"}
+        event = (EventKind.PR_CLOSED, {**payload, **seen_by})
     store.set_pull_state(pull.run_id, pull.component, state, event=event)

@@ -17,7 +17,7 @@ from controller.domain.enums import StopReason
 from controller.engine.candidate import clean_feedback
 from controller.forge.base import FeedbackEvent, Forge
 from controller.services.context import RunContext
-from controller.services.intake import ingest, process_deliveries
+from controller.services.intake import apply_pull_state, ingest, process_deliveries
 from controller.services.loop import LoopResult, budgets_of, finish
 from controller.services.poller import Poller
 from controller.services.rounds import current_versions, ready_batches, run_round
@@ -74,12 +74,11 @@ def _judge(ctx: RunContext, trust: TrustPolicy) -> None:
         ctx.store.set_feedback_verdict(item.id, trusted=trusted, verdict=verdict, reason=reason)
 
 
-def _closed(ctx: RunContext, watch: Watch) -> bool:
+def _closed(ctx: RunContext) -> bool:
+    """Whether every PR of the run is closed, as webhooks and the poller recorded it (no forge
+    call: with many PRs a read per PR per loop would spend the quota the poller saves)."""
     pulls = ctx.store.list_pulls(ctx.run_id)
-    if not pulls:
-        return False
-    states = [watch.forge.get_pull(p.repo, p.number) for p in pulls]
-    return all(p.state == "closed" for p in states)
+    return bool(pulls) and all(p.state == "closed" for p in pulls)
 
 
 def watch_feedback(ctx: RunContext, searched: LoopResult, watch: Watch) -> LoopResult:
@@ -91,16 +90,18 @@ def watch_feedback(ctx: RunContext, searched: LoopResult, watch: Watch) -> LoopR
     pulls = ctx.store.list_pulls(ctx.run_id)
     if not pulls:
         return finish(ctx, searched.stop_reason, searched.message + "; no pull request to watch")
-    poller = Poller(watch.forge, repos={p.repo for p in pulls})
+    poller = Poller(
+        watch.forge.feedback_reader(), repos={p.repo for p in pulls}, clock=lambda: watch.clock().timestamp()
+    )
     for pull in pulls:
         poller.watch(pull.repo, pull.number)
     while True:
         stop = _budget_stop(ctx, watch, feedback.max_rounds)
         if stop is not None:
             return finish(ctx, *stop)
-        if _closed(ctx, watch):
+        _collect(ctx, watch, poller, trust, feedback.poll_interval)
+        if _closed(ctx):
             return finish(ctx, StopReason.FEEDBACK_CLOSED, "stopped: the pull requests were closed")
-        _collect(ctx, watch, poller, trust)
         waiting = current_versions(ctx.store.list_feedback(ctx.run_id))
         batches = ready_batches(waiting, watch.clock(), feedback.quiet_window)
         if batches:
@@ -111,16 +112,23 @@ def watch_feedback(ctx: RunContext, searched: LoopResult, watch: Watch) -> LoopR
                 run_round(ctx, batches[0])
             continue
         watch.wakeup.clear()
-        watch.sleep_until_woken(watch.wakeup, feedback.poll_interval)
+        # A webhook delivery wakes the watch early; otherwise look again when the next poll is due,
+        # but at least every poll interval (quiet windows and budgets run out meanwhile).
+        pause = poller.wait(feedback.poll_interval) if watch.poll else feedback.poll_interval
+        watch.sleep_until_woken(watch.wakeup, min(feedback.poll_interval, pause) or feedback.poll_interval)
 
 
-def _collect(ctx: RunContext, watch: Watch, poller: Poller, trust: TrustPolicy) -> None:
-    """Bring in what webhooks stored and what the poller sees, and judge every new item."""
+def _collect(ctx: RunContext, watch: Watch, poller: Poller, trust: TrustPolicy, interval: float) -> None:
+    """Bring in what webhooks stored and, when a poll is due, what the poller sees (feedback and
+    closed PRs); judge every new item."""
     process_deliveries(ctx.store, own_logins=watch.own_logins)
-    for event in poller.poll() if watch.poll else ():
-        owner = ctx.store.pull_by_number(event.repo, event.pr_number)
-        if owner is not None and owner.run_id == ctx.run_id:
-            ingest(ctx.store, ctx.run_id, owner.component, [event], own_logins=watch.own_logins)
+    if watch.poll and poller.due(interval):
+        for event in poller.poll():
+            owner = ctx.store.pull_by_number(event.repo, event.pr_number)
+            if owner is not None and owner.run_id == ctx.run_id:
+                ingest(ctx.store, ctx.run_id, owner.component, [event], own_logins=watch.own_logins)
+        for repo, pull in poller.pull_changes():
+            apply_pull_state(ctx.store, repo, pull.number, pull.state, pull.merged, delivery_id=None)
     _judge(ctx, trust)
 
 
@@ -158,7 +166,7 @@ class _LiveSteer:
                 self.ctx.observer.warn(f"live steer: {error}")
 
     def tick(self) -> None:
-        _collect(self.ctx, self.watch, self.poller, self.trust)
+        _collect(self.ctx, self.watch, self.poller, self.trust, self.interval)
         round_number = self.ctx.store.get_run(self.ctx.run_id).round
         fresh = [
             i

@@ -1,11 +1,14 @@
-"""``Poller`` on the local forge (real HTTP, real ETags) and on ``FakeForge`` (edits, failures)."""
+"""``Poller`` on the local forge (real HTTP, real ETags, real rate-limit headers) and on ``FakeForge``
+(edits, failures, same-second updates, closing, rate limits)."""
 
 from __future__ import annotations
+
+import time
 
 import pytest
 import requests
 
-from controller.forge.base import FeedbackEvent, ForgeNotFound, ForgeRateLimited
+from controller.forge.base import FeedbackEvent, ForgeNotFound, ForgeRateLimited, RateStatus
 from controller.services.poller import Poller
 from tests.forge.conftest import (  # noqa: F401  (local_forge is a fixture)
     COLLABORATOR,
@@ -48,7 +51,7 @@ def kinds(events: list[FeedbackEvent]) -> list[tuple[str, str]]:
 def test_a_review_with_three_comments_is_returned_once(site: LocalForge) -> None:
     scene = local_scene(site)
     number = scene.open_pull()
-    poller = Poller(scene.harness.forge, repos=[REPO])
+    poller = Poller(scene.harness.forge.feedback_reader(), repos=[REPO])
     poller.watch(REPO, number)
     assert poller.poll() == []
     scene.review(number, COLLABORATOR, "Three things.", THREE)
@@ -64,7 +67,7 @@ def test_a_review_with_three_comments_is_returned_once(site: LocalForge) -> None
 def test_a_new_comment_appears_on_the_next_poll(site: LocalForge) -> None:
     scene = local_scene(site)
     number = scene.open_pull()
-    poller = Poller(scene.harness.forge, repos=[REPO])
+    poller = Poller(scene.harness.forge.feedback_reader(), repos=[REPO])
     poller.watch(REPO, number)
     scene.review(number, COLLABORATOR, "", THREE)
     assert len(poller.poll()) == 4
@@ -75,24 +78,47 @@ def test_a_new_comment_appears_on_the_next_poll(site: LocalForge) -> None:
     assert poller.poll() == []
 
 
-def test_quiet_polls_cost_only_the_review_reads(site: LocalForge) -> None:
+def test_quiet_polls_cost_nothing(site: LocalForge) -> None:
+    """Once the reviews were read after the PR's last update, a quiet poll is three 304s."""
     scene = local_scene(site)
     number = scene.open_pull()
-    poller = Poller(scene.harness.forge, repos=[REPO])
+    reader = scene.harness.forge.feedback_reader()
+    poller = Poller(reader, repos=[REPO])
     poller.watch(REPO, number)
     scene.review(number, COLLABORATOR, "", THREE)
     scene.comment(number, COLLABORATOR, "and this")
+    time.sleep(1.1)  # past the second of the last update, so this read settles the PR
     poller.poll()
-    poller.poll()  # the cursors moved: one more full read of each list, whose ETags are kept
+    poller.poll()  # the comment cursors moved: one more full read of each list, whose ETags are kept
     before = remaining(site)
+    site.log.seen.clear()
     assert poller.poll() == []
-    assert before - remaining(site) == 1  # the per-PR reviews; both comment lists were 304s
+    assert remaining(site) == before
+    assert site.log.count("GET", "/reviews") == 0
+    status = reader.rate_status()
+    assert status is not None and status.remaining == before and status.limit >= before
+
+
+def test_reviews_are_read_only_when_the_pull_moved(site: LocalForge) -> None:
+    scene = local_scene(site)
+    quiet, busy = scene.open_pull("crucible/run-1"), scene.open_pull("crucible/run-2")
+    poller = Poller(scene.harness.forge.feedback_reader(), repos=[REPO])
+    poller.watch(REPO, quiet)
+    poller.watch(REPO, busy)
+    time.sleep(1.1)
+    poller.poll()
+    site.log.seen.clear()
+    scene.review(busy, COLLABORATOR, "Looks slow.", [])
+    assert kinds(poller.poll()) == [("review", "Looks slow.")]
+    reads = [path for method, path, _ in site.log.seen if method == "GET" and path.endswith("/reviews")]
+    print("DBG", {n: (p.state, p.reviews_read_at, p.settled) for n, p in poller._repos[REPO].pulls.items()})
+    assert reads == [f"/api/v3/repos/{REPO}/pulls/{busy}/reviews"]
 
 
 def test_only_watched_pulls_are_reported(site: LocalForge) -> None:
     scene = local_scene(site)
     watched, other = scene.open_pull("crucible/run-1"), scene.open_pull("crucible/run-2")
-    poller = Poller(scene.harness.forge, repos=[REPO])
+    poller = Poller(scene.harness.forge.feedback_reader(), repos=[REPO])
     poller.watch(REPO, watched)
     scene.comment(other, COLLABORATOR, "not ours")
     scene.comment(watched, COLLABORATOR, "ours")
@@ -151,11 +177,79 @@ def test_one_failing_repository_does_not_block_the_others() -> None:
 def test_quiet_fake_polls_are_not_modified() -> None:
     forge = fake_with_pull()
     poller = Poller(forge, repos=[REPO])
+    poller.watch(REPO, 1)
     poller.poll()
     forge.calls.clear()
+    assert poller.poll() == []
+    assert [c[0] for c in forge.calls] == ["list_pulls", "list_review_comments", "list_issue_comments"]
+    pulls_etag, *comment_etags = [c[2] if c[0] == "list_pulls" else c[3] for c in forge.calls]
+    assert pulls_etag and all(comment_etags)
+
+
+def test_a_review_in_the_same_second_as_the_last_read_is_not_missed() -> None:
+    """updated_at has one-second resolution: a review landing in the second the reviews were read
+    leaves the PR's updated_at (and the PR list's ETag) unchanged, so that read cannot settle it."""
+    forge = fake_with_pull()
+    forge.frozen = True
+    poller = Poller(forge, repos=[REPO])
+    poller.watch(REPO, 1)
+    assert poller.poll() == []
+    forge.submit_review(REPO, 1, COLLABORATOR, "same second")
+    forge.calls.clear()
+    assert kinds(poller.poll()) == [("review", "same second")]
+    assert forge.calls[0][0] == "list_pulls" and forge.calls[0][2]  # conditional: the list did not move
+    forge.frozen = False
+    poller.poll()  # read after that second: settled
+    forge.calls.clear()
+    assert poller.poll() == []
+    assert "list_reviews" not in [c[0] for c in forge.calls]
+
+
+def test_closing_and_merging_are_reported_once() -> None:
+    forge = fake_with_pull()
+    forge.set_branch(REPO, "crucible/run-2", fake_sha("other"))
+    forge.create_pull(REPO, head="alice:crucible/run-2", base="main", title="Other", body="")
+    poller = Poller(forge, repos=[REPO])
+    poller.watch(REPO, 1)
+    poller.watch(REPO, 2)
     poller.poll()
-    etags = [call[3] for call in forge.calls if call[0].startswith("list_")]
-    assert len(etags) == 2 and all(etags)
+    assert [(r, p.number, p.state) for r, p in poller.pull_changes()] == [
+        (REPO, 1, "open"),
+        (REPO, 2, "open"),
+    ]
+    assert poller.pull_changes() == []
+    forge.merge_pull(REPO, 2)
+    poller.poll()
+    assert [(p.number, p.state, p.merged) for _, p in poller.pull_changes()] == [(2, "closed", True)]
+    poller.poll()
+    assert poller.pull_changes() == []
+
+
+def test_the_interval_stretches_when_the_quota_would_not_last() -> None:
+    clock = Sleeps()
+    forge = fake_with_pull()
+    poller = Poller(forge, repos=[REPO], clock=clock.clock)
+    poller.watch(REPO, 1)
+    poller.poll()  # a first poll: 3 lists and one reviews read, all billable
+    forge.rate = RateStatus(limit=5000, remaining=4000, reset=3600.0, observed=0.0)
+    assert poller.wait(30.0) == 30.0  # plenty: 4000 left for 120 polls an hour
+    forge.rate = RateStatus(limit=5000, remaining=450, reset=3600.0, observed=0.0)
+    # 450 minus the 250 reserve leaves 200 requests, i.e. 50 polls of 4 in 3600 s: one per 72 s.
+    assert poller.wait(30.0) == pytest.approx(72.0)
+    forge.rate = RateStatus(limit=5000, remaining=100, reset=600.0, observed=0.0)
+    assert poller.wait(30.0) == pytest.approx(601.0)  # only the reserve is left: wait for the reset
+
+
+def test_a_rate_limited_poll_waits_as_asked() -> None:
+    clock = Sleeps()
+    forge = fake_with_pull()
+    poller = Poller(forge, repos=[REPO], clock=clock.clock)
+    forge.fail_next("list_pulls", ForgeRateLimited("slow down", 120.0))
+    poller.poll()
+    assert isinstance(poller.errors[REPO], ForgeRateLimited)
+    assert poller.wait(30.0) == pytest.approx(120.0)
+    clock.sleep(120.0)
+    assert poller.due(30.0)
 
 
 def test_due_follows_the_clock() -> None:

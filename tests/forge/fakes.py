@@ -23,7 +23,11 @@ from controller.forge.base import (
     ForgeError,
     ForgeNotFound,
     PullInfo,
+    PullPage,
+    PullState,
+    RateStatus,
     RepoInfo,
+    ReviewPage,
 )
 
 EPOCH = datetime(2024, 1, 1, tzinfo=UTC)
@@ -64,6 +68,7 @@ class FakePull:
     draft: bool
     state: str = "open"
     merged: bool = False
+    updated_at: str = ""  # moved by every change and every piece of feedback, as on GitHub
 
 
 @dataclass
@@ -85,6 +90,8 @@ class FakeForge:
         self._failures: dict[str, list[_Failure]] = {}
         self.feedback: dict[str, list[FeedbackEvent]] = {}  # repo -> reviews and comments, latest versions
         self._ticks = 0
+        self.frozen = False  # True: every write lands in the same second (GitHub's updated_at resolution)
+        self.rate: RateStatus | None = None  # what rate_status() answers
 
     # -- setting the scene (not part of Forge) -----------------------------------------------
 
@@ -108,7 +115,7 @@ class FakeForge:
         for pulls in self.pulls.values():
             for pull in pulls:
                 if pull.state == "open" and (pull.head_owner, pull.head_ref) == (repo.owner, branch):
-                    pull.head_sha = sha
+                    pull.head_sha, pull.updated_at = sha, self._stamp()
 
     def add_collaborator(self, full_name: str, login: str, role: str = "push") -> None:
         if role not in PERMISSION_OF_ROLE:
@@ -118,16 +125,18 @@ class FakeForge:
 
     def close_pull(self, full_name: str, number: int) -> None:
         """A person closed the PR (crucible never does)."""
-        self._pull(full_name, number).state = "closed"
+        pull = self._pull(full_name, number)
+        pull.state, pull.updated_at = "closed", self._stamp()
 
     def merge_pull(self, full_name: str, number: int) -> None:
         """A person merged the PR (crucible never does)."""
         pull = self._pull(full_name, number)
-        pull.state, pull.merged = "closed", True
+        pull.state, pull.merged, pull.updated_at = "closed", True, self._stamp()
 
     def edit_body(self, full_name: str, number: int, body: str) -> None:
         """A person edited the description."""
-        self._pull(full_name, number).body = body
+        pull = self._pull(full_name, number)
+        pull.body, pull.updated_at = body, self._stamp()
 
     def fail_next(self, method: str, error: Exception, *, after: bool = False) -> None:
         """The next call of ``method`` raises ``error``; with ``after``, a write happens first
@@ -177,6 +186,7 @@ class FakeForge:
         for index, item in enumerate(items):
             if item.external_id == comment_id and item.source != "review":
                 items[index] = replace(item, body=body, updated_at=self._stamp())
+                self._pull(full_name, item.pr_number).updated_at = items[index].updated_at
                 return items[index]
         raise ForgeNotFound(f"no comment {comment_id} in {full_name}")
 
@@ -226,6 +236,7 @@ class FakeForge:
         if head_sha == repo.branches[base]:
             raise ForgeError(f"create pull {head}: 422 No commits between {base} and {branch}")
         pull = FakePull(len(self._pulls(full_name)) + 1, title, body, owner, branch, head_sha, base, draft)
+        pull.updated_at = self._stamp()
         self._pulls(full_name).append(pull)
         return self._raise_after(failure, self._info(full_name, pull))
 
@@ -238,6 +249,7 @@ class FakeForge:
             pull.body = body
         if title is not None:
             pull.title = title
+        pull.updated_at = self._stamp()
         return self._raise_after(failure, self._info(full_name, pull))
 
     def permission(self, full_name: str, login: str) -> str:
@@ -262,6 +274,21 @@ class FakeForge:
             "GIT_TERMINAL_PROMPT": "0",
         }
 
+    def feedback_reader(self) -> FakeForge:
+        """The fake reads feedback itself (``FeedbackReader`` below)."""
+        return self
+
+    # -- FeedbackReader -------------------------------------------------------------------------
+
+    def list_pulls(self, full_name: str, *, etag: str | None, stop_before: str | None = None) -> PullPage:
+        self._enter("list_pulls", full_name, etag or "")
+        ordered = sorted(self._pulls(full_name), key=lambda p: (p.updated_at, p.number), reverse=True)
+        pulls = tuple(PullState(p.number, p.state, p.merged, p.updated_at) for p in ordered)
+        digest = f'W/"{hashlib.sha256(repr(pulls).encode()).hexdigest()}"'
+        if etag == digest:
+            return PullPage((), etag, True)
+        return PullPage(pulls, digest, False)
+
     def list_review_comments(self, full_name: str, *, since: str | None, etag: str | None) -> CommentPage:
         self._enter("list_review_comments", full_name, since or "", etag or "")
         return self._page(full_name, "review_comment", since, etag)
@@ -270,11 +297,18 @@ class FakeForge:
         self._enter("list_issue_comments", full_name, since or "", etag or "")
         return self._page(full_name, "issue_comment", since, etag)
 
-    def list_reviews(self, full_name: str, number: int) -> tuple[FeedbackEvent, ...]:
+    def list_reviews(self, full_name: str, number: int) -> ReviewPage:
         self._enter("list_reviews", full_name, str(number))
         self._pull(full_name, number)
         found = [e for e in self._events(full_name, "review") if e.pr_number == number]
-        return tuple(sorted(found, key=lambda e: (e.updated_at, e.external_id)))
+        events = tuple(sorted(found, key=lambda e: (e.updated_at, e.external_id)))
+        # The server's clock: one tick after the newest write, so nothing read here is "same
+        # second" -- unless the clock is frozen (then reads share the writes' second).
+        ticks = self._ticks if self.frozen else self._ticks + 1
+        return ReviewPage(events, (EPOCH + timedelta(seconds=ticks)).timestamp())
+
+    def rate_status(self) -> RateStatus | None:
+        return self.rate
 
     # -- internals ------------------------------------------------------------------------------
 
@@ -324,7 +358,7 @@ class FakeForge:
         return CommentPage(events, digest, False)
 
     def _stamp(self) -> str:
-        self._ticks += 1
+        self._ticks += 0 if self.frozen and self._ticks else 1
         return (EPOCH + timedelta(seconds=self._ticks)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
     def _association(self, repo: FakeRepo, login: str) -> str:
@@ -369,6 +403,7 @@ class FakeForge:
             url=f"{self.base_url}/{repo.full_name}/pull/{number}#{source}-{len(items) + 1}",
         )
         items.append(event)
+        self._pull(full_name, number).updated_at = event.updated_at
         return event
 
     def _head_sha(self, repo: FakeRepo, owner: str, branch: str) -> str:

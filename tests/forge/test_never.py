@@ -10,8 +10,9 @@ import sys
 from pathlib import Path
 
 import controller.forge
-from controller.forge.base import Forge
+from controller.forge.base import FeedbackReader, Forge
 from controller.forge.github import GithubForge
+from controller.forge.polling import GithubReader
 
 FORGE_SOURCES = sorted(Path(controller.forge.__file__).parent.glob("*.py"))
 FORBIDDEN_TEXT = (
@@ -55,21 +56,34 @@ def test_no_call_merges_comments_reviews_or_changes_state() -> None:
     assert offending == []
 
 
-def test_the_adapter_offers_exactly_the_protocol() -> None:
-    def public(cls: type) -> set[str]:
-        return {n for n, _ in inspect.getmembers(cls, inspect.isfunction) if not n.startswith("_")}
+def public(cls: type) -> set[str]:
+    return {n for n, _ in inspect.getmembers(cls, inspect.isfunction) if not n.startswith("_")}
 
+
+def test_the_adapter_offers_exactly_the_protocol() -> None:
     protocol = public(Forge)
     assert public(GithubForge) == protocol
     words = ("merge", "close", "approve", "comment", "review")
-    # Reading feedback (list_*) is allowed; nothing that could write a comment, review or state is.
-    writers = {name for name in protocol if not name.startswith("list_")}
-    assert not {name for name in writers if any(word in name for word in words)}
-    assert {name for name in protocol if name.startswith("list_")} == {
-        "list_issue_comments",
-        "list_review_comments",
-        "list_reviews",
+    assert not {name for name in protocol if any(word in name for word in words)}
+
+
+def test_the_feedback_reader_only_reads() -> None:
+    """The poll reader offers the reads of its protocol (and ``close`` for its connection pool), and
+    its source sends nothing but GETs."""
+    assert public(GithubReader) == public(FeedbackReader) | {"close"}
+    assert all(n.startswith("list_") or n == "rate_status" for n in public(FeedbackReader))
+    source = Path(inspect.getfile(GithubReader)).read_text()
+    tree = ast.parse(source)
+    verbs = {
+        node.func.attr
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in {"get", "post", "put", "patch", "delete", "request", "send", "stream"}
+        and isinstance(node.func.value, ast.Attribute)
+        and node.func.value.attr == "_client"
     }
+    assert verbs == {"get"}
 
 
 def test_the_types_come_without_pygithub_and_the_adapter_on_demand() -> None:

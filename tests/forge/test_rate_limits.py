@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from controller.forge.github import DEFAULT_RATE_LIMIT_WAIT, rate_limit_wait, split_head
+from controller.forge.github import split_head
+from controller.forge.ratelimit import DEFAULT_RATE_LIMIT_WAIT, rate_limit_wait
 
 NOW = 1_700_000_000.0
 
