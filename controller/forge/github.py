@@ -164,7 +164,9 @@ class GithubForge:
         one per adapter, so its connection pool is shared by every poll."""
         with self._write_lock:
             if self._reader is None:
-                self._reader = GithubReader(self.api_url, self._sessions.git_token, timeout=self._timeout)
+                self._reader = GithubReader(
+                    self.api_url, self._sessions.git_token, timeout=self._timeout, sleep=self._sleep
+                )
             return self._reader
 
     # -- writes -----------------------------------------------------------------------------

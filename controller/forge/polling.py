@@ -100,8 +100,10 @@ class GithubReader:
         if first.status == 304:
             return PullPage((), etag, True)
         pulls = [_pull_state(item) for item in first.data]
-        for answer in pages:
-            if stop_before is not None and pulls and pulls[-1].updated_at < stop_before:
+        # Decide before asking for the next page (the iterator fetches it when advanced).
+        while stop_before is None or not pulls or pulls[-1].updated_at >= stop_before:
+            answer = next(pages, None)
+            if answer is None:
                 break
             pulls.extend(_pull_state(item) for item in answer.data)
         # Any update moves a PR to the top of the first page, so that page's ETag revalidates all.
