@@ -196,6 +196,7 @@ class PullState:
     state: str  # open | closed
     merged: bool
     updated_at: str  # ISO 8601, second resolution on GitHub
+    created_at: str = ""  # nothing on the PR can be older: where comment reads may start
 
 
 @dataclass(frozen=True)

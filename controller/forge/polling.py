@@ -216,6 +216,7 @@ def _pull_state(item: dict[str, Any]) -> PullState:
         state=str(item.get("state") or "open"),
         merged=item.get("merged_at") is not None,
         updated_at=str(item.get("updated_at") or ""),
+        created_at=str(item.get("created_at") or ""),
     )
 
 

@@ -46,22 +46,36 @@ SeenKey = tuple[str, int, str]  # (source, external_id, updated_at)
 RESERVE_SHARE = 0.05  # of the hourly quota, kept for crucible's own writes (PR bodies, pushes' reads)
 MIN_RESERVE = 50
 COST_SMOOTHING = 0.3  # weight of the newest poll in the running cost per poll
+ADVANCE_AFTER = 50  # items in one comment-list answer before its ``since`` moves up
 
 
 @dataclass
 class _Cursor:
-    """Where one repository-wide comment list was left: the ``since`` to ask and the ETag to send."""
+    """Where one repository-wide comment list is read from: the ``since`` to ask and the ETag to send.
+
+    ``since`` moves only when an answer grew past ``ADVANCE_AFTER`` items (or pages): every move
+    changes the URL, which makes the stored ETag useless and costs one more full read, while a
+    short list re-read as a 304 costs nothing. Items re-read below the newest are de-duplicated.
+    """
 
     since: str | None = None
     etag: str | None = None
+
+    def start(self, floor: str | None) -> None:
+        """Begin at ``floor`` (the oldest watched PR's creation: nothing on it is older)."""
+        if self.since is None and self.etag is None and floor:
+            self.since = floor
 
     def advance(self, page: CommentPage) -> None:
         if page.not_modified:
             return
         self.etag = page.etag
+        if len(page.events) <= ADVANCE_AFTER and page.etag is not None:
+            return
         newest = max((e.updated_at for e in page.events), default=None)
         if newest is not None and (self.since is None or newest > self.since):
             self.since = newest
+            self.etag = None  # it belonged to the old URL
 
 
 @dataclass
@@ -87,6 +101,13 @@ class _RepoState:
     pulls_newest: str | None = None
     pulls: dict[int, _Pull] = field(default_factory=dict)
     watched: set[int] = field(default_factory=set)
+
+    def floor(self) -> str | None:
+        """The oldest creation time of the watched PRs, or None while one of them is unknown."""
+        created = [self.pulls[n].state for n in self.watched if n in self.pulls]
+        if not self.watched or len(created) < len(self.watched) or any(s is None or not s.created_at for s in created):
+            return None
+        return min(s.created_at for s in created if s is not None)
 
     def take(self, page: PullPage) -> None:
         if page.not_modified:
@@ -211,6 +232,9 @@ class Poller:
         move only once all its reads succeeded."""
         pulls = self._reader.list_pulls(repo, etag=state.pulls_etag, stop_before=state.pulls_newest)
         state.take(pulls)
+        floor = state.floor()
+        state.review_comments.start(floor)
+        state.issue_comments.start(floor)
         inline = self._reader.list_review_comments(
             repo, since=state.review_comments.since, etag=state.review_comments.etag
         )

@@ -9,7 +9,7 @@ import pytest
 import requests
 
 from controller.forge.base import FeedbackEvent, ForgeNotFound, ForgeRateLimited, RateStatus
-from controller.services.poller import Poller
+from controller.services.poller import ADVANCE_AFTER, Poller
 from tests.forge.conftest import (  # noqa: F401  (local_forge is a fixture)
     COLLABORATOR,
     REPO,
@@ -184,6 +184,42 @@ def test_quiet_fake_polls_are_not_modified() -> None:
     assert [c[0] for c in forge.calls] == ["list_pulls", "list_review_comments", "list_issue_comments"]
     pulls_etag, *comment_etags = [c[2] if c[0] == "list_pulls" else c[3] for c in forge.calls]
     assert pulls_etag and all(comment_etags)
+
+
+def issue_reads(forge: FakeForge) -> list[tuple[str, ...]]:
+    return [c for c in forge.calls if c[0] == "list_issue_comments"]
+
+
+def test_comment_reads_start_at_the_oldest_watched_pull_and_keep_their_etag() -> None:
+    """``since`` starts at the watched PR's creation (older comments cannot be on it) and stays
+    while the list is short, so the ETag of the last answer stays valid: one read per change."""
+    forge = fake_with_pull()
+    created = forge.list_pulls(REPO, etag=None).pulls[0].created_at
+    poller = Poller(forge, repos=[REPO])
+    poller.watch(REPO, 1)
+    forge.calls.clear()
+    poller.poll()
+    assert issue_reads(forge)[-1][2] == created
+    forge.add_issue_comment(REPO, 1, COLLABORATOR, "one")
+    assert kinds(poller.poll()) == [("issue_comment", "one")]
+    forge.calls.clear()
+    assert poller.poll() == []
+    [(_, _, since, etag)] = issue_reads(forge)
+    assert since == created and etag  # same URL as before, so the answer was "not modified"
+
+
+def test_a_long_comment_list_moves_since_up() -> None:
+    forge = fake_with_pull()
+    poller = Poller(forge, repos=[REPO])
+    poller.watch(REPO, 1)
+    for index in range(ADVANCE_AFTER + 1):
+        forge.add_issue_comment(REPO, 1, COLLABORATOR, f"comment {index}")
+    assert len(poller.poll()) == ADVANCE_AFTER + 1
+    newest = forge.list_issue_comments(REPO, since=None, etag=None).events[-1].updated_at
+    forge.calls.clear()
+    assert poller.poll() == []  # the newest comment comes back once more, and is not reported twice
+    [(_, _, since, etag)] = issue_reads(forge)
+    assert (since, etag) == (newest, "")
 
 
 def test_a_review_in_the_same_second_as_the_last_read_is_not_missed() -> None:

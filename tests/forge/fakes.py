@@ -69,6 +69,7 @@ class FakePull:
     state: str = "open"
     merged: bool = False
     updated_at: str = ""  # moved by every change and every piece of feedback, as on GitHub
+    created_at: str = ""
 
 
 @dataclass
@@ -236,7 +237,7 @@ class FakeForge:
         if head_sha == repo.branches[base]:
             raise ForgeError(f"create pull {head}: 422 No commits between {base} and {branch}")
         pull = FakePull(len(self._pulls(full_name)) + 1, title, body, owner, branch, head_sha, base, draft)
-        pull.updated_at = self._stamp()
+        pull.updated_at = pull.created_at = self._stamp()
         self._pulls(full_name).append(pull)
         return self._raise_after(failure, self._info(full_name, pull))
 
@@ -283,7 +284,7 @@ class FakeForge:
     def list_pulls(self, full_name: str, *, etag: str | None, stop_before: str | None = None) -> PullPage:
         self._enter("list_pulls", full_name, etag or "")
         ordered = sorted(self._pulls(full_name), key=lambda p: (p.updated_at, p.number), reverse=True)
-        pulls = tuple(PullState(p.number, p.state, p.merged, p.updated_at) for p in ordered)
+        pulls = tuple(PullState(p.number, p.state, p.merged, p.updated_at, p.created_at) for p in ordered)
         digest = f'W/"{hashlib.sha256(repr(pulls).encode()).hexdigest()}"'
         if etag == digest:
             return PullPage((), etag, True)
