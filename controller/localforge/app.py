@@ -51,7 +51,7 @@ def create_app(
     forge = Forge(root, webhook=target, clock=clock)
     PushEvents(forge)  # before Pulls: GitHub sends ``push`` before ``pull_request.synchronize``
     pulls = Pulls(forge)
-    limiter = RateLimiter()
+    limiter = RateLimiter(clock=lambda: clock().timestamp())  # one clock for the whole forge
     plan = faults if faults is not None else FaultPlan()
 
     @asynccontextmanager

@@ -27,7 +27,9 @@ State is in memory; the store de-duplicates durably, together with what webhooks
 
 from __future__ import annotations
 
+import statistics
 import time
+from collections import deque
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -45,7 +47,7 @@ from controller.forge.base import (
 SeenKey = tuple[str, int, str]  # (source, external_id, updated_at)
 RESERVE_SHARE = 0.05  # of the hourly quota, kept for crucible's own writes (PR bodies, pushes' reads)
 MIN_RESERVE = 50
-COST_SMOOTHING = 0.3  # weight of the newest poll in the running cost per poll
+COST_WINDOW = 9  # polls whose median billable reads is the running cost per poll
 ADVANCE_AFTER = 50  # items in one comment-list answer before its ``since`` moves up
 
 
@@ -105,7 +107,11 @@ class _RepoState:
     def floor(self) -> str | None:
         """The oldest creation time of the watched PRs, or None while one of them is unknown."""
         created = [self.pulls[n].state for n in self.watched if n in self.pulls]
-        if not self.watched or len(created) < len(self.watched) or any(s is None or not s.created_at for s in created):
+        if (
+            not self.watched
+            or len(created) < len(self.watched)
+            or any(s is None or not s.created_at for s in created)
+        ):
             return None
         return min(s.created_at for s in created if s is not None)
 
@@ -141,7 +147,7 @@ class Poller:
         self._repos: dict[str, _RepoState] = {}
         self._seen: set[SeenKey] = set()
         self._not_before: float | None = None
-        self._cost: float | None = None  # billable reads per poll, smoothed
+        self._costs: deque[int] = deque(maxlen=COST_WINDOW)  # billable reads of the latest polls
         self.errors: dict[str, ForgeError] = {}
         self.last_poll: float | None = None
         for repo in repos:
@@ -175,7 +181,7 @@ class Poller:
 
     def _stretched(self, interval_s: float) -> float:
         rate = self._reader.rate_status()
-        if rate is None or self._cost is None:
+        if rate is None or not self._costs:
             return interval_s
         window = rate.reset - rate.observed  # seconds until the quota refills (server clock)
         if window <= 0:
@@ -183,12 +189,14 @@ class Poller:
         spare = rate.remaining - max(MIN_RESERVE, RESERVE_SHARE * rate.limit)
         if spare <= 0:
             return window + 1.0  # only the reserve is left: wait for the reset
-        polls_affordable = spare / max(1.0, self._cost)
+        # The median: one burst (a PR first seen, a busy minute) must not stretch the next interval.
+        polls_affordable = spare / max(1.0, statistics.median(self._costs))
         return max(interval_s, window / polls_affordable)
 
     # -- polling --------------------------------------------------------------------------------
 
     def poll(self) -> list[FeedbackEvent]:
+        first = self.last_poll is None
         self.last_poll = self._clock()
         found: list[FeedbackEvent] = []
         billable = 0
@@ -205,11 +213,8 @@ class Poller:
                 self.errors[repo] = exc
                 continue
             self.errors.pop(repo, None)
-        self._cost = (
-            billable
-            if self._cost is None
-            else (COST_SMOOTHING * billable + (1 - COST_SMOOTHING) * self._cost)
-        )
+        if not first:  # the first poll reads every list without an ETag: a start-up cost
+            self._costs.append(billable)
         return found
 
     def pull_changes(self) -> list[tuple[str, PullState]]:
@@ -253,11 +258,14 @@ class Poller:
                 seen is not None and page.server_time is not None and page.server_time >= _epoch(seen) + 1
             )
             read.append((pull, seen, settled))
-        for pull, seen, settled in read:
-            pull.reviews_read_at, pull.settled = seen, settled
         state.review_comments.advance(inline)
         state.issue_comments.advance(conversation)
-        billable = sum(not p.not_modified for p in (pulls, inline, conversation)) + len(due)
+        # First reads of a PR's reviews are a one-time cost of starting to watch it, not what
+        # polling costs from now on, so they do not count toward the cost that stretches the interval.
+        first_sight = sum(1 for pull, _, _ in read if pull.reviews_read_at is None)
+        billable = sum(not p.not_modified for p in (pulls, inline, conversation)) + len(due) - first_sight
+        for pull, seen, settled in read:
+            pull.reviews_read_at, pull.settled = seen, settled
         return [*reviews, *inline.events, *conversation.events], billable
 
     def _fresh(self, events: list[FeedbackEvent]) -> list[FeedbackEvent]:

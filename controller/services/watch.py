@@ -24,6 +24,8 @@ from controller.services.rounds import current_versions, ready_batches, run_roun
 from controller.services.trust import TrustPolicy
 from controller.store.records import FeedbackRecord
 
+MIN_PAUSE = 0.05  # seconds: a due poll runs on the next pass, without spinning
+
 
 @dataclass
 class Watch:
@@ -115,7 +117,7 @@ def watch_feedback(ctx: RunContext, searched: LoopResult, watch: Watch) -> LoopR
         # A webhook delivery wakes the watch early; otherwise look again when the next poll is due,
         # but at least every poll interval (quiet windows and budgets run out meanwhile).
         pause = poller.wait(feedback.poll_interval) if watch.poll else feedback.poll_interval
-        watch.sleep_until_woken(watch.wakeup, min(feedback.poll_interval, pause) or feedback.poll_interval)
+        watch.sleep_until_woken(watch.wakeup, max(MIN_PAUSE, min(feedback.poll_interval, pause)))
 
 
 def _collect(ctx: RunContext, watch: Watch, poller: Poller, trust: TrustPolicy, interval: float) -> None:

@@ -266,11 +266,15 @@ def test_the_interval_stretches_when_the_quota_would_not_last() -> None:
     forge = fake_with_pull()
     poller = Poller(forge, repos=[REPO], clock=clock.clock)
     poller.watch(REPO, 1)
-    poller.poll()  # a first poll: 3 lists and one reviews read, all billable
+    poller.poll()  # the first poll: a start-up cost, which does not set the pace
+    forge.rate = RateStatus(limit=5000, remaining=300, reset=3600.0, observed=0.0)
+    assert poller.wait(30.0) == 30.0  # no running cost known yet
+    forge.add_issue_comment(REPO, 1, COLLABORATOR, "hello")
+    poller.poll()  # billable: the pulls list, the comment list and the PR's reviews
     forge.rate = RateStatus(limit=5000, remaining=4000, reset=3600.0, observed=0.0)
     assert poller.wait(30.0) == 30.0  # plenty: 4000 left for 120 polls an hour
-    forge.rate = RateStatus(limit=5000, remaining=450, reset=3600.0, observed=0.0)
-    # 450 minus the 250 reserve leaves 200 requests, i.e. 50 polls of 4 in 3600 s: one per 72 s.
+    forge.rate = RateStatus(limit=5000, remaining=400, reset=3600.0, observed=0.0)
+    # 400 minus the 250 reserve leaves 150 requests, i.e. 50 polls of 3 in 3600 s: one per 72 s.
     assert poller.wait(30.0) == pytest.approx(72.0)
     forge.rate = RateStatus(limit=5000, remaining=100, reset=600.0, observed=0.0)
     assert poller.wait(30.0) == pytest.approx(601.0)  # only the reserve is left: wait for the reset
