@@ -7,25 +7,16 @@ poll interval allows on the simulated clock, and the counts add up.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "poll_budget.py"
+from tests.bench.loading import load_bench
 
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    """The script as a module (``bench/`` is not a package)."""
-    spec = importlib.util.spec_from_file_location("bench_poll_budget", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("poll_budget")
 
 
 def test_a_tiny_hour_reports_everything(bench: ModuleType) -> None:

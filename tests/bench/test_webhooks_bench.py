@@ -7,28 +7,20 @@ found in the store, and that the check would notice a delivery that is not.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
 from controller.store import Store
+from tests.bench.loading import load_bench
 
-SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "webhooks.py"
 TINY = ["--seconds", "0.3", "--rounds", "1", "--warmup", "0.1", "--clients", "4"]
 
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    """The script as a module (``bench/`` is not a package)."""
-    spec = importlib.util.spec_from_file_location("bench_webhooks", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("webhooks")
 
 
 def test_both_arms_accept_deliveries_and_every_202_is_stored(bench: ModuleType) -> None:

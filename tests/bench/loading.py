@@ -1,0 +1,21 @@
+"""Loading the benchmark scripts as modules: ``bench/`` is a folder of scripts, not a package, and the
+smoke tests call their ``run``/``main`` functions with tiny parameters."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+
+
+def load_bench(name: str) -> ModuleType:
+    """``bench/<name>.py`` as the module ``bench_<name>`` (registered: dataclasses look it up by name)."""
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
