@@ -92,11 +92,10 @@ def watch_feedback(ctx: RunContext, searched: LoopResult, watch: Watch) -> LoopR
     pulls = ctx.store.list_pulls(ctx.run_id)
     if not pulls:
         return finish(ctx, searched.stop_reason, searched.message + "; no pull request to watch")
+    # The PRs to watch are synced from the store before every poll (_collect).
     poller = Poller(
         watch.forge.feedback_reader(), repos={p.repo for p in pulls}, clock=lambda: watch.clock().timestamp()
     )
-    for pull in pulls:
-        poller.watch(pull.repo, pull.number)
     while True:
         stop = _budget_stop(ctx, watch, feedback.max_rounds)
         if stop is not None:
@@ -125,6 +124,8 @@ def _collect(ctx: RunContext, watch: Watch, poller: Poller, trust: TrustPolicy, 
     closed PRs); judge every new item."""
     process_deliveries(ctx.store, own_logins=watch.own_logins)
     if watch.poll and poller.due(interval):
+        for record in ctx.store.list_pulls(ctx.run_id):  # a round may have opened one more PR
+            poller.watch(record.repo, record.number)
         for event in poller.poll():
             owner = ctx.store.pull_by_number(event.repo, event.pr_number)
             if owner is not None and owner.run_id == ctx.run_id:
