@@ -10,19 +10,20 @@ from controller.config.spec import load_spec
 from controller.services.publish import Publisher, branch_name
 from controller.services.runs import open_context
 from tests.conftest import git
-from tests.publish.test_publish import TOKENS, World, subprocess_git
+from tests.forgekit import git_as
+from tests.publish.test_publish import World
 
 pytestmark = pytest.mark.slow
 
 
 def _alice_moves_main(world: World, tmp_path: Path, path: str, text: str) -> str:
     work = tmp_path / "alice"
-    subprocess_git(tmp_path, TOKENS["alice"], "clone", "-q", f"{world.handle.url}/alice/app.git", str(work))
+    git_as("alice", tmp_path, "clone", "-q", f"{world.handle.url}/alice/app.git", str(work))
     git(work, "config", "user.email", "alice@example.com")
     git(work, "config", "user.name", "Alice")
     (work / path).write_text(text)
     git(work, "commit", "-qam", "upstream moves on")
-    subprocess_git(work, TOKENS["alice"], "push", "-q", "origin", "main")
+    git_as("alice", work, "push", "-q", "origin", "main")
     return git(work, "rev-parse", "HEAD")
 
 

@@ -6,31 +6,41 @@ the ``github`` adapter (PyGithub) and ``git push``, exactly as it would reach Gi
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from github import Auth, Github
+from github import Github
 
 from controller.config.settings import Settings
 from controller.config.spec import load_spec
 from controller.engine.prbody import END, START
-from controller.forge.auth import ForgeCredentials
 from controller.forge.github import GithubForge
-from controller.localforge.server import ForgeHandle, running_forge
-from controller.localforge.users import add_user
+from controller.localforge.server import ForgeHandle
+from controller.services.context import RunContext
 from controller.services.loop import run_loop
 from controller.services.publish import Publisher, branch_name, resume_pull
-from controller.services.runs import create_run, open_context
+from controller.services.runs import open_context
 from controller.services.views import run_view
 from controller.store import Store
-from tests.conftest import git, make_repo
+from tests.conftest import git
+from tests.forgekit import (
+    TOKENS,
+    app_forge,
+    clone_as,
+    commit_and_push,
+    component_toml,
+    create_publishing_run,
+    crucible_settings,
+    forge_client,
+    spec_toml,
+    write_agent,
+    write_spec,
+)
 
 pytestmark = pytest.mark.slow
 
-TOKENS = {"alice": "tok-alice-0123456789", "bob": "tok-bob-0123456789"}
 AGENT = """\
 case "$CRUCIBLE_TURN" in
   1) echo 8 > src/value.txt ;;
@@ -39,39 +49,6 @@ case "$CRUCIBLE_TURN" in
 esac
 echo "HYPOTHESIS: set value for turn $CRUCIBLE_TURN"
 """
-SPEC = """
-objective = "Lower the value"
-turns = {turns}
-[agent]
-command = "sh {agent}"
-[sandbox]
-mode = "none"
-[metric]
-command = "echo METRIC value=$(cat src/value.txt)"
-name = "value"
-samples = 1
-warmups = 0
-confidence = 0
-interleave = false
-[[component]]
-name = "app"
-repo = "repo"
-base = "main"
-mutable = ["src/**"]
-upstream = "alice/app"
-[publish]
-forge = "{api}"
-{extra}
-"""
-
-
-def _auth_env(token: str) -> dict[str, str]:
-    return {
-        **os.environ,
-        "GIT_CONFIG_COUNT": "1",
-        "GIT_CONFIG_KEY_0": "http.extraHeader",
-        "GIT_CONFIG_VALUE_0": f"Authorization: Bearer {token}",
-    }
 
 
 @dataclass
@@ -84,18 +61,20 @@ class World:
     settings: Settings
 
     def run(self, turns: int = 3, extra: str = "") -> tuple[Store, str]:
-        spec_path = self.tmp / "crucible.toml"
-        text = SPEC.format(turns=turns, agent=self.tmp / "agent.sh", api=self.handle.api_url, extra=extra)
-        spec_path.write_text(text)
-        spec = load_spec(spec_path)
-        store = Store.open(self.settings.database_url, upgrade=True)
-        run_id = create_run(
-            store, spec, spec_path.read_text(), spec_path, options={"publish_prs": True}, forge=self.client
+        text = spec_toml(
+            agent=self.tmp / "agent.sh",
+            api_url=self.handle.api_url,
+            components=[component_toml("app", "repo")],
+            turns=turns,
+            tail=extra,
         )
-        ctx = open_context(self.settings, store, run_id, spec)
-        ctx.on_champion = Publisher(self.client).publish
-        run_loop(ctx)
-        return store, run_id
+        run = create_publishing_run(self.settings, self.client, write_spec(self.tmp, text))
+        run_loop(run.context(Publisher(self.client)))
+        return run.store, run.run_id
+
+    def context(self, store: Store, run_id: str) -> RunContext:
+        """The run's context opened again from the spec on disk, as a later crucible command would."""
+        return open_context(self.settings, store, run_id, load_spec(self.tmp / "crucible.toml"))
 
     def pulls(self, run_id: str) -> list[object]:
         repo = self.github.get_repo("alice/app")
@@ -104,30 +83,10 @@ class World:
 
 @pytest.fixture
 def world(tmp_path: Path) -> Iterator[World]:
-    root = tmp_path / "forge"
-    for user, token in TOKENS.items():
-        add_user(root, user, token=token)
-    (tmp_path / "agent.sh").write_text(AGENT)
-    repo = make_repo(tmp_path / "repo", {"src/value.txt": "10\n", "README.md": "app\n"})
-    with running_forge(root) as handle:
-        github = Github(base_url=handle.api_url, auth=Auth.Token(TOKENS["alice"]), retry=None)
-        created = github.get_user().create_repo("app")
-        created.add_to_collaborators("bob", permission="push")
-        subprocess_git(repo, TOKENS["alice"], "push", "-q", created.clone_url, "main:refs/heads/main")
-        client = GithubForge(handle.api_url, ForgeCredentials.for_token(TOKENS["alice"]), write_interval=0)
-        home = tmp_path / "crucible-home"
-        settings = Settings(home=home, database_url=f"sqlite:///{home / 'crucible.db'}")
-        home.mkdir()
-        yield World(tmp_path, handle, repo, github, client, settings)
-        github.close()
-
-
-def subprocess_git(cwd: Path, token: str, *args: str) -> str:
-    import subprocess
-
-    done = subprocess.run(["git", *args], cwd=cwd, env=_auth_env(token), capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    return done.stdout
+    write_agent(tmp_path, AGENT)
+    with app_forge(tmp_path) as app:
+        client = forge_client(app.handle.api_url, "alice")
+        yield World(tmp_path, app.handle, app.source, app.alice, client, crucible_settings(tmp_path))
 
 
 def test_kept_candidate_becomes_one_draft_pr_with_the_exact_diff(world: World) -> None:
@@ -169,8 +128,7 @@ def test_publishing_again_creates_nothing_and_keeps_peoples_text(world: World) -
     pr = repo.get_pull(world.pulls(run_id)[0].number)  # type: ignore[attr-defined]
     edited = "Reviewer context above.\n\n" + (pr.body or "") + "\n\nFooter written by a person."
     pr.edit(body=edited)
-    spec = load_spec(world.tmp / "crucible.toml")
-    ctx = open_context(world.settings, store, run_id, spec)
+    ctx = world.context(store, run_id)
     Publisher(world.client).publish(ctx)
     Publisher(world.client).publish(ctx)
     assert len(world.pulls(run_id)) == 1
@@ -192,23 +150,17 @@ def test_unpushed_local_commits_never_reach_the_pr(world: World) -> None:
 
 
 def _bob_pushes(world: World, tmp_path: Path, branch: str) -> str:
-    other = tmp_path / "bob"
-    subprocess_git(tmp_path, TOKENS["bob"], "clone", "-q", f"{world.handle.url}/alice/app.git", str(other))
-    git(other, "config", "user.email", "bob@example.com")
-    git(other, "config", "user.name", "Bob")
+    other = clone_as("bob", f"{world.handle.url}/alice/app.git", tmp_path / "bob")
     git(other, "checkout", "-q", branch)
     (other / "src" / "value.txt").write_text("7\n")
-    git(other, "commit", "-qam", "bob's idea")
-    subprocess_git(other, TOKENS["bob"], "push", "-q", "origin", branch)
-    return git(other, "rev-parse", "HEAD")
+    return commit_and_push(other, "bob", branch, "bob's idea")
 
 
 def test_a_foreign_push_is_adopted_and_never_overwritten(world: World, tmp_path: Path) -> None:
     store, run_id = world.run(turns=1)
     branch = branch_name(run_id)
     bobs = _bob_pushes(world, tmp_path, branch)
-    spec = load_spec(world.tmp / "crucible.toml")
-    ctx = open_context(world.settings, store, run_id, spec)
+    ctx = world.context(store, run_id)
 
     records = Publisher(world.client).publish(ctx)
 
@@ -224,8 +176,7 @@ def test_a_foreign_push_with_pause_stops_every_write(world: World, tmp_path: Pat
     store, run_id = world.run(turns=1, extra='[feedback]\non_foreign_push = "pause"')
     branch = branch_name(run_id)
     bobs = _bob_pushes(world, tmp_path, branch)
-    spec = load_spec(world.tmp / "crucible.toml")
-    ctx = open_context(world.settings, store, run_id, spec)
+    ctx = world.context(store, run_id)
     records = Publisher(world.client).publish(ctx)
     repo = world.github.get_repo("alice/app")
     pr = repo.get_pull(records[0].number)

@@ -7,59 +7,34 @@ import threading
 from pathlib import Path
 
 import pytest
-from github import Auth, Github
 
-from controller.config.settings import Settings
 from controller.config.spec import load_spec
-from controller.forge.auth import ForgeCredentials
-from controller.forge.github import GithubForge
-from controller.localforge.server import running_forge
-from controller.localforge.users import add_user
 from controller.services.loop import LoopResult, run_loop
 from controller.services.publish import Publisher, branch_name
-from controller.services.runs import create_run, open_context
 from controller.services.views import feedback_view
 from controller.services.watch import Watch, watch_feedback
-from controller.store import Store
-from tests.conftest import git, make_repo
-from tests.publish.test_publish import subprocess_git
-from tests.rounds.test_round_e2e import AGENT, SPEC, TOKENS
+from tests.conftest import git
+from tests.forgekit import (
+    REVIEW_AGENT,
+    PublishingRun,
+    app_forge,
+    github_as,
+    review_round_spec,
+    start_run,
+    write_agent,
+)
 
 pytestmark = pytest.mark.slow
 SECRET = "it is a secret to everybody"
 
 
-def _setup(tmp_path: Path, api: str, max_rounds: int) -> tuple[Store, str, GithubForge, Settings]:
-    (tmp_path / "agent.sh").write_text(AGENT)
-    spec_path = tmp_path / "crucible.toml"
-    spec_path.write_text(
-        SPEC.format(agent=tmp_path / "agent.sh", api=api).replace(
-            "max_rounds = 1", f"max_rounds = {max_rounds}"
-        )
-    )
-    spec = load_spec(spec_path)
-    home = tmp_path / "crucible-home"
-    home.mkdir()
-    settings = Settings(home=home, database_url=f"sqlite:///{home / 'c.db'}")
-    store = Store.open(settings.database_url, upgrade=True)
-    client = GithubForge(api, ForgeCredentials.for_token(TOKENS["alice"]), write_interval=0)
-    run_id = create_run(
-        store, spec, spec_path.read_text(), spec_path, options={"publish_prs": True}, forge=client
-    )
-    return store, run_id, client, settings
-
-
-def _push_repo(tmp_path: Path, api_url: str) -> Github:
-    repo = make_repo(tmp_path / "repo", {"src/value.txt": "10\n", "README.md": "app\n"})
-    alice = Github(base_url=api_url, auth=Auth.Token(TOKENS["alice"]), retry=None)
-    created = alice.get_user().create_repo("app")
-    created.add_to_collaborators("bob", permission="push")
-    subprocess_git(repo, TOKENS["alice"], "push", "-q", created.clone_url, "main:refs/heads/main")
-    return alice
+def _setup(tmp_path: Path, api: str, max_rounds: int, agent: str = REVIEW_AGENT) -> PublishingRun:
+    spec = review_round_spec(write_agent(tmp_path, agent), api, max_rounds=max_rounds)
+    return start_run(tmp_path, api, spec)
 
 
 def _review(api_url: str, number: int, text: str) -> None:
-    bob = Github(base_url=api_url, auth=Auth.Token(TOKENS["bob"]), retry=None)
+    bob = github_as(api_url, "bob")
     pull = bob.get_repo("alice/app").get_pull(number)
     commit = list(pull.get_commits())[-1]
     pull.create_review(
@@ -72,17 +47,13 @@ def test_webhooks_alone_deliver_the_feedback(tmp_path: Path) -> None:
     from controller.cli.listen import webhook_server
     from tests.conftest import free_port
 
-    root = tmp_path / "forge"
-    for user, token in TOKENS.items():
-        add_user(root, user, token=token)
     port = free_port()
-    with running_forge(
-        root, webhook_url=f"http://127.0.0.1:{port}/webhooks/github", webhook_secret=SECRET
-    ) as handle:
-        alice = _push_repo(tmp_path, handle.api_url)
-        store, run_id, client, settings = _setup(tmp_path, handle.api_url, 1)
-        ctx = open_context(settings, store, run_id, load_spec(tmp_path / "crucible.toml"))
-        ctx.on_champion = Publisher(client).publish
+    webhook_url = f"http://127.0.0.1:{port}/webhooks/github"
+    with app_forge(tmp_path, webhook_url=webhook_url, webhook_secret=SECRET) as app:
+        handle = app.handle
+        run = _setup(tmp_path, handle.api_url, 1)
+        store, run_id, client = run.store, run.run_id, run.client
+        ctx = run.context(Publisher(client))
         watch = Watch(forge=client, own_logins=["alice"], poll=False)
         woken = threading.Event()
 
@@ -104,18 +75,14 @@ def test_webhooks_alone_deliver_the_feedback(tmp_path: Path) -> None:
         assert any("webhook only" in i["body"] and i["verdict"] == "accepted" for i in items)
         [finished] = feedback_view(store, run_id)["rounds"]
         assert finished["kept"]
-        alice.close()
 
 
 def test_two_reviews_steer_two_different_commits(tmp_path: Path) -> None:
-    root = tmp_path / "forge"
-    for user, token in TOKENS.items():
-        add_user(root, user, token=token)
-    with running_forge(root) as handle:
-        alice = _push_repo(tmp_path, handle.api_url)
-        store, run_id, client, settings = _setup(tmp_path, handle.api_url, 2)
-        ctx = open_context(settings, store, run_id, load_spec(tmp_path / "crucible.toml"))
-        ctx.on_champion = Publisher(client).publish
+    with app_forge(tmp_path) as app:
+        handle, alice = app.handle, app.alice
+        run = _setup(tmp_path, handle.api_url, 2)
+        store, run_id, client, settings = run.store, run.run_id, run.client, run.settings
+        ctx = run.context(Publisher(client))
         reviews = iter(["first review: make it blue", "second review: make it green"])
 
         def then(context: object, searched: LoopResult) -> LoopResult:
@@ -143,7 +110,6 @@ def test_two_reviews_steer_two_different_commits(tmp_path: Path) -> None:
         assert "make it blue" in first and "make it green" in second and "make it blue" not in second
         tip = alice.get_repo("alice/app").get_branch(branch_name(run_id)).commit
         assert tip.sha == heads[1] and [p.sha for p in tip.parents] == [heads[0]]
-        alice.close()
 
 
 LIVE_AGENT = """\
@@ -157,16 +123,11 @@ fi
 
 
 def test_live_steer_appends_feedback_that_arrives_while_a_turn_runs(tmp_path: Path) -> None:
-    root = tmp_path / "forge"
-    for user, token in TOKENS.items():
-        add_user(root, user, token=token)
-    with running_forge(root) as handle:
-        alice = _push_repo(tmp_path, handle.api_url)
-        store, run_id, client, settings = _setup(tmp_path, handle.api_url, 1)
-        (tmp_path / "agent.sh").write_text(LIVE_AGENT)
-        spec = load_spec(tmp_path / "crucible.toml")
-        ctx = open_context(settings, store, run_id, spec)
-        ctx.on_champion = Publisher(client).publish
+    with app_forge(tmp_path) as app:
+        handle = app.handle
+        run = _setup(tmp_path, handle.api_url, 1, agent=LIVE_AGENT)
+        store, run_id, client, settings = run.store, run.run_id, run.client, run.settings
+        ctx = run.context(Publisher(client))
 
         def late_comment() -> None:
             for _ in range(300):
@@ -174,7 +135,7 @@ def test_live_steer_appends_feedback_that_arrives_while_a_turn_runs(tmp_path: Pa
                     break
                 threading.Event().wait(0.05)
             [record] = store.list_pulls(run_id)
-            bob = Github(base_url=handle.api_url, auth=Auth.Token(TOKENS["bob"]), retry=None)
+            bob = github_as(handle.api_url, "bob")
             bob.get_repo("alice/app").get_pull(record.number).create_issue_comment("live: also rename it")
             bob.close()
 
@@ -202,4 +163,3 @@ def test_live_steer_appends_feedback_that_arrives_while_a_turn_runs(tmp_path: Pa
         assert consumed and all(i["round"] == 1 for i in consumed), (
             "live feedback is consumed by the running round"
         )
-        alice.close()
