@@ -70,6 +70,9 @@ def issue_comment_event(full_name: str, item: dict[str, Any]) -> FeedbackEvent:
 
 
 def review_event(full_name: str, number: int, item: dict[str, Any]) -> FeedbackEvent:
+    """A review as listed; a dismissed one keeps its ``submitted_at`` and says ``dismissed``, so the
+    dismissal is a version of its own (told apart by action, as webhooks tell it)."""
+    action = "dismissed" if str(item.get("state") or "").upper() == "DISMISSED" else "submitted"
     return feedback_event(
-        full_name, number, "review", item, action="submitted", updated_at=item.get("submitted_at")
+        full_name, number, "review", item, action=action, updated_at=item.get("submitted_at")
     )

@@ -20,9 +20,10 @@ the current cost per poll (keeping a reserve for crucible's own writes), and a r
 waits as long as GitHub asked.
 
 Only feedback on watched PRs is returned: the conversation-comment list also holds comments on
-plain issues. Each version of an item is returned once (by source, id and ``updated_at``, so an
-edit comes back as a new version); a version read while its PR was not watched counts as seen.
-State is in memory; the store de-duplicates durably, together with what webhooks delivered.
+plain issues. Each version of an item is returned once (by source, id, action and ``updated_at``, so
+an edit or a review's dismissal comes back as a new version); a version read while its PR was not
+watched counts as seen. A deletion is invisible to lists (the item is simply gone): only webhooks
+report it. State is in memory; the store de-duplicates durably, together with what webhooks delivered.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ from controller.forge.base import (
     PullState,
 )
 
-SeenKey = tuple[str, int, str]  # (source, external_id, updated_at)
+SeenKey = tuple[str, int, str, str]  # (source, external_id, action, updated_at)
 RESERVE_SHARE = 0.05  # of the hourly quota, kept for crucible's own writes (PR bodies, pushes' reads)
 MIN_RESERVE = 50
 COST_WINDOW = 9  # polls whose median billable reads is the running cost per poll
@@ -271,7 +272,7 @@ class Poller:
     def _fresh(self, events: list[FeedbackEvent]) -> list[FeedbackEvent]:
         fresh = []
         for event in events:
-            key = (event.source, event.external_id, event.updated_at)
+            key = (event.source, event.external_id, event.action, event.updated_at)
             if key not in self._seen:
                 self._seen.add(key)
                 fresh.append(event)

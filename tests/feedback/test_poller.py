@@ -153,6 +153,22 @@ def test_an_edit_comes_back_as_a_new_version() -> None:
     assert poller.poll() == []
 
 
+def test_a_dismissed_review_comes_back_as_a_dismissal() -> None:
+    forge = fake_with_pull()
+    poller = Poller(forge, repos=[REPO])
+    poller.watch(REPO, 1)
+    review = forge.submit_review(REPO, 1, COLLABORATOR, "make it faster")
+    assert [(e.source, e.action) for e in poller.poll()] == [("review", "submitted")]
+    forge.dismiss_review(REPO, review.external_id)
+    (dismissed,) = poller.poll()
+    assert (dismissed.external_id, dismissed.action, dismissed.updated_at) == (
+        review.external_id,
+        "dismissed",
+        review.updated_at,
+    )
+    assert poller.poll() == []
+
+
 def test_a_failed_read_loses_nothing() -> None:
     forge = fake_with_pull()
     poller = Poller(forge, repos=[REPO])

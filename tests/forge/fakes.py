@@ -176,6 +176,16 @@ class FakeForge:
             )
         return review
 
+    def dismiss_review(self, full_name: str, review_id: int) -> FeedbackEvent:
+        """A maintainer dismisses a review: same ``submitted_at``, state DISMISSED."""
+        items = self.feedback.get(full_name.lower(), [])
+        for index, item in enumerate(items):
+            if item.external_id == review_id and item.source == "review":
+                items[index] = replace(item, action="dismissed")
+                self._pull(full_name, item.pr_number).updated_at = self._stamp()
+                return items[index]
+        raise ForgeNotFound(f"no review {review_id} in {full_name}")
+
     def add_issue_comment(self, full_name: str, number: int, author: str, body: str) -> FeedbackEvent:
         """A comment on the PR's conversation."""
         self._pull(full_name, number)

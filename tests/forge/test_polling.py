@@ -128,3 +128,23 @@ def test_an_answer_that_is_not_a_list_is_an_error(scripted: ScriptedServer, slee
     scripted.answer("GET", f"/api/v3/repos/{REPO}/issues/comments", Answer.json(200, {"message": "odd"}))
     with pytest.raises(ForgeError, match="expected a JSON list"):
         reader_for(scripted.url, sleeps).list_issue_comments(REPO, since=None, etag=None)
+
+
+def test_reviews_skip_pending_ones_and_mark_dismissals(scripted: ScriptedServer, sleeps: Sleeps) -> None:
+    def review(review_id: int, state: str, submitted: str | None) -> dict[str, object]:
+        user = {"login": "bob", "type": "User"}
+        return {"id": review_id, "state": state, "submitted_at": submitted, "body": "b", "user": user}
+
+    reviews = [
+        review(1, "COMMENTED", "2024-05-01T00:00:00Z"),
+        review(2, "DISMISSED", "2024-05-02T00:00:00Z"),
+        review(3, "PENDING", None),  # only its author sees it, and it is not feedback yet
+    ]
+    path = f"/api/v3/repos/{REPO}/pulls/4/reviews"
+    scripted.answer("GET", path, Answer.json(200, reviews))
+    page = reader_for(scripted.url, sleeps).list_reviews(REPO, 4)
+    assert [(e.external_id, e.action, e.updated_at) for e in page.events] == [
+        (1, "submitted", "2024-05-01T00:00:00Z"),
+        (2, "dismissed", "2024-05-02T00:00:00Z"),
+    ]
+    assert page.server_time is not None  # the server's Date
