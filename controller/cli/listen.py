@@ -28,10 +28,14 @@ def parse_listen(value: str) -> tuple[str, int]:
 def webhook_server(
     store: Store, secret: str | None, host: str, port: int, on_delivery: Callable[[], None]
 ) -> Iterator[str]:
-    """Serve POST /webhooks/github on host:port for the ``with`` block; yields the base URL."""
+    """Serve POST /webhooks/github on host:port for the ``with`` block; yields the base URL.
+
+    Lifespan events are on: they start and stop the route's delivery writer, so leaving the block
+    stores what was accepted and ends the writer's thread along with the server's.
+    """
     app = FastAPI(title="crucible webhooks", docs_url=None, redoc_url=None, openapi_url=None)
     app.include_router(webhook_router(store, secret, on_delivery=on_delivery))
-    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off"))
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on"))
     thread = threading.Thread(target=server.run, name="crucible-webhooks", daemon=True)
     thread.start()
     try:

@@ -1,35 +1,83 @@
 """Row-level steps of the feedback intake (deliveries and feedback items), inside the caller's session.
 
 Kept apart from ``store.py`` (as ``queries.py`` is) so the ``Store`` methods stay one short
-transaction each. Deduplication happens here, in the database: a delivery id is inserted with
-``ON CONFLICT DO NOTHING`` (two racing HTTP workers store it once), and a feedback version is
+transaction each. Deduplication happens here, in the database: delivery ids are inserted with
+``ON CONFLICT DO NOTHING`` (two racing writers store one id once), and a feedback version is
 looked up by its UNIQUE key under the run lock before it is inserted.
+
+Deliveries are the one hot write path (every webhook): they go through one Core statement built
+once per dialect, a multi-row ``INSERT ... ON CONFLICT DO NOTHING RETURNING id`` (SQLAlchemy's
+"insertmanyvalues"), with the payload bound as the JSON text received rather than a dict the ORM
+would encode again. The ``payload`` column is JSON on both backends: SQLite stores the text as it
+is, PostgreSQL's ``json`` (not ``jsonb``) type checks and keeps it verbatim; both read back through
+the column's JSON type, so a stored payload reads exactly as the ORM would have stored it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import functools
+from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from controller.domain.errors import NotFoundError
-from controller.store.models import DeliveryRow, FeedbackRow, PullRequestRow, RunRow
-from controller.store.records import FeedbackFields, FeedbackSource
+from controller.store.models import FeedbackRow, PullRequestRow, RunRow, UTCDateTime
+from controller.store.records import FeedbackFields, FeedbackSource, NewDelivery
+
+# The deliveries table as the batch insert binds it: ``payload`` as text (the JSON received), not
+# through the model's JSON type, which would encode the value again.
+_DELIVERIES = sa.table(
+    "deliveries",
+    sa.column("id", sa.String),
+    sa.column("event", sa.String),
+    sa.column("action", sa.String),
+    sa.column("payload", sa.Text),
+    sa.column("received_at", UTCDateTime),
+)
 
 
-def insert_delivery(
-    s: Session, delivery_id: str, event: str, action: str | None, payload: Mapping[str, Any], now: datetime
-) -> bool:
-    """Insert the delivery unless its id is stored already; True when this call inserted it."""
-    values = dict(id=delivery_id, event=event, action=action, payload=dict(payload), received_at=now)
-    dialect = s.get_bind().dialect.name
+@functools.cache
+def _insert_deliveries(dialect: str) -> sa.Insert:
+    """``INSERT ... ON CONFLICT (id) DO NOTHING RETURNING id`` for ``dialect``, built once.
+
+    PostgreSQL's driver binds text with a cast to ``text``, which a ``json`` column refuses, so there
+    the payload is cast to ``json`` explicitly; SQLite takes the text as it is.
+    """
+    payload = sa.bindparam("d_payload", type_=sa.Text)
     insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
-    statement = insert(DeliveryRow).values(**values).on_conflict_do_nothing(index_elements=["id"])
-    return s.execute(statement.returning(DeliveryRow.id)).scalar_one_or_none() is not None
+    statement = insert(_DELIVERIES).values(
+        id=sa.bindparam("d_id", type_=sa.String),
+        event=sa.bindparam("d_event", type_=sa.String),
+        action=sa.bindparam("d_action", type_=sa.String),
+        payload=sa.cast(payload, postgresql.JSON) if dialect == "postgresql" else payload,
+        received_at=sa.bindparam("d_received_at", type_=UTCDateTime),
+    )
+    return statement.on_conflict_do_nothing(index_elements=["id"]).returning(_DELIVERIES.c.id)
+
+
+def insert_deliveries(s: Session, deliveries: Sequence[NewDelivery], now: datetime) -> list[bool]:
+    """Insert each delivery unless its id is stored already (or earlier in ``deliveries``); per
+    delivery, True when this call inserted it. All in one statement (or a few, for a long batch)."""
+    first: dict[str, NewDelivery] = {}
+    for delivery in deliveries:
+        first.setdefault(delivery.id, delivery)
+    if not first:
+        return []
+    rows = [
+        dict(d_id=d.id, d_event=d.event, d_action=d.action, d_payload=d.payload_json, d_received_at=now)
+        for d in first.values()
+    ]
+    statement = _insert_deliveries(s.get_bind().dialect.name)
+    inserted = set(s.scalars(statement, rows))
+    seen: set[str] = set()
+    stored: list[bool] = []
+    for delivery in deliveries:
+        stored.append(delivery.id in inserted and delivery.id not in seen)
+        seen.add(delivery.id)
+    return stored
 
 
 def find_feedback(s: Session, run_id: str, event: FeedbackFields) -> FeedbackRow | None:

@@ -6,6 +6,7 @@ scope and the transaction rules are ``Store``'s (see its docstring). Every metho
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
@@ -24,7 +25,7 @@ from controller.store.feedback_queries import (
     feedback_row,
     find_feedback,
     get_feedback_row,
-    insert_delivery,
+    insert_deliveries,
     newest_pull_row,
 )
 from controller.store.models import (
@@ -43,6 +44,7 @@ from controller.store.records import (
     FeedbackFields,
     FeedbackRecord,
     FeedbackVerdict,
+    NewDelivery,
     PullRecord,
 )
 
@@ -104,10 +106,28 @@ class PullsAndFeedback:
     ) -> bool:
         """Store a webhook delivery as pending; False (and nothing written) if its id is stored already.
 
-        Safe under concurrent calls with the same id: exactly one of them returns True.
+        Safe under concurrent calls with the same id: exactly one of them returns True. ValueError
+        for a payload that is not JSON (NaN, infinities, objects ``json`` cannot encode).
         """
+        try:
+            text = json.dumps(dict(payload), allow_nan=False)
+        except TypeError as exc:  # the same caller bug as NaN: one error type for both
+            raise ValueError(str(exc)) from exc
+        return self.save_deliveries([NewDelivery(delivery_id, event, action, text)])[0]
+
+    def save_deliveries(self, deliveries: Sequence[NewDelivery]) -> list[bool]:
+        """Store webhook deliveries as pending, all in one transaction; per delivery, as ``save_delivery``:
+        True if stored now, False (nothing written for it) if its id is stored already or appears
+        earlier in ``deliveries`` (the first one wins). All get the same ``received_at``.
+
+        Either every new delivery is stored or none is (RetryLaterError when the database is busy or
+        unreachable). Safe under concurrent calls: an id is stored once, and only the call that stored
+        it says True. ``payload_json`` is stored as given (see ``NewDelivery``).
+        """
+        if not deliveries:
+            return []
         with self._session() as s:
-            return insert_delivery(s, delivery_id, event, action, payload, self._now())
+            return insert_deliveries(s, deliveries, self._now())
 
     def pending_deliveries(self, limit: int = 100) -> list[DeliveryRecord]:
         """Deliveries not yet processed, oldest first."""

@@ -245,6 +245,21 @@ class FeedbackFields(Protocol):
 
 
 @dataclass(frozen=True)
+class NewDelivery:
+    """A webhook delivery to store (``Store.save_deliveries``).
+
+    ``payload_json`` is the text of a JSON object, stored as it is: the webhook edge hands over the
+    body it verified and parsed, so the payload is never re-encoded on the way in. It must be
+    valid JSON (the caller has parsed it); the store does not parse it again.
+    """
+
+    id: str
+    event: str
+    action: str | None
+    payload_json: str
+
+
+@dataclass(frozen=True)
 class DeliveryRecord:
     """One webhook delivery as received (``id`` is GitHub's ``X-GitHub-Delivery``)."""
 

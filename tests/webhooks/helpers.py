@@ -1,12 +1,18 @@
-"""Shared pieces of the webhook tests: the oracle payloads, a store with one published PR, signing."""
+"""Shared pieces of the webhook tests: the oracle payloads, a store with one published PR, signed
+posts, and a counter of wake-ups."""
 
 from __future__ import annotations
 
 import json
+import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from controller.forge.base import FeedbackEvent
+from controller.forge.webhooks import signature_for
 from controller.store import PullRecord, Store
 from tests.store.test_store import component, new_run
 
@@ -15,6 +21,7 @@ ORACLES = Path(__file__).resolve().parents[2].parent / "shared" / "oracles" / "g
 ORACLE_FILES = sorted(ORACLES.glob("*.json"))
 assert len(ORACLE_FILES) >= 60, f"GitHub's webhook examples are missing from {ORACLES}"
 SECRET = "test-secret"
+Client = Callable[..., httpx.Client]  # the ``client_for`` fixture (conftest.py)
 REPO = "Codertocat/Hello-World"  # the repository and PR (#2) of GitHub's example payloads
 PR = 2
 
@@ -81,3 +88,44 @@ def comment_event(**changes: Any) -> FeedbackEvent:
     )
     fields.update(changes)
     return FeedbackEvent(**fields)
+
+
+class Wakeups:
+    """Counts wake-ups. They run as a background task *after* the answer went out, so a test waits
+    for them (bounded) instead of reading the count right after the response."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._changed = threading.Condition()
+
+    def __call__(self) -> None:
+        with self._changed:
+            self.count += 1
+            self._changed.notify_all()
+
+    def settled(self, expected: int, timeout: float = 10.0) -> int:
+        """The count once it reached ``expected`` (or after ``timeout``), plus a beat for extras."""
+        with self._changed:
+            self._changed.wait_for(lambda: self.count >= expected, timeout)
+            self._changed.wait(0.2)
+            return self.count
+
+
+def post(
+    client: httpx.Client,
+    event: str,
+    body: bytes,
+    *,
+    delivery: str = "d-1",
+    signature: str | None = "sign",
+) -> httpx.Response:
+    headers = {"X-GitHub-Event": event, "X-GitHub-Delivery": delivery, "Content-Type": "application/json"}
+    if signature == "sign":
+        signature = signature_for(SECRET.encode(), body)
+    if signature is not None:
+        headers["X-Hub-Signature-256"] = signature
+    return client.post("/webhooks/github", content=body, headers=headers)
+
+
+def encode(payload: dict[str, Any]) -> bytes:
+    return json.dumps(payload).encode()

@@ -2,54 +2,29 @@
 
 from __future__ import annotations
 
-import json
-import threading
-from collections.abc import Callable, Iterator
-from contextlib import ExitStack
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-import httpx
 import pytest
-from fastapi import FastAPI
 
-from controller.api.webhooks import webhook_router
 from controller.domain.enums import EventKind
 from controller.forge.webhooks import signature_for
-from controller.localforge.server import serve_in_thread
 from controller.services.intake import ingest, process_deliveries
 from controller.store import Store
 from tests.webhooks.helpers import (
     ORACLE_FILES,
     PR,
     SECRET,
+    Client,
+    Wakeups,
     comment_event,
+    encode,
     event_of,
     on_pull_request,
     oracle,
+    post,
     publish,
 )
-
-
-class Wakeups:
-    """Counts wake-ups. They run as a background task *after* the answer went out, so a test waits
-    for them (bounded) instead of reading the count right after the response."""
-
-    def __init__(self) -> None:
-        self.count = 0
-        self._changed = threading.Condition()
-
-    def __call__(self) -> None:
-        with self._changed:
-            self.count += 1
-            self._changed.notify_all()
-
-    def settled(self, expected: int, timeout: float = 10.0) -> int:
-        """The count once it reached ``expected`` (or after ``timeout``), plus a beat for extras."""
-        with self._changed:
-            self._changed.wait_for(lambda: self.count >= expected, timeout)
-            self._changed.wait(0.2)
-            return self.count
 
 
 @pytest.fixture
@@ -57,44 +32,6 @@ def store(tmp_path: Path) -> Iterator[Store]:
     s = Store.open(f"sqlite:///{tmp_path / 'crucible.db'}", upgrade=True)
     yield s
     s.close()
-
-
-Client = Callable[..., httpx.Client]
-
-
-@pytest.fixture
-def client_for() -> Iterator[Client]:
-    """``client_for(store, secret=SECRET, **options)``: an HTTP client of a real uvicorn server
-    (loopback socket) serving ``webhook_router(store, secret, **options)``."""
-    with ExitStack() as stack:
-
-        def build(store: Store, secret: str | None = SECRET, **options: Any) -> httpx.Client:
-            app = FastAPI()
-            app.include_router(webhook_router(store, secret, **options))
-            url = stack.enter_context(serve_in_thread(app))
-            return stack.enter_context(httpx.Client(base_url=url, timeout=30))
-
-        yield build
-
-
-def post(
-    client: httpx.Client,
-    event: str,
-    body: bytes,
-    *,
-    delivery: str = "d-1",
-    signature: str | None = "sign",
-) -> httpx.Response:
-    headers = {"X-GitHub-Event": event, "X-GitHub-Delivery": delivery, "Content-Type": "application/json"}
-    if signature == "sign":
-        signature = signature_for(SECRET.encode(), body)
-    if signature is not None:
-        headers["X-Hub-Signature-256"] = signature
-    return client.post("/webhooks/github", content=body, headers=headers)
-
-
-def encode(payload: dict[str, Any]) -> bytes:
-    return json.dumps(payload).encode()
 
 
 def test_a_signed_delivery_is_queued_once_and_wakes_the_processor(client_for: Client, store: Store) -> None:
