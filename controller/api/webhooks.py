@@ -26,13 +26,15 @@ before) for everything else, known or not.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
+import orjson
 from fastapi import APIRouter, FastAPI, Request
-from fastapi.responses import JSONResponse
-from starlette.background import BackgroundTask
+from fastapi.responses import JSONResponse, Response
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
 
 from controller.api.delivery_writer import DeliveryWriter, Overloaded
 from controller.domain.errors import RetryLaterError
@@ -77,25 +79,25 @@ def webhook_router(
 
     router = APIRouter(lifespan=lifespan)
 
-    @router.post("/webhooks/github")
-    async def receive(request: Request) -> JSONResponse:
+    async def decide(request: Request) -> tuple[Response, bool]:
+        """The answer to one delivery, and whether it was newly stored (to wake the processor)."""
         if not key:
-            return _error(503, "webhook secret not configured; refusing every delivery")
+            return _error(503, "webhook secret not configured; refusing every delivery"), False
         try:
             body = await _read_body(request, max_bytes)
         except _TooLarge:
-            return _error(413, f"payload larger than {max_bytes} bytes")
+            return _error(413, f"payload larger than {max_bytes} bytes"), False
         if not verify_signature(key, body, request.headers.get("x-hub-signature-256")):
-            return _error(401, "missing or invalid X-Hub-Signature-256")
+            return _error(401, "missing or invalid X-Hub-Signature-256"), False
         event = request.headers.get("x-github-event", "")
         delivery = request.headers.get("x-github-delivery", "")
         if not _valid_header(event) or not _valid_header(delivery):
-            return _error(400, "missing or invalid X-GitHub-Event / X-GitHub-Delivery")
+            return _error(400, "missing or invalid X-GitHub-Event / X-GitHub-Delivery"), False
         parsed = _json_object(body)
         if parsed is None:
-            return _error(400, "body is not a JSON object")
+            return _error(400, "body is not a JSON object"), False
         if event == "ping":
-            return JSONResponse({"status": "pong"}, status_code=200)
+            return JSONResponse({"status": "pong"}, status_code=200), False
         payload, text = parsed
         action = payload.get("action")
         try:
@@ -103,15 +105,36 @@ def webhook_router(
                 NewDelivery(delivery, event, action if isinstance(action, str) else None, text)
             )
         except Overloaded as exc:
-            return _error(503, f"{exc}; delivery not stored")
+            return _error(503, f"{exc}; delivery not stored"), False
         except RetryLaterError:
-            return _error(503, "database busy; delivery not stored")
+            return _error(503, "database busy; delivery not stored"), False
         if not stored:
-            return JSONResponse({"status": "duplicate"}, status_code=202)
-        wake = BackgroundTask(_on_loop, on_delivery) if on_delivery is not None else None
-        return JSONResponse({"status": "queued"}, status_code=202, background=wake)
+            return JSONResponse({"status": "duplicate"}, status_code=202), False
+        return JSONResponse({"status": "queued"}, status_code=202), True
 
+    async def endpoint(scope: Scope, receive: Receive, send: Send) -> None:
+        # A plain ASGI endpoint: the intake's hot path skips FastAPI's per-request machinery
+        # (dependency solving, response validation), which cost as much as storing the delivery.
+        response, stored = await decide(Request(scope, receive))
+        await response(scope, receive, send)
+        if stored and on_delivery is not None:
+            on_delivery()  # after the answer went out: a wake-up, not the processing
+
+    router.routes.append(
+        Route("/webhooks/github", _Asgi(endpoint), methods=["POST"], include_in_schema=False)
+    )
     return router
+
+
+class _Asgi:
+    """Marks a coroutine function as a raw ASGI app (Starlette wraps plain functions as
+    request -> response endpoints)."""
+
+    def __init__(self, app: Callable[[Scope, Receive, Send], Awaitable[None]]) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.app(scope, receive, send)
 
 
 async def _read_body(request: Request, max_bytes: int) -> bytes:
@@ -137,11 +160,19 @@ def _valid_header(value: str) -> bool:
 def _json_object(body: bytes) -> tuple[dict[str, Any], str] | None:
     """The JSON object in ``body`` and the text to store for it; None if it is not a JSON object.
 
-    A UTF-8 body (``json`` tells by its first bytes, as it does when parsing) is decoded and parsed
+    orjson reads the common case (UTF-8, no NaN, integers within 64 bits, valid surrogates), and the
+    body's own text is stored; whatever it refuses is decided by ``json`` exactly as before. A UTF-8
+    body (``json`` tells by its first bytes, as it does when parsing) is decoded and parsed
     as text, and that very text is stored. Bodies ``json`` also reads but a database should not keep
     as they are (UTF-16/32, a byte order mark, UTF-8-encoded surrogates) are parsed from the bytes
     and stored re-encoded; one that cannot be re-encoded (a number too large for a float) is refused.
     """
+    try:  # the fast path: nearly every body is UTF-8 JSON that orjson reads about 2.5x faster
+        fast = orjson.loads(body)
+    except orjson.JSONDecodeError:  # anything orjson refuses takes the careful path below
+        pass
+    else:
+        return (fast, body.decode("utf-8")) if isinstance(fast, dict) else None
     text: str | None = None
     if json.detect_encoding(body) == "utf-8":
         try:
@@ -159,11 +190,6 @@ def _json_object(body: bytes) -> tuple[dict[str, Any], str] | None:
 
 def _refuse_constant(name: str) -> None:
     raise ValueError(f"{name} is not JSON")
-
-
-async def _on_loop(callback: Callable[[], None]) -> None:
-    """Run ``callback`` on the event loop (Starlette sends a plain function to its threadpool)."""
-    callback()
 
 
 def _error(status: int, detail: str) -> JSONResponse:

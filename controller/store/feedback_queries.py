@@ -21,6 +21,7 @@ from datetime import datetime
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 
 from controller.domain.errors import NotFoundError
@@ -58,7 +59,7 @@ def _insert_deliveries(dialect: str) -> sa.Insert:
     return statement.on_conflict_do_nothing(index_elements=["id"]).returning(_DELIVERIES.c.id)
 
 
-def insert_deliveries(s: Session, deliveries: Sequence[NewDelivery], now: datetime) -> list[bool]:
+def insert_deliveries(connection: Connection, deliveries: Sequence[NewDelivery], now: datetime) -> list[bool]:
     """Insert each delivery unless its id is stored already (or earlier in ``deliveries``); per
     delivery, True when this call inserted it. All in one statement (or a few, for a long batch)."""
     first: dict[str, NewDelivery] = {}
@@ -70,8 +71,8 @@ def insert_deliveries(s: Session, deliveries: Sequence[NewDelivery], now: dateti
         dict(d_id=d.id, d_event=d.event, d_action=d.action, d_payload=d.payload_json, d_received_at=now)
         for d in first.values()
     ]
-    statement = _insert_deliveries(s.get_bind().dialect.name)
-    inserted = set(s.scalars(statement, rows))
+    statement = _insert_deliveries(connection.dialect.name)
+    inserted = set(connection.execute(statement, rows).scalars())
     seen: set[str] = set()
     stored: list[bool] = []
     for delivery in deliveries:

@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 
 from controller.domain.enums import (
@@ -56,6 +57,9 @@ class PullsAndFeedback:
         raise NotImplementedError
 
     def _session(self, *, read_only: bool = False) -> AbstractContextManager[Session]:
+        raise NotImplementedError
+
+    def _connection(self) -> AbstractContextManager[Connection]:
         raise NotImplementedError
 
     def save_pull(self, rec: PullRecord) -> None:
@@ -126,8 +130,8 @@ class PullsAndFeedback:
         """
         if not deliveries:
             return []
-        with self._session() as s:
-            return insert_deliveries(s, deliveries, self._now())
+        with self._connection() as connection:
+            return insert_deliveries(connection, deliveries, self._now())
 
     def pending_deliveries(self, limit: int = 100) -> list[DeliveryRecord]:
         """Deliveries not yet processed, oldest first."""

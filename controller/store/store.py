@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Any, cast
 
 import sqlalchemy as sa
-from sqlalchemy.engine import CursorResult
+from sqlalchemy.engine import Connection, CursorResult
 from sqlalchemy.orm import Session, sessionmaker
 
 from controller.domain.enums import (
@@ -491,6 +491,13 @@ class Store(PullsAndFeedback, ProcessGroups):
         if now.tzinfo is None:
             raise ValueError("the store's clock must return timezone-aware datetimes")
         return now.astimezone(UTC)
+
+    @contextmanager
+    def _connection(self) -> Iterator[Connection]:
+        """A writing transaction without the ORM: for the webhook intake's batch insert, where the
+        session's own bookkeeping cost more than the rows (same errors as ``_session``)."""
+        with translate_errors(), self._engine.begin() as connection:
+            yield connection
 
     @contextmanager
     def _session(self, *, read_only: bool = False) -> Iterator[Session]:
