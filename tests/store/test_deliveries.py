@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import threading
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import cast
 
 import pytest
@@ -119,3 +121,20 @@ def test_racing_batches_store_each_id_once(store: Store) -> None:
     winners = sorted(i for i, stored in results if stored)
     assert winners == sorted({i for i, _ in results})
     assert len(store.pending_deliveries(limit=100)) == len(winners)
+
+
+def test_received_at_is_stored_as_every_other_timestamp(store: Store) -> None:
+    """SQLite takes the batch through the driver: its timestamps must still be written exactly as
+    SQLAlchemy writes them (naive UTC text with microseconds), or ordering would mix formats."""
+    store.save_deliveries([delivery("first", {"n": 1})])
+    store.save_deliveries([delivery("second", {"n": 2}), delivery("third", {"n": 3})])
+    pending = store.pending_deliveries()
+    assert [d.id for d in pending] == ["first", "second", "third"]
+    stamps = [d.received_at for d in pending]
+    assert all(s.utcoffset() == timedelta(0) for s in stamps)
+    assert stamps[0] < stamps[1] == stamps[2]
+    engine = store._engine
+    if engine.dialect.name == "sqlite":
+        with engine.connect() as connection:
+            raw = [r[0] for r in connection.exec_driver_sql("SELECT received_at FROM deliveries")]
+        assert all(re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{6}", text) for text in raw), raw
