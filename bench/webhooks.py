@@ -188,12 +188,24 @@ def wait_until_answering(port: int, proc: subprocess.Popen[bytes]) -> None:
 
 
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of process ``pid`` (all its threads); 0 where /proc is missing."""
+    """User + system CPU time of process ``pid`` (all its threads) and of its live descendants (the
+    webhook server stores in a child process, whose work counts too); 0 where /proc is missing."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except OSError:
         return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    own = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return own + sum(cpu_seconds(child) for child in _children(pid))
+
+
+def _children(pid: int) -> list[int]:
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            found += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            continue
+    return found
 
 
 # -- the clients ----------------------------------------------------------------------------------

@@ -1,4 +1,7 @@
-"""One thread that stores webhook deliveries in batches, for the webhook route (``webhooks.py``).
+"""One thread that hands webhook deliveries to a sink in batches, for the webhook route (``webhooks.py``).
+
+The sink parses each raw body and stores the JSON objects in one transaction: ``StoreSink`` in this
+process, or ``writer_process.ProcessSink`` in a child process (ADR-0002 decision 12).
 
 Why one writer: a database takes one write transaction at a time (SQLite serialises writers
 outright), and each transaction has a fixed cost (session, BEGIN, COMMIT) besides its rows. When
@@ -10,7 +13,7 @@ How: the route hands the delivery over with an asyncio future and awaits it. Del
 over during one turn of the event loop are *released* to the writer together when that turn ends
 (one ``call_soon`` per turn), so requests that arrived together are stored together instead of the
 thread waking for the first and committing it alone. The writer takes everything released (up to
-``max_batch``), stores it with one ``Store.save_deliveries`` call (one transaction), and resolves
+``max_batch``), hands it to the sink (one transaction), and resolves
 the futures with one ``call_soon_threadsafe`` per batch. While it commits, the next batch
 gathers: batches grow with the load, with no timer and no added wait when the load is light.
 
@@ -33,7 +36,10 @@ import logging
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import StrEnum
+from typing import Protocol
 
+from controller.api.payloads import json_object
 from controller.domain.errors import RetryLaterError
 from controller.store import NewDelivery, Store
 
@@ -49,10 +55,69 @@ class Overloaded(RetryLaterError):
     """The writer takes no delivery now: too many are waiting, or it is not running."""
 
 
+class Outcome(StrEnum):
+    """What became of one delivery handed to the writer."""
+
+    STORED = "stored"  # newly stored: 202 queued
+    DUPLICATE = "duplicate"  # its id was stored before: 202 duplicate
+    MALFORMED = "malformed"  # not a JSON object: 400, nothing stored
+
+
+@dataclass(frozen=True)
+class RawDelivery:
+    """A verified delivery as it arrived: its id, event and body bytes (parsed by the sink)."""
+
+    id: str
+    event: str
+    body: bytes
+
+
+class Sink(Protocol):
+    """Where batches go: parse each body, store the JSON objects in one transaction, say what
+    became of each (in order). RetryLaterError when the database is busy (nothing stored)."""
+
+    def __call__(self, batch: Sequence[RawDelivery]) -> list[Outcome]: ...
+
+    def start(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class StoreSink:
+    """The sink in this process: ``json_object`` then ``Store.save_deliveries``."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def __call__(self, batch: Sequence[RawDelivery]) -> list[Outcome]:
+        parsed = [json_object(d.body) for d in batch]
+        valid = [
+            NewDelivery(d.id, d.event, _action(found[0]), found[1])
+            for d, found in zip(batch, parsed, strict=True)
+            if found is not None
+        ]
+        stored = iter(self.store.save_deliveries(valid))
+        return [
+            Outcome.MALFORMED if found is None else (Outcome.STORED if next(stored) else Outcome.DUPLICATE)
+            for found in parsed
+        ]
+
+    def start(self) -> None:
+        """Nothing to start: the store is open."""
+
+    def close(self) -> None:
+        """The store belongs to the caller."""
+
+
+def _action(payload: dict[str, object]) -> str | None:
+    action = payload.get("action")
+    return action if isinstance(action, str) else None
+
+
 @dataclass(frozen=True)
 class _Waiting:
-    delivery: NewDelivery
-    future: asyncio.Future[bool]
+    delivery: RawDelivery
+    future: asyncio.Future[Outcome]
     loop: asyncio.AbstractEventLoop
 
 
@@ -61,13 +126,13 @@ class DeliveryWriter:
 
     def __init__(
         self,
-        store: Store,
+        sink: Sink | Store,
         *,
         max_waiting: int = MAX_WAITING,
         max_waiting_bytes: int = MAX_WAITING_BYTES,
         max_batch: int = MAX_BATCH,
     ) -> None:
-        self._store = store
+        self._sink: Sink = StoreSink(sink) if isinstance(sink, Store) else sink
         self._max_waiting = max_waiting
         self._max_bytes = max_waiting_bytes
         self._max_batch = max_batch
@@ -99,6 +164,7 @@ class DeliveryWriter:
                 raise RuntimeError("a DeliveryWriter starts once")
             self._thread = threading.Thread(target=self._run, name=THREAD_NAME, daemon=True)
             self._accepting = True
+        self._sink.start()
         self._thread.start()
 
     def stop(self, timeout: float | None = None) -> None:
@@ -110,15 +176,15 @@ class DeliveryWriter:
         if thread is not None:
             thread.join(timeout)
 
-    async def save(self, delivery: NewDelivery) -> bool:
-        """Store ``delivery``; as ``Store.save_delivery``: True if stored now, False for a known id.
+    async def save(self, delivery: RawDelivery) -> Outcome:
+        """Parse and store ``delivery``: STORED, DUPLICATE (a known id) or MALFORMED (not stored).
 
         Returns only after the commit. Overloaded (at once) when the writer takes nothing now;
         RetryLaterError when the database was busy; other store errors as they were raised.
         """
         loop = asyncio.get_running_loop()
-        future: asyncio.Future[bool] = loop.create_future()
-        size = len(delivery.payload_json)
+        future: asyncio.Future[Outcome] = loop.create_future()
+        size = len(delivery.body)
         with self._changed:
             if not self._accepting:
                 raise Overloaded("the webhook writer is not running (starting or shutting down)")
@@ -141,10 +207,13 @@ class DeliveryWriter:
                 self._changed.notify()
 
     def _run(self) -> None:
-        while batch := self._next_batch():
-            self._write(batch)
-            with self._changed:
-                self._writing = 0
+        try:
+            while batch := self._next_batch():
+                self._write(batch)
+                with self._changed:
+                    self._writing = 0
+        finally:
+            self._sink.close()
 
     def _next_batch(self) -> list[_Waiting]:
         """The oldest waiting deliveries (up to ``max_batch``), once there are any; [] to stop."""
@@ -152,14 +221,14 @@ class DeliveryWriter:
             self._changed.wait_for(lambda: self._released or not self._accepting)
             batch, self._waiting = self._waiting[: self._max_batch], self._waiting[self._max_batch :]
             self._released = bool(self._waiting)
-            self._waiting_bytes -= sum(len(w.delivery.payload_json) for w in batch)
+            self._waiting_bytes -= sum(len(w.delivery.body) for w in batch)
             self._writing = len(batch)
             return batch
 
     def _write(self, batch: Sequence[_Waiting]) -> None:
-        outcomes: list[bool | BaseException]
+        outcomes: list[Outcome | BaseException]
         try:
-            outcomes = list(self._store.save_deliveries([w.delivery for w in batch]))
+            outcomes = list(self._sink([w.delivery for w in batch]))
         except RetryLaterError as exc:
             log.warning("webhook deliveries not stored (%d answered 503): %s", len(batch), exc)
             outcomes = [RetryLaterError(str(exc)) for _ in batch]  # one exception object per request
@@ -171,7 +240,7 @@ class DeliveryWriter:
                 for waiting in batch:
                     self._write([waiting])
                 return
-        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[_Waiting, bool | BaseException]]] = {}
+        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[_Waiting, Outcome | BaseException]]] = {}
         for waiting, outcome in zip(batch, outcomes, strict=True):
             by_loop.setdefault(waiting.loop, []).append((waiting, outcome))
         for loop, settled in by_loop.items():
@@ -179,7 +248,7 @@ class DeliveryWriter:
                 loop.call_soon_threadsafe(_settle, settled)
 
 
-def _settle(settled: Sequence[tuple[_Waiting, bool | BaseException]]) -> None:
+def _settle(settled: Sequence[tuple[_Waiting, Outcome | BaseException]]) -> None:
     """Resolve the futures (on their loop); a request that went away has cancelled its own."""
     for waiting, outcome in settled:
         if waiting.future.done():

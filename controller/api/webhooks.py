@@ -7,13 +7,15 @@ GitHub never retries a failed delivery, so the answer must be fast and the stori
 durable; a refused delivery (401, 400, 413, 503) changes nothing.
 
 Storing goes through one ``DeliveryWriter`` per router (``delivery_writer.py``): the route hands
-the delivery over and awaits its future, and one thread commits whatever has gathered in one
-transaction, so concurrent deliveries share commits instead of queuing for the write lock one
-transaction each (issue 4, ADR-0002 decision 11: about three times the throughput, p99 from ~440 ms
-to 30-40 ms). The payload is stored as the body's own text, not re-encoded, whenever the body is UTF-8
-(GitHub always sends UTF-8 JSON); the stored text is the one that was parsed, so it reads back as
-the same object. The writer runs for the router's lifespan: the app must be served with lifespan
-events on (``cli/listen.py`` does), otherwise every delivery gets 503.
+the raw body over and awaits its future, and the writer parses and commits whatever has gathered in
+one transaction, through its sink: in this process (``StoreSink``, the default) or in a child
+process (``writer_process.ProcessSink``, which ``crucible loop --listen`` uses so that parsing and
+storing do not share this process's interpreter lock with HTTP; ADR-0002 decisions 11 and 12). The
+payload is stored as the body's own text whenever the body is UTF-8 (GitHub always sends UTF-8
+JSON), so it reads back as the object that was parsed. The route is a plain ASGI endpoint on a
+Starlette ``Route``: the intake's hot path skips FastAPI's per-request machinery. The writer runs
+for the router's lifespan: the app must be served with lifespan events on (``cli/listen.py``
+does), otherwise every delivery gets 503.
 
 Status codes: 503 no secret configured, database busy, writer not running or too many deliveries
 waiting; 413 body over ``max_bytes`` (Content-Length first, then the bytes actually read); 401
@@ -25,21 +27,19 @@ before) for everything else, known or not.
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import Any
 
-import orjson
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from controller.api.delivery_writer import DeliveryWriter, Overloaded
+from controller.api.delivery_writer import DeliveryWriter, Outcome, Overloaded, RawDelivery
+from controller.api.payloads import json_object
 from controller.domain.errors import RetryLaterError
 from controller.forge.webhooks import verify_signature
-from controller.store import NewDelivery, Store
+from controller.store import Store
 
 DEFAULT_MAX_BYTES = 25 * 1024 * 1024  # GitHub caps payloads at 25 MB
 MAX_HEADER_CHARS = 64  # delivery ids are GUIDs, event names short words
@@ -93,22 +93,19 @@ def webhook_router(
         delivery = request.headers.get("x-github-delivery", "")
         if not _valid_header(event) or not _valid_header(delivery):
             return _error(400, "missing or invalid X-GitHub-Event / X-GitHub-Delivery"), False
-        parsed = _json_object(body)
-        if parsed is None:
-            return _error(400, "body is not a JSON object"), False
         if event == "ping":
+            if json_object(body) is None:
+                return _error(400, "body is not a JSON object"), False
             return JSONResponse({"status": "pong"}, status_code=200), False
-        payload, text = parsed
-        action = payload.get("action")
         try:
-            stored = await writer.save(
-                NewDelivery(delivery, event, action if isinstance(action, str) else None, text)
-            )
+            outcome = await writer.save(RawDelivery(delivery, event, body))
         except Overloaded as exc:
             return _error(503, f"{exc}; delivery not stored"), False
         except RetryLaterError:
             return _error(503, "database busy; delivery not stored"), False
-        if not stored:
+        if outcome is Outcome.MALFORMED:
+            return _error(400, "body is not a JSON object"), False
+        if outcome is Outcome.DUPLICATE:
             return JSONResponse({"status": "duplicate"}, status_code=202), False
         return JSONResponse({"status": "queued"}, status_code=202), True
 
@@ -155,41 +152,6 @@ async def _read_body(request: Request, max_bytes: int) -> bytes:
 
 def _valid_header(value: str) -> bool:
     return 0 < len(value) <= MAX_HEADER_CHARS and value.isprintable() and value.strip() == value
-
-
-def _json_object(body: bytes) -> tuple[dict[str, Any], str] | None:
-    """The JSON object in ``body`` and the text to store for it; None if it is not a JSON object.
-
-    orjson reads the common case (UTF-8, no NaN, integers within 64 bits, valid surrogates), and the
-    body's own text is stored; whatever it refuses is decided by ``json`` exactly as before. A UTF-8
-    body (``json`` tells by its first bytes, as it does when parsing) is decoded and parsed
-    as text, and that very text is stored. Bodies ``json`` also reads but a database should not keep
-    as they are (UTF-16/32, a byte order mark, UTF-8-encoded surrogates) are parsed from the bytes
-    and stored re-encoded; one that cannot be re-encoded (a number too large for a float) is refused.
-    """
-    try:  # the fast path: nearly every body is UTF-8 JSON that orjson reads about 2.5x faster
-        fast = orjson.loads(body)
-    except orjson.JSONDecodeError:  # anything orjson refuses takes the careful path below
-        pass
-    else:
-        return (fast, body.decode("utf-8")) if isinstance(fast, dict) else None
-    text: str | None = None
-    if json.detect_encoding(body) == "utf-8":
-        try:
-            text = body.decode("utf-8")
-        except UnicodeDecodeError:
-            text = None
-    try:
-        payload = json.loads(body if text is None else text, parse_constant=_refuse_constant)
-        if not isinstance(payload, dict):
-            return None
-        return payload, text if text is not None else json.dumps(payload, allow_nan=False)
-    except (ValueError, RecursionError):  # UnicodeDecodeError and JSONDecodeError are ValueErrors
-        return None
-
-
-def _refuse_constant(name: str) -> None:
-    raise ValueError(f"{name} is not JSON")
 
 
 def _error(status: int, detail: str) -> JSONResponse:

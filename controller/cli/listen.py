@@ -13,7 +13,9 @@ from contextlib import contextmanager
 import uvicorn
 from fastapi import FastAPI
 
+from controller.api.delivery_writer import DeliveryWriter
 from controller.api.webhooks import webhook_router
+from controller.api.writer_process import ProcessSink
 from controller.store.store import Store
 
 
@@ -34,7 +36,10 @@ def webhook_server(
     stores what was accepted and ends the writer's thread along with the server's.
     """
     app = FastAPI(title="crucible webhooks", docs_url=None, redoc_url=None, openapi_url=None)
-    app.include_router(webhook_router(store, secret, on_delivery=on_delivery))
+    # Parsing and storing run in a child process: the server's own process keeps its interpreter
+    # lock for HTTP (ADR-0002 decision 12).
+    writer = DeliveryWriter(ProcessSink(store.url))
+    app.include_router(webhook_router(store, secret, on_delivery=on_delivery, writer=writer))
     server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on"))
     thread = threading.Thread(target=server.run, name="crucible-webhooks", daemon=True)
     thread.start()

@@ -111,6 +111,11 @@ class Store(PullsAndFeedback, ProcessGroups):
         reader_engine = self._engine.execution_options(**{migrate.READ_ONLY: True})
         self._reader = sessionmaker(reader_engine, expire_on_commit=False)
 
+    @property
+    def url(self) -> str:
+        """The database URL (with its password, if any: for this process's children, never logs)."""
+        return self._url.render_as_string(hide_password=False)
+
     @classmethod
     def open(cls, url: str, *, upgrade: bool = False, clock: Callable[[], datetime] = utc_now) -> Store:
         """A Store on ``url``; migrates first when ``upgrade``, else refuses a non-head schema."""

@@ -20,10 +20,10 @@ import pytest
 import sqlalchemy as sa
 from fastapi import FastAPI
 
-from controller.api.delivery_writer import THREAD_NAME, DeliveryWriter, Overloaded
+from controller.api.delivery_writer import THREAD_NAME, DeliveryWriter, Outcome, Overloaded, RawDelivery
 from controller.api.webhooks import webhook_router
 from controller.localforge.server import serve_in_thread
-from controller.store import NewDelivery, Store
+from controller.store import Store
 from tests.store.test_store import Ticker
 from tests.webhooks.helpers import ORACLE_FILES, SECRET, Client, Wakeups, encode, event_of, post
 
@@ -223,8 +223,8 @@ def test_deliveries_arriving_together_share_a_transaction(tmp_path: Path) -> Non
     with Store.open(f"sqlite:///{tmp_path / 'crucible.db'}", upgrade=True, clock=Ticker()) as store:
         writer = DeliveryWriter(store)
 
-        async def main() -> list[bool]:
-            deliveries = [NewDelivery(f"d-{n}", EVENT, None, "{}") for n in range(10)]
+        async def main() -> list[Outcome]:
+            deliveries = [RawDelivery(f"d-{n}", EVENT, b"{}") for n in range(10)]
             saves = [asyncio.ensure_future(writer.save(d)) for d in deliveries]
             await asyncio.sleep(0)  # the ten are handed over; the turn has not ended
             time.sleep(0.05)  # the GIL is free: a writer taking them early would have them now
@@ -233,7 +233,7 @@ def test_deliveries_arriving_together_share_a_transaction(tmp_path: Path) -> Non
 
         writer.start()
         try:
-            assert asyncio.run(main()) == [True] * 10
+            assert asyncio.run(main()) == [Outcome.STORED] * 10
         finally:
             writer.stop()
         assert len({d.received_at for d in store.pending_deliveries()}) == 1
@@ -243,19 +243,19 @@ def test_stop_stores_what_waits_then_refuses(tmp_path: Path) -> None:
     with Store.open(f"sqlite:///{tmp_path / 'crucible.db'}", upgrade=True) as store:
         writer = DeliveryWriter(store)
 
-        async def main() -> list[bool]:
+        async def main() -> list[Outcome]:
             saves = [
-                asyncio.ensure_future(writer.save(NewDelivery(f"d-{n}", EVENT, None, "{}"))) for n in range(3)
+                asyncio.ensure_future(writer.save(RawDelivery(f"d-{n}", EVENT, b"{}"))) for n in range(3)
             ]
             await asyncio.sleep(0)  # the three are handed over, not yet released to the writer
             assert writer.waiting == 3
             writer.stop()  # stores them before it returns
             with pytest.raises(Overloaded):
-                await writer.save(NewDelivery("late", EVENT, None, "{}"))
+                await writer.save(RawDelivery("late", EVENT, b"{}"))
             return list(await asyncio.gather(*saves))
 
         with pytest.raises(Overloaded):  # not started yet
-            asyncio.run(writer.save(NewDelivery("early", EVENT, None, "{}")))
+            asyncio.run(writer.save(RawDelivery("early", EVENT, b"{}")))
         writer.start()
-        assert asyncio.run(main()) == [True] * 3
+        assert asyncio.run(main()) == [Outcome.STORED] * 3
         assert sorted(d.id for d in store.pending_deliveries()) == ["d-0", "d-1", "d-2"]
