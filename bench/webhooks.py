@@ -43,11 +43,10 @@ from pathlib import Path
 
 import httpx
 import sqlalchemy as sa
-import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from controller.cli.listen import webhook_server
+from controller.cli.listen import serve_in_thread, webhook_server
 from controller.forge.webhooks import signature_for, verify_signature
 from controller.store import migrate
 from controller.store.store import Store
@@ -127,16 +126,10 @@ def floor_app(secret: str) -> FastAPI:
 
 @contextmanager
 def floor_server(secret: str, host: str, port: int) -> Iterator[str]:
-    """The floor app served with exactly the uvicorn settings of ``webhook_server``."""
-    config = uvicorn.Config(floor_app(secret), host=host, port=port, log_level="warning", lifespan="off")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, name="floor-webhooks", daemon=True)
-    thread.start()
-    try:
-        yield f"http://{host}:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
+    """The floor app served with exactly the uvicorn settings of ``webhook_server`` (no lifespan:
+    it has no writer to start)."""
+    with serve_in_thread(floor_app(secret), host, port, lifespan="off", name="floor-webhooks") as url:
+        yield url
 
 
 def serve(kind: str, port: int, database_url: str) -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Literal
 
 import uvicorn
 from fastapi import FastAPI
@@ -40,8 +41,19 @@ def webhook_server(
     # lock for HTTP (ADR-0002 decision 12).
     writer = DeliveryWriter(ProcessSink(store.url))
     app.include_router(webhook_router(store, secret, on_delivery=on_delivery, writer=writer))
-    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on"))
-    thread = threading.Thread(target=server.run, name="crucible-webhooks", daemon=True)
+    with serve_in_thread(app, host, port, lifespan="on", name="crucible-webhooks") as url:
+        yield url
+
+
+@contextmanager
+def serve_in_thread(
+    app: FastAPI, host: str, port: int, *, lifespan: Literal["on", "off"], name: str
+) -> Iterator[str]:
+    """``app`` served by uvicorn in a daemon thread for the ``with`` block (also the benchmark's
+    floor, so both arms run with the same server settings); yields the base URL."""
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan=lifespan)
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, name=name, daemon=True)
     thread.start()
     try:
         yield f"http://{host}:{port}"
