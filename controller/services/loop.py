@@ -170,9 +170,8 @@ def _drive(ctx: RunContext, budgets: Budgets, *, hand_over: bool = False) -> Loo
     # Per-turn reads stay bounded: aggregates plus the last few turns, however long the run.
     window = max(HISTORY_LIMIT, budgets.max_consecutive_failures) + 1
     while True:
-        counts = ctx.store.turn_counts(ctx.run_id)
-        recent = ctx.store.list_turns(ctx.run_id, last=window)
-        latest = ctx.store.get_run(ctx.run_id)
+        snapshot = ctx.store.turn_snapshot(ctx.run_id, last=window)
+        counts, recent, latest = snapshot.counts, list(snapshot.recent), snapshot.run
         progress = progress_of(ctx, counts, recent, latest)
         if ctx.executor.cancel.is_set():
             return finish(ctx, StopReason.CANCELLED, explain_stop(StopReason.CANCELLED, budgets, progress))

@@ -301,15 +301,17 @@ def write_candidate_file(
     """CANDIDATE.md for the next turn: objective, scores and the bounded history (DESIGN §4).
 
     ``turns`` (the most recent ones) and ``decided_total`` save queries when the caller has them."""
-    run = run or ctx.store.get_run(ctx.run_id)  # the caller's read is current: nothing ran since
-    listed = ctx.store.list_turns(ctx.run_id, last=HISTORY_LIMIT) if turns is None else turns
+    if run is None or turns is None or decided_total is None:  # the caller's reads are current
+        snapshot = ctx.store.turn_snapshot(ctx.run_id, last=HISTORY_LIMIT)
+        run = run or snapshot.run
+        turns = snapshot.recent if turns is None else turns
+        decided_total = sum(snapshot.counts.decided.values()) if decided_total is None else decided_total
+    listed = turns
     history = [
         HistoryLine(t.number, t.hypothesis, str(t.outcome), str(t.reason), t.value)
         for t in listed
         if t.phase == TurnPhase.DECIDED
     ]
-    if decided_total is None:
-        decided_total = sum(ctx.store.turn_counts(ctx.run_id).decided.values())
     text = render_candidate(
         objective=ctx.spec.objective,
         metric_name=ctx.spec.metric.name,

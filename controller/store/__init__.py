@@ -20,6 +20,7 @@ from controller.store.records import (
     TurnCounts,
     TurnDecision,
     TurnRecord,
+    TurnSnapshot,
 )
 from controller.store.store import Store
 
@@ -41,4 +42,5 @@ __all__ = [
     "TurnCounts",
     "TurnDecision",
     "TurnRecord",
+    "TurnSnapshot",
 ]

@@ -193,6 +193,16 @@ class TurnCounts:
     started: tuple[int, ...]  # turns cut off before their decision, by number
 
 
+@dataclass(frozen=True)
+class TurnSnapshot:
+    """What the turn loop reads before every turn, in one read: the run, the aggregates and the
+    most recent turns (ascending)."""
+
+    run: RunRecord
+    counts: TurnCounts
+    recent: tuple[TurnRecord, ...]
+
+
 class FeedbackSource(StrEnum):
     """Where a feedback item came from (``FeedbackEvent.source``)."""
 

@@ -66,6 +66,7 @@ from controller.store.records import (
     TurnCounts,
     TurnDecision,
     TurnRecord,
+    TurnSnapshot,
 )
 
 
@@ -411,37 +412,22 @@ class Store(PullsAndFeedback, ProcessGroups):
         """Every turn of the run by number, or only the ``last`` ones (still in ascending order).
 
         ``last`` keeps the turn loop's per-turn reads bounded however long a run grows."""
-        query = sa.select(TurnRow).where(TurnRow.run_id == run_id)
-        if last is not None:
-            query = query.order_by(TurnRow.number.desc()).limit(last)
-        else:
-            query = query.order_by(TurnRow.number)
         with self._session(read_only=True) as s:
             get_run_row(s, run_id)
-            rows = [row.to_record() for row in s.scalars(query)]
-        return rows[::-1] if last is not None else rows
+            return _turns(s, run_id, last)
 
     def turn_counts(self, run_id: str) -> TurnCounts:
         """Decided turns per round, the highest turn number, and the turns still STARTED (one query)."""
-        decided: dict[int, int] = {}
-        started: list[int] = []
-        highest = 0
         with self._session(read_only=True) as s:
             get_run_row(s, run_id)
-            grouped = (
-                sa.select(TurnRow.round, TurnRow.phase, sa.func.count(), sa.func.max(TurnRow.number))
-                .where(TurnRow.run_id == run_id)
-                .group_by(TurnRow.round, TurnRow.phase)
-            )
-            for round_number, phase, count, top in s.execute(grouped):
-                highest = max(highest, int(top))
-                if phase == TurnPhase.DECIDED:
-                    decided[int(round_number)] = int(count)
-            open_turns = sa.select(TurnRow.number).where(
-                TurnRow.run_id == run_id, TurnRow.phase == TurnPhase.STARTED.value
-            )
-            started = sorted(int(n) for n in s.scalars(open_turns))
-        return TurnCounts(decided=decided, highest=highest, started=tuple(started))
+            return _turn_counts(s, run_id)
+
+    def turn_snapshot(self, run_id: str, *, last: int) -> TurnSnapshot:
+        """``get_run``, ``turn_counts`` and ``list_turns(last=...)`` in one read transaction: the turn
+        loop asks all three before every turn, and one session is a third of the cost."""
+        with self._session(read_only=True) as s:
+            run = get_run_row(s, run_id).to_record()
+            return TurnSnapshot(run, _turn_counts(s, run_id), tuple(_turns(s, run_id, last)))
 
     # -- samples ------------------------------------------------------------------------------
 
@@ -510,3 +496,30 @@ class Store(PullsAndFeedback, ProcessGroups):
         factory = self._reader if read_only else self._writer
         with translate_errors(), factory.begin() as session:
             yield session
+
+
+def _turns(s: Session, run_id: str, last: int | None) -> list[TurnRecord]:
+    query = sa.select(TurnRow).where(TurnRow.run_id == run_id)
+    if last is None:
+        return [row.to_record() for row in s.scalars(query.order_by(TurnRow.number))]
+    rows = [row.to_record() for row in s.scalars(query.order_by(TurnRow.number.desc()).limit(last))]
+    return rows[::-1]
+
+
+def _turn_counts(s: Session, run_id: str) -> TurnCounts:
+    decided: dict[int, int] = {}
+    highest = 0
+    grouped = (
+        sa.select(TurnRow.round, TurnRow.phase, sa.func.count(), sa.func.max(TurnRow.number))
+        .where(TurnRow.run_id == run_id)
+        .group_by(TurnRow.round, TurnRow.phase)
+    )
+    for round_number, phase, count, top in s.execute(grouped):
+        highest = max(highest, int(top))
+        if phase == TurnPhase.DECIDED:
+            decided[int(round_number)] = int(count)
+    open_turns = sa.select(TurnRow.number).where(
+        TurnRow.run_id == run_id, TurnRow.phase == TurnPhase.STARTED.value
+    )
+    started = sorted(int(n) for n in s.scalars(open_turns))
+    return TurnCounts(decided=decided, highest=highest, started=tuple(started))

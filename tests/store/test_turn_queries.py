@@ -7,6 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from controller.domain.enums import Outcome, Reason, RunStatus
+from controller.domain.errors import NotFoundError
 from controller.store import Store, TurnDecision
 from tests.store.test_store import component, new_run
 
@@ -52,6 +53,22 @@ def test_turn_counts_and_last_turns(store: Store) -> None:
     assert counts.started == (5,)
     assert [t.number for t in store.list_turns("r1", last=3)] == [4, 5, 6]
     assert [t.number for t in store.list_turns("r1")] == [1, 2, 3, 4, 5, 6]
+
+
+def test_the_snapshot_is_the_three_reads_in_one(store: Store) -> None:
+    empty = store.turn_snapshot("r1", last=3)
+    assert (empty.run, empty.counts, empty.recent) == (store.get_run("r1"), store.turn_counts("r1"), ())
+    for n in range(1, 6):
+        store.start_turn("r1", n, 0)
+        if n != 5:
+            _decide(store, n)
+    snapshot = store.turn_snapshot("r1", last=3)
+    assert snapshot.run == store.get_run("r1")
+    assert snapshot.counts == store.turn_counts("r1") and snapshot.counts.started == (5,)
+    assert list(snapshot.recent) == store.list_turns("r1", last=3)
+    assert [t.number for t in snapshot.recent] == [3, 4, 5]
+    with pytest.raises(NotFoundError):
+        store.turn_snapshot("nope", last=3)
 
 
 def test_decide_turn_stores_the_turns_samples_in_the_same_transaction(store: Store) -> None:
