@@ -92,9 +92,12 @@ def insert_deliveries(connection: Connection, deliveries: Sequence[NewDelivery],
         first.setdefault(delivery.id, delivery)
     if not first:
         return []
+    # In id order: two batches inserting overlapping ids in different orders each wait on a row the
+    # other inserted and did not commit yet, which PostgreSQL ends as a deadlock; one order for all
+    # makes the later one simply wait.
     rows = [
         dict(d_id=d.id, d_event=d.event, d_action=d.action, d_payload=d.payload_json, d_received_at=now)
-        for d in first.values()
+        for d in sorted(first.values(), key=lambda d: d.id)
     ]
     if connection.dialect.name == "sqlite":
         inserted = _insert_sqlite(connection, list(first.values()), now)
