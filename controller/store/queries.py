@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 from controller.domain.enums import EventKind, SampleArm, TurnPhase
 from controller.domain.errors import NotFoundError
 from controller.store.models import ComponentRow, EventRow, RunRow, SampleRow, TurnRow
-from controller.store.records import ComponentRecord, TurnDecision
+from controller.store.records import ComponentRecord, TurnCounts, TurnDecision, TurnRecord
 
 Sample = tuple[SampleArm, int, Mapping[str, float], bool]
 
@@ -130,3 +130,32 @@ def component_row(rec: ComponentRecord, position: int) -> ComponentRow:
         upstream=rec.upstream,
         extra=dict(rec.extra),
     )
+
+
+def list_turn_records(s: Session, run_id: str, last: int | None) -> list[TurnRecord]:
+    """The run's turns by number, or only the ``last`` ones (still ascending)."""
+    query = sa.select(TurnRow).where(TurnRow.run_id == run_id)
+    if last is None:
+        return [row.to_record() for row in s.scalars(query.order_by(TurnRow.number))]
+    rows = [row.to_record() for row in s.scalars(query.order_by(TurnRow.number.desc()).limit(last))]
+    return rows[::-1]
+
+
+def count_turns(s: Session, run_id: str) -> TurnCounts:
+    """Decided turns per round, the highest number and the turns still STARTED (two queries)."""
+    decided: dict[int, int] = {}
+    highest = 0
+    grouped = (
+        sa.select(TurnRow.round, TurnRow.phase, sa.func.count(), sa.func.max(TurnRow.number))
+        .where(TurnRow.run_id == run_id)
+        .group_by(TurnRow.round, TurnRow.phase)
+    )
+    for round_number, phase, count, top in s.execute(grouped):
+        highest = max(highest, int(top))
+        if phase == TurnPhase.DECIDED:
+            decided[int(round_number)] = int(count)
+    open_turns = sa.select(TurnRow.number).where(
+        TurnRow.run_id == run_id, TurnRow.phase == TurnPhase.STARTED.value
+    )
+    started = sorted(int(n) for n in s.scalars(open_turns))
+    return TurnCounts(decided=decided, highest=highest, started=tuple(started))

@@ -46,11 +46,13 @@ from controller.store.queries import (
     Sample,
     append_event_row,
     component_row,
+    count_turns,
     decision_values,
     delete_samples,
     get_component_row,
     get_run_row,
     get_turn_row,
+    list_turn_records,
     lock_run,
     new_turn_row,
     require_finite,
@@ -414,20 +416,20 @@ class Store(PullsAndFeedback, ProcessGroups):
         ``last`` keeps the turn loop's per-turn reads bounded however long a run grows."""
         with self._session(read_only=True) as s:
             get_run_row(s, run_id)
-            return _turns(s, run_id, last)
+            return list_turn_records(s, run_id, last)
 
     def turn_counts(self, run_id: str) -> TurnCounts:
         """Decided turns per round, the highest turn number, and the turns still STARTED (one query)."""
         with self._session(read_only=True) as s:
             get_run_row(s, run_id)
-            return _turn_counts(s, run_id)
+            return count_turns(s, run_id)
 
     def turn_snapshot(self, run_id: str, *, last: int) -> TurnSnapshot:
         """``get_run``, ``turn_counts`` and ``list_turns(last=...)`` in one read transaction: the turn
         loop asks all three before every turn, and one session is a third of the cost."""
         with self._session(read_only=True) as s:
             run = get_run_row(s, run_id).to_record()
-            return TurnSnapshot(run, _turn_counts(s, run_id), tuple(_turns(s, run_id, last)))
+            return TurnSnapshot(run, count_turns(s, run_id), tuple(list_turn_records(s, run_id, last)))
 
     # -- samples ------------------------------------------------------------------------------
 
@@ -496,30 +498,3 @@ class Store(PullsAndFeedback, ProcessGroups):
         factory = self._reader if read_only else self._writer
         with translate_errors(), factory.begin() as session:
             yield session
-
-
-def _turns(s: Session, run_id: str, last: int | None) -> list[TurnRecord]:
-    query = sa.select(TurnRow).where(TurnRow.run_id == run_id)
-    if last is None:
-        return [row.to_record() for row in s.scalars(query.order_by(TurnRow.number))]
-    rows = [row.to_record() for row in s.scalars(query.order_by(TurnRow.number.desc()).limit(last))]
-    return rows[::-1]
-
-
-def _turn_counts(s: Session, run_id: str) -> TurnCounts:
-    decided: dict[int, int] = {}
-    highest = 0
-    grouped = (
-        sa.select(TurnRow.round, TurnRow.phase, sa.func.count(), sa.func.max(TurnRow.number))
-        .where(TurnRow.run_id == run_id)
-        .group_by(TurnRow.round, TurnRow.phase)
-    )
-    for round_number, phase, count, top in s.execute(grouped):
-        highest = max(highest, int(top))
-        if phase == TurnPhase.DECIDED:
-            decided[int(round_number)] = int(count)
-    open_turns = sa.select(TurnRow.number).where(
-        TurnRow.run_id == run_id, TurnRow.phase == TurnPhase.STARTED.value
-    )
-    started = sorted(int(n) for n in s.scalars(open_turns))
-    return TurnCounts(decided=decided, highest=highest, started=tuple(started))
