@@ -29,7 +29,6 @@ was never reported (or a target is missed with --strict).
 from __future__ import annotations
 
 import argparse
-import base64
 import os
 import random
 import re
@@ -47,6 +46,7 @@ from typing import Any
 import httpx
 
 from controller.forge.base import FeedbackEvent
+from controller.forge.github import basic_auth_env
 from controller.forge.polling import GithubReader
 from controller.localforge.server import running_forge
 from controller.localforge.users import add_user
@@ -169,14 +169,7 @@ def seed(api_url: str, url: str, work: Path, actors: Actors, repos: int, pulls: 
     """``repos`` repositories of alice with ``pulls`` open draft PRs each; returns repo -> numbers."""
     source = work / "source"
     source_repo(source, pulls)
-    auth = "Basic " + base64.b64encode(f"x-access-token:{TOKENS['alice']}".encode()).decode()
-    env = {
-        **os.environ,
-        "GIT_CONFIG_COUNT": "1",
-        "GIT_CONFIG_KEY_0": "http.extraHeader",
-        "GIT_CONFIG_VALUE_0": f"Authorization: {auth}",
-        "GIT_TERMINAL_PROMPT": "0",
-    }
+    env = {**os.environ, **basic_auth_env(TOKENS["alice"])}  # as crucible's own pushes authenticate
     numbers: dict[str, list[int]] = {}
     for index in range(repos):
         name = f"r{index:02d}"

@@ -112,6 +112,7 @@ class GithubForge:
         self._write_interval = write_interval
         self._timeout = timeout
         self._reader: GithubReader | None = None
+        self._reader_lock = threading.Lock()
         self._sleep = sleep
         self._clock = clock
         self._max_wait = max_wait
@@ -162,7 +163,7 @@ class GithubForge:
     def feedback_reader(self) -> GithubReader:
         """The poller's reader (httpx, conditional GETs) on the same API with the same credentials;
         one per adapter, so its connection pool is shared by every poll."""
-        with self._write_lock:
+        with self._reader_lock:
             if self._reader is None:
                 self._reader = GithubReader(
                     self.api_url, self._sessions.git_token, timeout=self._timeout, sleep=self._sleep

@@ -11,7 +11,6 @@ digests of the answer, so a repeated read of an unchanged list is "not modified"
 
 from __future__ import annotations
 
-import base64
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -29,6 +28,7 @@ from controller.forge.base import (
     RepoInfo,
     ReviewPage,
 )
+from controller.forge.github import basic_auth_env
 
 EPOCH = datetime(2024, 1, 1, tzinfo=UTC)
 
@@ -277,13 +277,7 @@ class FakeForge:
 
     def git_auth_env(self, full_name: str) -> Mapping[str, str]:
         self._enter("git_auth_env", full_name)
-        basic = base64.b64encode(f"x-access-token:{self.token}".encode()).decode("ascii")
-        return {
-            "GIT_CONFIG_COUNT": "1",
-            "GIT_CONFIG_KEY_0": "http.extraHeader",
-            "GIT_CONFIG_VALUE_0": f"Authorization: Basic {basic}",
-            "GIT_TERMINAL_PROMPT": "0",
-        }
+        return basic_auth_env(self.token)  # the same environment the real adapter builds
 
     def feedback_reader(self) -> FakeForge:
         """The fake reads feedback itself (``FeedbackReader`` below)."""
