@@ -51,8 +51,8 @@ from controller.forge.webhooks import signature_for, verify_signature
 from controller.store import migrate
 from controller.store.store import Store
 
-# ../shared beside the checkout, as CI lays it out (the webhook tests find it the same way).
-ORACLES = Path(__file__).resolve().parents[1].parent / "shared" / "oracles" / "github-webhooks"
+# GitHub's own example, kept in the repository with the other test data (tests/testdata/README.md).
+ORACLES = Path(__file__).resolve().parents[1] / "tests" / "testdata" / "github-webhooks"
 PAYLOAD = ORACLES / "pull_request_review_comment.created.0.json"
 SECRET = "bench-secret"
 HOST = "127.0.0.1"

@@ -2,7 +2,7 @@
 
 Every URL is built from the base URL of the request being answered (or of the request that
 triggered a webhook), so a client that follows ``url`` fields stays on the same host and port.
-The shapes validate against GitHub's OpenAPI description (``shared/oracles/github-openapi``).
+The shapes validate against GitHub's OpenAPI description (``tests/testdata/github-openapi``).
 """
 
 from __future__ import annotations

@@ -12,7 +12,6 @@ import functools
 import json
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from openapi_core import Config, OpenAPI
@@ -20,9 +19,7 @@ from openapi_core.templating.responses.exceptions import ResponseNotFound
 from openapi_core.testing import MockRequest, MockResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-ORACLES = Path(__file__).resolve().parents[2].parent / "shared" / "oracles"
-SUBSET = ORACLES / "github-openapi" / "api.github.com.subset.json"
-WEBHOOKS = ORACLES / "github-webhooks"
+from tests.testdata import OPENAPI_SUBSET as SUBSET
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """Signed webhooks: signatures over the raw body, headers, and payload shapes like GitHub's own
-examples (``shared/oracles/github-webhooks``)."""
+examples (``tests/testdata/github-webhooks``)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 
 from controller.localforge.webhooks import signature
 from tests.localforge.conftest import Forge, ForgeStarter, Receiver
-from tests.localforge.oracle import WEBHOOKS
+from tests.testdata import WEBHOOKS
 
 SECRET = "It's a Secret to Everybody"
 NESTED = ("pull_request", "comment", "review", "issue")

@@ -15,9 +15,9 @@ from controller.forge.base import FeedbackEvent
 from controller.forge.webhooks import signature_for
 from controller.store import PullRecord, Store
 from tests.store.test_store import component, new_run
+from tests.testdata import WEBHOOKS
 
-# ../shared beside the checkout, as CI lays it out (never an absolute path of one machine).
-ORACLES = Path(__file__).resolve().parents[2].parent / "shared" / "oracles" / "github-webhooks"
+ORACLES = WEBHOOKS
 ORACLE_FILES = sorted(ORACLES.glob("*.json"))
 assert len(ORACLE_FILES) >= 60, f"GitHub's webhook examples are missing from {ORACLES}"
 SECRET = "test-secret"
