@@ -1,13 +1,27 @@
 #!/usr/bin/env bash
-# README's test command: install crucible with its dev extras into ./.venv, check the code (ruff, mypy,
-# the layer contracts) and run the whole test suite, slow end-to-end tests included.
+# README's test command: install crucible with its dev extras into ./.venv, make sure what the tests need
+# is there (PostgreSQL, bubblewrap), check the code (ruff, mypy, the layer contracts) and run the whole test
+# suite, slow end-to-end tests included. Extra arguments go to pytest (for example a subset of tests/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+echo "== venv"
 bash scripts/venv.sh dev
 export PATH="$PWD/.venv/bin:$PATH"
+
+echo "== bubblewrap"
+source scripts/testenv/bwrap.sh
+ensure_bwrap
+
+echo "== PostgreSQL"
+source scripts/testenv/postgres.sh
+trap pg_throwaway_stop EXIT
+ensure_postgres
+
 echo "== ruff";        ruff check controller tests bench
 echo "== ruff format"; ruff format --check controller tests bench
 echo "== mypy";        mypy
 echo "== import contracts"; lint-imports
+
 echo "== pytest"
-exec python -m pytest -q -n "${CRUCIBLE_TEST_WORKERS:-2}" "$@"
+python -m pytest -q -n "${CRUCIBLE_TEST_WORKERS:-2}" "$@"
