@@ -44,6 +44,33 @@ def check_run_transition(current: RunStatus, new: RunStatus) -> None:
         raise ConflictError(f"run cannot move from {current} to {new}")
 
 
+class RunPhase(StrEnum):
+    """Where a run is in its life (the status says whether a process is driving it).
+
+    SEARCH is round 0; WATCHING waits for review feedback; ROUND runs refinement round ``runs.round``;
+    FINISHED is final. A cancelled run keeps its phase, so a resume on purpose continues there.
+    """
+
+    SEARCH = "search"
+    WATCHING = "watching"
+    ROUND = "round"
+    FINISHED = "finished"
+
+
+PHASE_TRANSITIONS: dict[RunPhase, frozenset[RunPhase]] = {
+    RunPhase.SEARCH: frozenset({RunPhase.WATCHING, RunPhase.FINISHED}),
+    RunPhase.WATCHING: frozenset({RunPhase.ROUND, RunPhase.FINISHED}),
+    RunPhase.ROUND: frozenset({RunPhase.WATCHING, RunPhase.FINISHED}),
+    RunPhase.FINISHED: frozenset(),
+}
+
+
+def check_phase_transition(current: RunPhase, new: RunPhase) -> None:
+    """Raise ConflictError unless ``current -> new`` is in PHASE_TRANSITIONS."""
+    if new not in PHASE_TRANSITIONS[current]:
+        raise ConflictError(f"run phase cannot move from {current} to {new}")
+
+
 class TurnPhase(StrEnum):
     """Where a turn is; only DECIDED is final. Recovery re-runs anything not DECIDED."""
 

@@ -36,6 +36,18 @@ class ConflictError(PermanentError):
     """The request contradicts the stored state (a duplicate, an illegal state transition)."""
 
 
+class LeaseHeldError(ConflictError):
+    """Another process holds the run's lease and has not let it expire (it is driving the run)."""
+
+    def __init__(self, run_id: str, owner: str, expires_in_s: float) -> None:
+        self.run_id, self.owner, self.expires_in_s = run_id, owner, expires_in_s
+        super().__init__(f"run {run_id} is held by {owner} (lease expires in {expires_in_s:.0f} s)")
+
+
+class LeaseLostError(ConflictError):
+    """This process's lease on a run was taken over (it stopped heart-beating long enough)."""
+
+
 class RefusedError(PermanentError):
     """crucible declines to act because acting could lose the user's work (accept, resume)."""
 

@@ -22,6 +22,7 @@ from controller.domain.enums import (
     EventKind,
     Outcome,
     Reason,
+    RunPhase,
     RunStatus,
     SampleArm,
     StopReason,
@@ -96,7 +97,9 @@ class RunRow(Base):
         in_check("status", RunStatus),
         in_check("stop_reason", StopReason),
         in_check("direction", Direction),
+        in_check("phase", RunPhase),
         sa.Index(None, "created_at"),
+        sa.Index(None, "status", "lease_expires_at"),
     )
 
     id: Mapped[str] = mapped_column(sa.String(64), primary_key=True)
@@ -117,7 +120,10 @@ class RunRow(Base):
     cost_usd: Mapped[float] = mapped_column(sa.Double)
     tokens: Mapped[int] = mapped_column(sa.BigInteger)
     round: Mapped[int] = mapped_column(sa.Integer)
-    controller_pid: Mapped[int | None] = mapped_column(sa.Integer)
+    phase: Mapped[str] = mapped_column(sa.String(16), server_default=sa.text("'search'"))
+    lease_owner: Mapped[str | None] = mapped_column(sa.String(200))
+    lease_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    cancel_requested: Mapped[bool] = mapped_column(sa.Boolean, server_default=sa.false())
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
@@ -142,7 +148,10 @@ class RunRow(Base):
             cost_usd=self.cost_usd,
             tokens=self.tokens,
             round=self.round,
-            controller_pid=self.controller_pid,
+            phase=RunPhase(self.phase),
+            lease_owner=self.lease_owner,
+            lease_expires_at=self.lease_expires_at,
+            cancel_requested=self.cancel_requested,
             created_at=self.created_at,
             updated_at=self.updated_at,
             finished_at=self.finished_at,
@@ -202,7 +211,7 @@ class TurnRow(Base):
     run_id: Mapped[str] = mapped_column(sa.String(64), _run_fk(), primary_key=True)
     number: Mapped[int] = mapped_column(sa.Integer, primary_key=True)
     round: Mapped[int] = mapped_column(sa.Integer)
-    phase: Mapped[str] = mapped_column(sa.String(16))
+    phase: Mapped[str] = mapped_column(sa.String(16), server_default=sa.text("'search'"))
     started_at: Mapped[datetime] = mapped_column(UTCDateTime)
     decided_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     outcome: Mapped[str | None] = mapped_column(sa.String(16))

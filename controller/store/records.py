@@ -18,6 +18,7 @@ from controller.domain.enums import (
     EventKind,
     Outcome,
     Reason,
+    RunPhase,
     RunStatus,
     SampleArm,
     StopReason,
@@ -60,10 +61,14 @@ class RunRecord:
     cost_usd: float
     tokens: int
     round: int
-    controller_pid: int | None
     created_at: datetime
     updated_at: datetime
     finished_at: datetime | None
+    phase: RunPhase = RunPhase.SEARCH
+    # The lease of the process driving the run (``leases.py``): None when nobody holds it.
+    lease_owner: str | None = None
+    lease_expires_at: datetime | None = None
+    cancel_requested: bool = False
 
 
 @dataclass(frozen=True)

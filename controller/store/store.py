@@ -21,9 +21,11 @@ from controller.domain.enums import (
     FINISHED_STATUSES,
     Direction,
     EventKind,
+    RunPhase,
     RunStatus,
     StopReason,
     TurnPhase,
+    check_phase_transition,
     check_run_transition,
     status_for_stop,
 )
@@ -33,6 +35,7 @@ from controller.domain.errors import (
 )
 from controller.store import migrate
 from controller.store.errors import translate_errors
+from controller.store.leases import Leases
 from controller.store.models import (
     ComponentRow,
     EventRow,
@@ -76,9 +79,10 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-class Store(PullsAndFeedback, ProcessGroups):
+class Store(PullsAndFeedback, ProcessGroups, Leases):
     """Runs, components, turns, samples and events in SQLite or PostgreSQL; pull requests, deliveries
-    and feedback come from ``PullsAndFeedback``, process groups from ``ProcessGroups`` (same contract).
+    and feedback come from ``PullsAndFeedback``, process groups from ``ProcessGroups``, leases, the
+    cancel flag and the run phase from ``Leases`` (same contract).
 
     Atomicity: each method is one transaction; it either happens entirely or not at all.
     ``decide_turn`` and ``set_baseline`` write the decision, the champion, the usage, the component
@@ -176,6 +180,8 @@ class Store(PullsAndFeedback, ProcessGroups):
             cost_usd=0.0,
             tokens=0,
             round=0,
+            phase=RunPhase.SEARCH.value,
+            cancel_requested=False,
             created_at=now,
             updated_at=now,
         )
@@ -207,7 +213,9 @@ class Store(PullsAndFeedback, ProcessGroups):
         """Move the run to ``status`` (ConflictError if RUN_TRANSITIONS forbids it).
 
         A finished status (completed, failed, cancelled) sets finished_at and the stop fields; any
-        other status clears them (a resumed run is not finished). ValueError when a stop reason is
+        other status clears them (a resumed run is not finished). Completed and failed also move
+        the phase to FINISHED; cancelled keeps it (a resume on purpose continues there) and, like a
+        resume of a cancelled run, clears the cancel flag. ValueError when a stop reason is
         given with an unfinished status or does not imply ``status`` (``enums.status_for_stop``).
         """
         finished = status in FINISHED_STATUSES
@@ -217,18 +225,17 @@ class Store(PullsAndFeedback, ProcessGroups):
             row = lock_run(s, run_id)
             check_run_transition(RunStatus(row.status), status)
             now = self._now()
+            if status in (RunStatus.COMPLETED, RunStatus.FAILED) and row.phase != RunPhase.FINISHED:
+                check_phase_transition(RunPhase(row.phase), RunPhase.FINISHED)
+                row.phase = RunPhase.FINISHED.value
+            if status is RunStatus.CANCELLED or row.status == RunStatus.CANCELLED:
+                row.cancel_requested = False  # honoured, or lifted by a resume on purpose
             row.status = status.value
             row.stop_reason = stop_reason.value if finished and stop_reason else None
             row.stop_message = stop_message if finished else None
             row.finished_at = now if finished else None
             row.updated_at = now
             return row.to_record()
-
-    def set_controller_pid(self, run_id: str, pid: int | None) -> None:
-        with self._session() as s:
-            row = lock_run(s, run_id)
-            row.controller_pid = pid
-            row.updated_at = self._now()
 
     def add_usage(self, run_id: str, *, cost_usd: float, tokens: int) -> RunRecord:
         """Add to the run's spent cost and tokens (not idempotent: call once per usage report)."""
@@ -239,12 +246,6 @@ class Store(PullsAndFeedback, ProcessGroups):
             row.tokens += tokens
             row.updated_at = self._now()
             return row.to_record()
-
-    def set_round(self, run_id: str, round: int) -> None:
-        with self._session() as s:
-            row = lock_run(s, run_id)
-            row.round = round
-            row.updated_at = self._now()
 
     # -- components ---------------------------------------------------------------------------
 

@@ -11,9 +11,12 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+from alembic import command
 
+from controller.domain.enums import RunPhase
 from controller.domain.errors import SchemaOutdatedError
 from controller.store import NewRun, Store, migrate
+from tests.store.old_rows import insert_old_run
 
 
 def stamp(url: str, revision: str) -> None:
@@ -118,3 +121,38 @@ def test_migrations_ship_inside_the_package() -> None:
     for name in ("__init__.py", "env.py", "script.py.mako", "versions/__init__.py"):
         assert (migrate.MIGRATIONS_DIR / name).is_file(), name
     assert {"0001", migrate.head_revision()} <= migrate.known_revisions()
+
+
+def test_upgrade_to_0005_gives_old_runs_a_phase_and_no_lease(database_url: str) -> None:
+    engine = migrate.make_engine(database_url)
+    migrate.ensure_sqlite_dir(engine.url)
+    try:
+        with engine.begin() as conn:
+            command.upgrade(migrate._config(conn), "0004")
+            insert_old_run(conn, "searching")
+            insert_old_run(conn, "watching", round=2)
+            insert_old_run(conn, "done", status="completed", round=1)
+            insert_old_run(conn, "stopped", status="cancelled", round=1)
+    finally:
+        engine.dispose()
+    with Store.open(database_url, upgrade=True) as store:
+        phases = {run: store.get_run(run).phase for run in ("searching", "watching", "done", "stopped")}
+        assert phases == {
+            "searching": RunPhase.SEARCH,
+            "watching": RunPhase.WATCHING,
+            "done": RunPhase.FINISHED,
+            "stopped": RunPhase.WATCHING,
+        }
+        run = store.get_run("watching")
+        assert (run.lease_owner, run.lease_expires_at, run.cancel_requested) == (None, None, False)
+        assert len(store.list_components("watching")) == 1, "the upgrade kept the runs' children"
+    assert migrate.schema_drift(database_url) == []
+    engine = migrate.make_engine(database_url)
+    try:
+        with engine.begin() as conn:
+            command.downgrade(migrate._config(conn), "0004")
+        with engine.connect() as conn:
+            columns = {c["name"] for c in sa.inspect(conn).get_columns("runs")}
+        assert "controller_pid" in columns and not columns & {"phase", "lease_owner", "cancel_requested"}
+    finally:
+        engine.dispose()

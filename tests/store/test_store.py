@@ -14,7 +14,16 @@ from typing import Any
 
 import pytest
 
-from controller.domain.enums import EventKind, Outcome, Reason, RunStatus, SampleArm, StopReason, TurnPhase
+from controller.domain.enums import (
+    EventKind,
+    Outcome,
+    Reason,
+    RunPhase,
+    RunStatus,
+    SampleArm,
+    StopReason,
+    TurnPhase,
+)
 from controller.domain.errors import ConflictError, NotFoundError, RetryLaterError, SchemaOutdatedError
 from controller.store import (
     ChampionUpdate,
@@ -124,7 +133,8 @@ def test_create_run_round_trips_every_field(store: Store) -> None:
     assert got.options == {"publish_prs": False, "nested": {"a": [1, 2]}}
     assert got.stop_reason is None and got.stop_message is None and got.finished_at is None
     assert got.baseline_value is None and got.champion_value is None and got.champion_turn is None
-    assert (got.cost_usd, got.tokens, got.round, got.controller_pid) == (0.0, 0, 0, None)
+    assert (got.cost_usd, got.tokens, got.round, got.phase) == (0.0, 0, 0, RunPhase.SEARCH)
+    assert (got.lease_owner, got.lease_expires_at, got.cancel_requested) == (None, None, False)
     assert got.created_at == got.updated_at == T0 + timedelta(seconds=1)
     assert got.created_at.tzinfo is not None and got.created_at.utcoffset() == timedelta(0)
 
@@ -146,9 +156,14 @@ def test_every_method_raises_not_found_for_an_unknown_run(store: Store) -> None:
     calls: list[Callable[[], object]] = [
         lambda: store.get_run("nope"),
         lambda: store.set_run_status("nope", RunStatus.RUNNING),
-        lambda: store.set_controller_pid("nope", 1),
+        lambda: store.claim_run("nope", "me", 10),
+        lambda: store.renew_lease("nope", "me", 10),
+        lambda: store.release_lease("nope", "me"),
+        lambda: store.request_cancel("nope"),
+        lambda: store.set_phase("nope", RunPhase.WATCHING),
+        lambda: store.start_round("nope", 1, [], {}),
+        lambda: store.finish_round("nope", 1, []),
         lambda: store.add_usage("nope", cost_usd=1.0, tokens=1),
-        lambda: store.set_round("nope", 1),
         lambda: store.add_component(component(run_id="nope")),
         lambda: store.list_components("nope"),
         lambda: store.start_turn("nope", 1, 0),
@@ -221,17 +236,11 @@ def test_a_stop_reason_must_match_the_status(store: Store) -> None:
     assert store.get_run("r1").status is RunStatus.RUNNING
 
 
-def test_pid_usage_and_round(store: Store) -> None:
+def test_usage_adds_up(store: Store) -> None:
     store.create_run(new_run())
-    store.set_controller_pid("r1", 4242)
-    assert store.get_run("r1").controller_pid == 4242
-    store.set_controller_pid("r1", None)
-    assert store.get_run("r1").controller_pid is None
     store.add_usage("r1", cost_usd=0.5, tokens=100)
     after = store.add_usage("r1", cost_usd=0.25, tokens=50)
     assert (after.cost_usd, after.tokens) == (0.75, 150)
-    store.set_round("r1", 2)
-    assert store.get_run("r1").round == 2
     with pytest.raises(ValueError):
         store.add_usage("r1", cost_usd=float("nan"), tokens=0)
 

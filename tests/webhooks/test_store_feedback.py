@@ -11,7 +11,7 @@ from alembic import command
 from controller.domain.enums import EventKind
 from controller.domain.errors import NotFoundError
 from controller.store import FeedbackSource, FeedbackVerdict, Store, migrate
-from tests.store.test_store import component, new_run
+from tests.store.old_rows import insert_old_run
 from tests.webhooks.helpers import PR, REPO, comment_event, publish
 
 
@@ -148,13 +148,13 @@ def test_upgrade_from_0002_keeps_the_data_and_matches_the_models(database_url: s
         command.upgrade(migrate._config(conn), "0002")
     engine.dispose()
     assert migrate.current_revision(database_url) == "0002"
-    # Write through the store at 0002 (its tables exist there), then upgrade.
-    old = Store(database_url)
+    # Rows as crucible at 0002 wrote them, then upgrade.
+    engine = migrate.make_engine(database_url)
     try:
-        old.create_run(new_run())
-        old.add_component(component())
+        with engine.begin() as conn:
+            insert_old_run(conn)
     finally:
-        old.close()
+        engine.dispose()
     with Store.open(database_url, upgrade=True) as s:
         assert s.current_revision() == migrate.head_revision()
         assert s.get_run("r1").objective == "Cut latency"
