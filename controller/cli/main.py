@@ -26,17 +26,19 @@ from controller.config.spec import load_spec
 from controller.config.template import render_template
 from controller.domain.enums import RunStatus
 from controller.domain.errors import CrucibleError, NotFoundError, RefusedError, SpecError
+from controller.services.context import Detached
 from controller.services.dryrun import dry_run
-from controller.services.loop import LoopResult, run_loop
+from controller.services.loop import Handover, LoopResult, run_loop
 from controller.services.patching import accept, patch_text
 from controller.services.publish import Publisher, resume_pull
-from controller.services.recovery import cancel, check_resumable, resume, stored_spec
+from controller.services.recovery import cancel, resume, stored_spec
 from controller.services.runs import create_run, open_context
 from controller.services.views import events_jsonl, feedback_view, run_view, runs_list, turns_tsv
 from controller.services.watch import Watch, watch_feedback
 from controller.store.store import Store
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CANCELLED = 0, 1, 2, 130
+EXIT_TERMINATED = 143  # 128 + SIGTERM: the process stopped, the run did not (it is resumable)
 
 
 def _fail(code: int, message: str) -> NoReturn:
@@ -65,22 +67,46 @@ def _exit_for(result: LoopResult) -> int:
     return EXIT_FAILED
 
 
-def _interrupts_cancel(cancel_event: Any) -> Callable[[], None]:
-    """Ctrl-C sets the run's cancel event (the running command is killed, the turn restored)."""
+def _interrupts_cancel(
+    cancel_event: Any, detach: Any | None = None, wakeup: Any | None = None
+) -> Callable[[], None]:
+    """Ctrl-C sets the run's cancel event (the running command is killed, the turn restored, the run
+    ends cancelled); a second Ctrl-C interrupts at once. SIGTERM (systemd, Kubernetes) detaches
+    instead: the running command is killed, the run stays running and its lease is handed back, so
+    ``crucible resume`` (or a server) continues it. Either wakes a watching run at once."""
 
-    def handler(signum: int, frame: FrameType | None) -> None:
+    def on_interrupt(signum: int, frame: FrameType | None) -> None:
         if cancel_event.is_set():
             raise KeyboardInterrupt
         cancel_event.set()
+        if wakeup is not None:
+            wakeup.set()
 
-    previous = signal.signal(signal.SIGINT, handler)
-    previous_term = signal.signal(signal.SIGTERM, handler)
+    def on_terminate(signum: int, frame: FrameType | None) -> None:
+        if detach is None:
+            on_interrupt(signum, frame)
+            return
+        detach.set()
+        cancel_event.set()
+        if wakeup is not None:
+            wakeup.set()
+
+    previous = signal.signal(signal.SIGINT, on_interrupt)
+    previous_term = signal.signal(signal.SIGTERM, on_terminate)
 
     def undo() -> None:
         signal.signal(signal.SIGINT, previous)
         signal.signal(signal.SIGTERM, previous_term)
 
     return undo
+
+
+def _detached(run_id: str) -> NoReturn:
+    _fail(
+        EXIT_TERMINATED,
+        f"stopped driving run {run_id} (terminated); it is still running: "
+        f"`crucible resume {run_id}` continues it",
+    )
 
 
 def _finish_run(settings: Settings, store: Store, run_id: str, result: LoopResult, as_json: bool) -> int:
@@ -166,7 +192,12 @@ def loop(
         spec_path.read_text(),
         spec_path.resolve(),
         turns=turns,
-        options={"publish_prs": publish_prs},
+        options={
+            "publish_prs": publish_prs,
+            "watch_feedback": watch_feedback,
+            "listen": listen,
+            "live_steer": live_steer,
+        },
         forge=publisher.forge if publisher else None,
     )
     click.echo(f"run {run_id} started", err=True)
@@ -174,21 +205,32 @@ def loop(
     ctx = open_context(settings, store, run_id, spec, observer=observer)
     if publisher is not None:
         ctx.on_champion = publisher.publish
-    undo = _interrupts_cancel(ctx.executor.cancel)
+    undo = _interrupts_cancel(ctx.executor.cancel, ctx.detach, ctx.wakeup)
     try:
         if watch_feedback and publisher is not None:
-            result = _run_watching(ctx, store, publisher, listen, live_steer)
+            result = _watching(
+                store, publisher, listen, live_steer, ctx.wakeup, lambda then: run_loop(ctx, then=then)
+            )
         else:
             result = run_loop(ctx)
+    except Detached:
+        _detached(run_id)
     finally:
         undo()
     sys.exit(_finish_run(settings, store, run_id, result, as_json))
 
 
-def _run_watching(
-    ctx: Any, store: Store, publisher: Publisher, listen: str | None, live_steer: bool
+def _watching(
+    store: Store,
+    publisher: Publisher,
+    listen: str | None,
+    live_steer: bool,
+    wakeup: threading.Event,
+    drive: Callable[[Handover], LoopResult],
 ) -> LoopResult:
-    """Round 0, then refinement rounds from feedback until the PRs close or a budget stops the run."""
+    """``drive`` the run with the feedback watch as its handover: round 0, then refinement rounds
+    from feedback until the PRs close or a budget stops the run; with ``listen``, webhooks are
+    served meanwhile (a delivery wakes the run)."""
     own = [login for login in os.environ.get("CRUCIBLE_OWN_LOGINS", "").split(",") if login]
     watch = Watch(forge=publisher.forge, own_logins=own, live_steer=live_steer)
 
@@ -197,7 +239,7 @@ def _run_watching(
         return watch_feedback(context, searched, watch)
 
     if listen is None:
-        return run_loop(ctx, then=then)
+        return drive(then)
     try:
         host, port = parse_listen(listen)
     except ValueError as exc:
@@ -207,9 +249,9 @@ def _run_watching(
         click.echo(
             "warning: CRUCIBLE_WEBHOOK_SECRET is not set: the endpoint refuses every delivery", err=True
         )
-    with webhook_server(store, secret, host, port, watch.wakeup.set) as url:
+    with webhook_server(store, secret, host, port, wakeup.set) as url:
         click.echo(f"webhooks: {url}/webhooks/github", err=True)
-        return run_loop(ctx, then=then)
+        return drive(then)
 
 
 def _dry(spec: Any, turns: int | None) -> bool:
@@ -379,19 +421,48 @@ def cancel_cmd(run_id: str) -> None:
 @click.argument("run_id")
 @click.option("--json", "as_json", is_flag=True)
 def resume_cmd(run_id: str, as_json: bool) -> None:
-    """Continue a run after a crash or a cancel; a turn cut off mid-way is run again from its start."""
+    """Continue a run after a crash or a cancel; a turn cut off mid-way is run again from its start.
+
+    A run started with --watch-feedback goes on watching (and serving --listen) where it was."""
     settings = Settings.from_env()
     store = _store(settings)
     run = store.get_run(run_id)
-    publisher = Publisher(forge_for(stored_spec(store, run_id))) if run.options.get("publish_prs") else None
-    check_resumable(store, run_id, publisher.forge if publisher else None)
-    observer = TableObserver()
-    cancel_event = threading.Event()
-    undo = _interrupts_cancel(cancel_event)
-    try:
-        result = resume(
-            settings, store, run_id, observer=observer, cancel_event=cancel_event, publisher=publisher
+    options = run.options
+    publisher = Publisher(forge_for(stored_spec(store, run_id))) if options.get("publish_prs") else None
+
+    def waiting(owner: str, seconds: float) -> None:
+        click.echo(
+            f"run {run_id} is leased by {owner}: waiting up to {seconds:.0f} s to see whether it "
+            "is still alive (a live holder renews its lease)",
+            err=True,
         )
+
+    cancel_event, detach, wakeup = threading.Event(), threading.Event(), threading.Event()
+
+    def drive(then: Handover | None) -> LoopResult:
+        return resume(
+            settings,
+            store,
+            run_id,
+            observer=TableObserver(),
+            cancel_event=cancel_event,
+            publisher=publisher,
+            then=then,
+            on_wait=waiting,
+            detach=detach,
+            wakeup=wakeup,
+        )
+
+    undo = _interrupts_cancel(cancel_event, detach, wakeup)
+    try:
+        if options.get("watch_feedback") and publisher is not None:
+            listen = options.get("listen")
+            live = bool(options.get("live_steer"))
+            result = _watching(store, publisher, str(listen) if listen else None, live, wakeup, drive)
+        else:
+            result = drive(None)
+    except Detached:
+        _detached(run_id)
     finally:
         undo()
     sys.exit(_finish_run(settings, store, run_id, result, as_json))

@@ -7,6 +7,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from controller.config.units import parse_duration
+from controller.domain.errors import SpecError
+
 
 @dataclass(frozen=True)
 class Settings:
@@ -15,10 +18,13 @@ class Settings:
     home: CRUCIBLE_HOME; worktrees, logs, artifacts and the default SQLite database live here, never in
         the user's checkout. Default ``~/.local/share/crucible``.
     database_url: CRUCIBLE_DATABASE_URL; default SQLite at ``<home>/crucible.db``.
+    lease_ttl_s: CRUCIBLE_LEASE_TTL (``30s``): how long a run's lease outlives its holder's last
+        heartbeat (renewed every third of it), so how soon a dead holder's run is taken over.
     """
 
     home: Path
     database_url: str
+    lease_ttl_s: float = 30.0
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -30,7 +36,10 @@ class Settings:
             base = env.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
             home = Path(base).expanduser().resolve() / "crucible"
         url = env.get("CRUCIBLE_DATABASE_URL") or f"sqlite:///{home / 'crucible.db'}"
-        return cls(home=home, database_url=url)
+        ttl = parse_duration(env.get("CRUCIBLE_LEASE_TTL") or "30s", "CRUCIBLE_LEASE_TTL")
+        if ttl <= 0:
+            raise SpecError("CRUCIBLE_LEASE_TTL", "must be a positive duration")
+        return cls(home=home, database_url=url, lease_ttl_s=ttl)
 
     def run_dir(self, run_id: str) -> Path:
         """Everything one run owns: workspaces, logs, CANDIDATE.md."""

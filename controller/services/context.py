@@ -7,6 +7,7 @@ a crash from the database and the git refs crucible wrote.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +19,7 @@ from controller.domain.enums import Direction, SampleArm
 from controller.engine.candidate import FeedbackQuote
 from controller.services.execute import Executor
 from controller.services.layout import RunLayout
+from controller.services.liveness import Heartbeat
 from controller.stats import Arm, GuardRule, KeepRule
 from controller.store.store import Store
 from controller.workspace.checkout import Checkout
@@ -30,6 +32,11 @@ class RoundRule:
 
     hold: Tolerance
     first_published: float
+
+
+class Detached(Exception):
+    """This process stopped driving the run without ending it (``RunContext.detach``, SIGTERM): the
+    run stays running, its lease is handed back, and a resume or a takeover continues it."""
 
 
 class Observer:
@@ -66,6 +73,13 @@ class RunContext:
     feedback: tuple[FeedbackQuote, ...] = ()
     # Called after every keep and at the end of the run (publishing); None: keep results local.
     on_champion: Callable[[RunContext], object] | None = None
+    # The lease this process holds on the run while it drives it (``liveness.Heartbeat``).
+    heartbeat: Heartbeat | None = None
+    # Set to wake a waiting run at once: news for it, a cancel, a shutdown (the watch sleeps on it).
+    wakeup: threading.Event = field(default_factory=threading.Event)
+    # Set with the cancel event when this process stops driving the run without ending it
+    # (SIGTERM): the turn cut off stays undecided and the run stays running, for a resume or a takeover.
+    detach: threading.Event = field(default_factory=threading.Event)
     _checkouts: dict[tuple[str, str], Checkout] = field(default_factory=dict)
 
     @property

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from controller.domain.enums import (
     FAILURE_REASONS,
     EventKind,
+    RunPhase,
     RunStatus,
     SampleArm,
     StopReason,
@@ -25,7 +26,8 @@ from controller.engine.candidate import HISTORY_LIMIT
 from controller.engine.knobs import Knob, KnobProposer, Proposal, current_values
 from controller.engine.stopping import Budgets, Progress, check_stop, explain_stop
 from controller.services.baseline import run_baseline
-from controller.services.context import RunContext
+from controller.services.context import Detached, RunContext
+from controller.services.liveness import Heartbeat
 from controller.services.turn import notify_champion, run_turn
 from controller.store.records import RunRecord, TurnCounts, TurnRecord
 
@@ -113,6 +115,12 @@ def knob_history(ctx: RunContext, knobs: list[Knob]) -> list[tuple[Proposal, boo
 
 
 def finish(ctx: RunContext, reason: StopReason, message: str) -> LoopResult:
+    """Record the run's stop; LeaseLostError (nothing written) if another process took it over, and
+    Detached (nothing written) for a cancel that only detaches this process (``ctx.detach``)."""
+    if ctx.heartbeat is not None:
+        ctx.heartbeat.check()
+    if reason is StopReason.CANCELLED and ctx.detach.is_set():
+        raise Detached(f"run {ctx.run_id} detached from this process; it goes on when resumed")
     status = status_for_stop(reason)
     if reason not in (StopReason.BASELINE_FAILED, StopReason.CANCELLED, StopReason.ERROR):
         notify_champion(ctx)  # publishing is idempotent: this repairs anything a crash or outage left
@@ -122,7 +130,6 @@ def finish(ctx: RunContext, reason: StopReason, message: str) -> LoopResult:
         EventKind.COMPLETED,
         {"status": str(status), "stop_reason": str(reason), "message": message},
     )
-    ctx.store.set_controller_pid(ctx.run_id, None)
     return LoopResult(status, reason, message)
 
 
@@ -135,13 +142,37 @@ Handover = Callable[[RunContext, LoopResult], LoopResult]
 
 
 def run_loop(ctx: RunContext, *, then: Handover | None = None) -> LoopResult:
-    """Drive a pending or resumed run to its stop.
+    """Drive a pending or resumed run to its stop, holding its lease (``liveness.Heartbeat``) unless
+    the caller already holds it in ``ctx.heartbeat``; LeaseHeldError if a live process drives it.
 
-    ``then`` (the feedback watch) takes over when round 0's search is done; it decides the final stop."""
+    ``then`` (the feedback watch) takes over when round 0's search is done, or at once for a run
+    resumed after its search (watching, or in a round); it decides the final stop."""
+    if ctx.heartbeat is not None:
+        return _run_held(ctx, then)
+    beat = heartbeat_for(ctx)
+    with beat:
+        ctx.heartbeat = beat
+        try:
+            return _run_held(ctx, then)
+        finally:
+            ctx.heartbeat = None
+
+
+def heartbeat_for(ctx: RunContext) -> Heartbeat:
+    """The lease keeper of ``ctx``'s run (not yet started): a cancel request wakes the run."""
+    return Heartbeat(
+        ctx.store,
+        ctx.run_id,
+        cancel=ctx.executor.cancel,
+        ttl_s=ctx.settings.lease_ttl_s,
+        on_cancel=lambda: ctx.wakeup.set(),
+    )
+
+
+def _run_held(ctx: RunContext, then: Handover | None) -> LoopResult:
     run = ctx.store.get_run(ctx.run_id)
     if run.status != RunStatus.RUNNING:
         ctx.store.set_run_status(ctx.run_id, RunStatus.RUNNING)
-    ctx.store.set_controller_pid(ctx.run_id, os.getpid())
     budgets = budgets_of(ctx)
     try:
         result = _drive(ctx, budgets, hand_over=then is not None)
@@ -176,6 +207,9 @@ def _drive(ctx: RunContext, budgets: Budgets, *, hand_over: bool = False) -> Loo
         if ctx.executor.cancel.is_set():
             return finish(ctx, StopReason.CANCELLED, explain_stop(StopReason.CANCELLED, budgets, progress))
         reason = check_stop(budgets, progress)
+        if reason is None and hand_over and latest.phase is not RunPhase.SEARCH:
+            # Resumed after round 0 (watching, or in a round): the watch picks up where it was.
+            return LoopResult(RunStatus.RUNNING, StopReason.MAX_TURNS, "round 0 was over before the resume")
         if reason is not None:
             if hand_over and reason in SEARCH_DONE:
                 return LoopResult(RunStatus.RUNNING, reason, explain_stop(reason, budgets, progress))

@@ -1,43 +1,35 @@
 """``resume`` and ``cancel``: continuing a run after a crash, stopping one from outside.
 
-Resume first proves it is safe (same spec fingerprint, same bases, no live controller), kills every
-process group the dead controller recorded, then rebuilds the context (which resets every checkout to
-the stored champion) and re-enters the loop, which re-runs any turn that was cut off before its decision.
+Resume first proves it is safe (same spec fingerprint, same bases, and no live driver: the run's
+lease is free or ran out without being renewed, ``liveness.await_takeover``), takes the lease, kills
+every process group the dead driver recorded on this host, then rebuilds the context (which resets
+every checkout to the stored champion) and re-enters the loop, which re-runs any turn that was cut
+off before its decision and, for a run that was watching or in a round, goes on from there.
+
+Cancel never signals a process (it may run on another host): it sets the run's cancel flag, which
+the driver's heartbeat reads; a run nobody drives is marked cancelled at once.
 """
 
 from __future__ import annotations
 
-import os
-import signal
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from controller.config.settings import Settings
 from controller.config.spec import Spec, load_spec, parse_spec
 from controller.domain.enums import EventKind, RunStatus, StopReason
-from controller.domain.errors import RefusedError, SpecError
+from controller.domain.errors import LeaseHeldError, RefusedError, SpecError
 from controller.forge.base import Forge
 from controller.services.context import Observer
 from controller.services.layout import RunLayout
-from controller.services.loop import LoopResult, run_loop
+from controller.services.liveness import Heartbeat, await_takeover, process_owner
+from controller.services.loop import Handover, LoopResult, run_loop
 from controller.services.pgroups import GroupRegistry
 from controller.services.publish import Publisher
 from controller.services.runs import open_context, resolve_bases
 from controller.store.store import Store
 from controller.workspace.process import kill_process_group
-
-
-def _pid_alive(pid: int | None) -> bool:
-    if not pid or pid == os.getpid():
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def stored_spec(store: Store, run_id: str) -> Spec:
@@ -47,13 +39,20 @@ def stored_spec(store: Store, run_id: str) -> Spec:
     return parse_spec(run.spec_text, spec_dir)
 
 
-def check_resumable(store: Store, run_id: str, forge: Forge | None = None) -> Spec:
-    """Raise RefusedError naming the mismatch unless ``run_id`` may be resumed; return its spec."""
+def check_resumable(
+    store: Store,
+    run_id: str,
+    forge: Forge | None = None,
+    *,
+    on_wait: Callable[[str, float], None] | None = None,
+) -> Spec:
+    """Raise RefusedError naming the mismatch unless ``run_id`` may be resumed; return its spec.
+
+    The last check waits for a lease whose holder stopped heart-beating to run out (at most one
+    lease; ``on_wait`` is told who and how long) and refuses as soon as the holder renews it."""
     run = store.get_run(run_id)
     if run.status in (RunStatus.COMPLETED, RunStatus.FAILED):
         raise RefusedError(f"run {run_id} already finished ({run.status}: {run.stop_reason})")
-    if run.status == RunStatus.RUNNING and _pid_alive(run.controller_pid):
-        raise RefusedError(f"run {run_id} is still running in process {run.controller_pid}")
     spec = stored_spec(store, run_id)
     if run.spec_path and Path(run.spec_path).is_file():
         try:
@@ -75,6 +74,7 @@ def check_resumable(store: Store, run_id: str, forge: Forge | None = None) -> Sp
                 f"{comp.name}: base {comp.base_ref!r} moved from {comp.base_sha[:12]} to "
                 f"{(bases.get(comp.name) or '?')[:12]} since the run started"
             )
+    await_takeover(store, run_id, on_wait=on_wait)
     return spec
 
 
@@ -108,30 +108,64 @@ def resume(
     observer: Observer | None = None,
     cancel_event: threading.Event | None = None,
     publisher: Publisher | None = None,
+    then: Handover | None = None,
+    on_wait: Callable[[str, float], None] | None = None,
+    detach: threading.Event | None = None,
+    wakeup: threading.Event | None = None,
 ) -> LoopResult:
-    spec = check_resumable(store, run_id, publisher.forge if publisher else None)
-    killed = kill_leftovers(settings, store, run_id)
-    store.set_run_status(run_id, RunStatus.RUNNING)
-    store.append_event(run_id, EventKind.RESUMED, {"killed_process_groups": killed})
-    ctx = open_context(settings, store, run_id, spec, environ=environ, observer=observer, cancel=cancel_event)
-    if publisher is not None:
-        ctx.on_champion = publisher.publish
-    return run_loop(ctx)
+    """Continue ``run_id`` in this process (see the module docstring); ``then`` is the feedback watch
+    of a run started with ``--watch-feedback`` (a run resumed while watching goes on watching)."""
+    spec = check_resumable(store, run_id, publisher.forge if publisher else None, on_wait=on_wait)
+    cancel_event = cancel_event or threading.Event()
+    beat = Heartbeat(store, run_id, cancel=cancel_event, ttl_s=settings.lease_ttl_s)
+    try:
+        beat.start()
+    except LeaseHeldError as exc:  # someone else took it over between the check and the claim
+        raise RefusedError(f"run {run_id} is still running: {exc}") from exc
+    try:
+        killed = kill_leftovers(settings, store, run_id)
+        store.set_run_status(run_id, RunStatus.RUNNING)
+        store.append_event(run_id, EventKind.RESUMED, {"killed_process_groups": killed})
+        ctx = open_context(
+            settings, store, run_id, spec, environ=environ, observer=observer, cancel=cancel_event
+        )
+        ctx.heartbeat = beat
+        ctx.detach = detach or ctx.detach
+        ctx.wakeup = wakeup or ctx.wakeup
+        beat.on_cancel = ctx.wakeup.set
+        if publisher is not None:
+            ctx.on_champion = publisher.publish
+        return run_loop(ctx, then=then)
+    finally:
+        beat.stop()
 
 
 def cancel(settings: Settings, store: Store, run_id: str) -> str:
-    """Stop a run: signal its live controller, or mark a dead one cancelled and kill what it left."""
+    """Stop a run: set its cancel flag for whoever drives it (from any host), or, when nobody
+    does, mark it cancelled here and kill what a dead driver left on this host."""
     run = store.get_run(run_id)
     if run.status in (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED):
         raise RefusedError(f"run {run_id} already finished ({run.status})")
-    if run.status == RunStatus.RUNNING and _pid_alive(run.controller_pid):
-        assert run.controller_pid is not None
-        os.kill(run.controller_pid, signal.SIGINT)
-        return f"sent an interrupt to the controller (process {run.controller_pid})"
-    kill_leftovers(settings, store, run_id)
-    message = "stopped: cancelled by the user"
-    store.set_run_status(run_id, RunStatus.CANCELLED, stop_reason=StopReason.CANCELLED, stop_message=message)
-    store.append_event(
-        run_id, EventKind.COMPLETED, {"status": "cancelled", "stop_reason": "cancelled", "message": message}
-    )
+    store.request_cancel(run_id)
+    owner = process_owner()
+    try:
+        store.claim_run(run_id, owner, settings.lease_ttl_s)
+    except LeaseHeldError as held:
+        return (
+            f"cancel requested: {held.owner} drives the run and stops it at its next heartbeat "
+            f"(within {settings.lease_ttl_s / 3:.0f} s; if it died, when its lease runs out)"
+        )
+    try:
+        kill_leftovers(settings, store, run_id)
+        message = "stopped: cancelled by the user"
+        store.set_run_status(
+            run_id, RunStatus.CANCELLED, stop_reason=StopReason.CANCELLED, stop_message=message
+        )
+        store.append_event(
+            run_id,
+            EventKind.COMPLETED,
+            {"status": "cancelled", "stop_reason": "cancelled", "message": message},
+        )
+    finally:
+        store.release_lease(run_id, owner)
     return "cancelled"

@@ -152,55 +152,66 @@ def start_from_adopted(ctx: RunContext, component: str) -> None:
     ctx.store.set_component_head(ctx.run_id, component, str(adopted))
 
 
-def run_round(ctx: RunContext, batch: Batch) -> bool:
-    """Run one refinement round for ``batch``; True when a turn held the score and was pushed."""
-    spec = ctx.spec
-    assert spec.feedback is not None
+def run_round(ctx: RunContext, batch: Batch) -> bool | None:
+    """Run one refinement round for ``batch``; True when a turn held the score and was pushed, None
+    when a cancel cut it off (the run stays in the round, so a resume continues it).
+
+    The round starts in one transaction (``Store.start_round``: counter, phase, consumed feedback and
+    event together), so a crash leaves either no round or a whole one to continue."""
+    assert ctx.spec.feedback is not None
     notify_champion(ctx)  # refresh the PR first: this is where a foreign push is noticed (and adopted)
     start_from_adopted(ctx, batch.component)
-    run = ctx.store.get_run(ctx.run_id)
-    number = run.round + 1
+    number = ctx.store.get_run(ctx.run_id).round + 1
     ids = [item.id for item in batch.items]
-    ctx.store.set_round(ctx.run_id, number)
-    ctx.store.assign_round(ids, number)
-    ctx.store.append_event(
-        ctx.run_id, EventKind.ROUND_STARTED, {"round": number, "component": batch.component, "feedback": ids}
-    )
+    payload = {"round": number, "component": batch.component, "feedback": ids}
+    ctx.store.start_round(ctx.run_id, number, ids, payload)
+    return _play(ctx, number, batch)
+
+
+def resume_round(ctx: RunContext) -> bool | None:
+    """Continue the round a crash or a cancel cut off (the run's phase is ROUND): its decided turns
+    stand, a turn cut off mid-way runs again from its start, and only the turns left are played."""
+    number = ctx.store.get_run(ctx.run_id).round
+    items = tuple(ctx.store.list_feedback(ctx.run_id, round=number))
+    started = [e for e in ctx.store.list_events(ctx.run_id) if e.kind == EventKind.ROUND_STARTED]
+    mine = [e for e in started if e.payload.get("round") == number]
+    component = str(mine[-1].payload["component"]) if mine else items[0].component
+    return _play(ctx, number, Batch(component, tuple(i for i in items if i.component == component)))
+
+
+def _play(ctx: RunContext, number: int, batch: Batch) -> bool | None:
+    spec = ctx.spec
+    assert spec.feedback is not None
     first = first_published_score(ctx)
     ctx.round_rule = RoundRule(spec.feedback.hold, first) if first is not None else None
     ctx.feedback = quotes(ctx, batch)
-    kept = False
-    detail = "no turn ran"
+    decided = [t for t in ctx.store.list_turns(ctx.run_id) if t.round == number and t.outcome is not None]
+    kept = any(t.outcome == Outcome.ACCEPTED for t in decided)
+    done = len(decided)
+    detail = decided[-1].detail if decided else "no turn ran"
     try:
-        for _ in range(spec.feedback.turns):
-            turn = ctx.store.turn_counts(ctx.run_id).highest + 1
-            record = run_turn(ctx, turn, number, None)
-            detail = record.detail
-            if record.outcome == Outcome.ACCEPTED:
-                kept = True
-                break
+        while not kept and done < spec.feedback.turns:
             if ctx.executor.cancel.is_set():
-                break
+                return None
+            counts = ctx.store.turn_counts(ctx.run_id)
+            turn = counts.started[0] if counts.started else counts.highest + 1
+            record = run_turn(ctx, turn, number, None)
+            done += 1
+            detail = record.detail
+            kept = record.outcome == Outcome.ACCEPTED
     finally:
         ctx.round_rule = None
         ctx.feedback = ()
+    if ctx.executor.cancel.is_set() and not kept:
+        return None
     head = ctx.champion_heads.get(batch.component) if kept else None
+    events: list[tuple[EventKind, dict[str, object]]] = []
     for item in batch.items:
         reply = draft_reply(item, kept, head, detail, spec.metric.name)
-        ctx.store.append_event(
-            ctx.run_id, EventKind.REPLY_DRAFTED, {"feedback": item.id, "author": item.author, "reply": reply}
-        )
-    ctx.store.append_event(
-        ctx.run_id,
-        EventKind.ROUND_FINISHED,
-        {
-            "round": number,
-            "component": batch.component,
-            "feedback": ids,
-            "kept": kept,
-            "head": head,
-            "detail": detail,
-        },
-    )
+        events.append((EventKind.REPLY_DRAFTED, {"feedback": item.id, "author": item.author, "reply": reply}))
+    ids = [item.id for item in batch.items]
+    summary = {"round": number, "component": batch.component, "feedback": ids, "kept": kept, "head": head}
+    events.append((EventKind.ROUND_FINISHED, {**summary, "detail": detail}))
+    ctx.store.finish_round(ctx.run_id, number, events)
     notify_champion(ctx)  # the body says what the round addressed, or that it could not hold the score
     return kept

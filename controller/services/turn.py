@@ -20,7 +20,7 @@ from controller.engine.candidate import HISTORY_LIMIT, HistoryLine, render_candi
 from controller.engine.knobs import Proposal, apply
 from controller.engine.policy import check_paths, evaluator_paths
 from controller.engine.protocol import parse_agent_output
-from controller.services.context import RunContext
+from controller.services.context import Detached, RunContext
 from controller.services.measure import ArmRoot, Measurement, measure
 from controller.services.parallel import run_all
 from controller.services.snapshots import Snapshot, clean_snapshot, mutations, snapshot
@@ -352,6 +352,10 @@ def run_turn(
         keep, detail, settled = _evaluate(ctx, work)
     except _Stop as stop:
         settled = stop.settled
+        if settled.reason is Reason.CANCELLED and ctx.detach.is_set():
+            # Detaching (SIGTERM), not cancelling: the turn stays undecided and is run again from
+            # its start by whoever continues the run (open_context reconciles the checkouts).
+            raise Detached(f"turn {number} cut off by a detach") from stop
     heads = dict(ctx.champion_heads)
     champion: ChampionUpdate | None = None
     if keep and work.value is not None:

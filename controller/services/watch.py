@@ -10,17 +10,17 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Collection
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from controller.domain.enums import StopReason
+from controller.domain.enums import RunPhase, StopReason
 from controller.engine.candidate import clean_feedback
 from controller.forge.base import FeedbackEvent, Forge
 from controller.services.context import RunContext
 from controller.services.intake import apply_pull_state, ingest, process_deliveries
 from controller.services.loop import LoopResult, budgets_of, finish
 from controller.services.poller import Poller
-from controller.services.rounds import current_versions, ready_batches, run_round
+from controller.services.rounds import current_versions, ready_batches, resume_round, run_round
 from controller.services.trust import TrustPolicy
 from controller.store.records import FeedbackRecord
 
@@ -33,7 +33,6 @@ class Watch:
 
     forge: Forge
     own_logins: Collection[str]
-    wakeup: threading.Event = field(default_factory=threading.Event)
     poll: bool = True  # False only to prove the webhook path alone delivers (tests)
     live_steer: bool = False  # append feedback arriving mid-round to CRUCIBLE_STEER_FILE
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
@@ -92,6 +91,10 @@ def watch_feedback(ctx: RunContext, searched: LoopResult, watch: Watch) -> LoopR
     pulls = ctx.store.list_pulls(ctx.run_id)
     if not pulls:
         return finish(ctx, searched.stop_reason, searched.message + "; no pull request to watch")
+    if ctx.store.get_run(ctx.run_id).phase is RunPhase.ROUND:
+        resume_round(ctx)  # a crash or a cancel cut it off; the budget check below sees a cancel
+    else:
+        ctx.store.set_phase(ctx.run_id, RunPhase.WATCHING)
     # The PRs to watch are synced from the store before every poll (_collect).
     poller = Poller(
         watch.forge.feedback_reader(), repos={p.repo for p in pulls}, clock=lambda: watch.clock().timestamp()
@@ -112,11 +115,14 @@ def watch_feedback(ctx: RunContext, searched: LoopResult, watch: Watch) -> LoopR
             else:
                 run_round(ctx, batches[0])
             continue
-        watch.wakeup.clear()
-        # A webhook delivery wakes the watch early; otherwise look again when the next poll is due,
-        # but at least every poll interval (quiet windows and budgets run out meanwhile).
+        ctx.wakeup.clear()
+        if ctx.executor.cancel.is_set():
+            continue  # a cancel or a shutdown that came in since the budget check
+        # A webhook delivery, a cancel or a shutdown wakes the watch early (ctx.wakeup); otherwise
+        # look again when the next poll is due, but at least every poll interval (quiet windows and
+        # budgets run out meanwhile).
         pause = poller.wait(feedback.poll_interval) if watch.poll else feedback.poll_interval
-        watch.sleep_until_woken(watch.wakeup, max(MIN_PAUSE, min(feedback.poll_interval, pause)))
+        watch.sleep_until_woken(ctx.wakeup, max(MIN_PAUSE, min(feedback.poll_interval, pause)))
 
 
 def _collect(ctx: RunContext, watch: Watch, poller: Poller, trust: TrustPolicy, interval: float) -> None:

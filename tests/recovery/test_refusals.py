@@ -31,7 +31,7 @@ def _stored(lab: Lab, run_id: str) -> dict[str, Any]:
     with lab.store() as store:
         run = store.get_run(run_id)
         return {
-            "run": (run.status, run.stop_reason, run.controller_pid, run.champion_value, run.updated_at),
+            "run": (run.status, run.stop_reason, run.lease_owner, run.champion_value, run.updated_at),
             "turns": store.list_turns(run_id),
             "events": [(e.id, e.kind) for e in store.list_events(run_id)],
             "process_groups": lab.recorded_groups(run_id),
@@ -90,7 +90,7 @@ def test_resume_refuses_while_the_controller_is_alive(lab: Lab, user_before: dic
     run_id = controller.run_id()
     hung = lab.wait_hung(controller)
     before = _stored(lab, run_id)
-    assert before["run"][2] == controller.proc.pid
+    assert f":{controller.proc.pid}:" in before["run"][2], "the controller holds the run's lease"
 
     refused = lab.cli("resume", run_id)
 

@@ -68,7 +68,7 @@ def test_webhooks_alone_deliver_the_feedback(tmp_path: Path) -> None:
             watch.sleep_until_woken = sleep
             return watch_feedback(context, searched, watch)  # type: ignore[arg-type]
 
-        with webhook_server(store, SECRET, "127.0.0.1", port, watch.wakeup.set):
+        with webhook_server(store, SECRET, "127.0.0.1", port, ctx.wakeup.set):
             result = run_loop(ctx, then=then)
         assert result.stop_reason == "max_rounds", result.message
         items = feedback_view(store, run_id)["feedback"]

@@ -1,0 +1,163 @@
+"""Liveness without process ids: the driving process holds the run's lease and renews it (ADR-0004).
+
+A pid is meaningless on another host and a dead replica signals nothing, so whoever drives a run
+holds its lease (``Store.claim_run``) and a heartbeat thread renews it every third of its duration.
+The renewal also reads the run's cancel flag, which is how ``crucible cancel`` (or the API, from any
+host) reaches the driver: the heartbeat sets the run's cancel event and the loop stops at its next
+check, killing the running command's process group. A holder that stops heart-beating (kill -9, a
+lost host, a frozen VM) loses the run once the lease expires: ``crucible resume`` or a server's
+scheduler takes it over. A holder that finds its lease gone stops without writing (``lost``).
+
+``await_takeover`` is how a resume tells a dead holder from a live one without a pid: it watches the
+lease; a live holder renews it (the expiry moves), a dead one lets it run out.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import socket
+import threading
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from types import TracebackType
+
+from controller.domain.errors import LeaseLostError, RefusedError, RetryLaterError
+from controller.store.store import Store
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TTL_S = 30.0
+BEATS_PER_LEASE = 3  # renew every third of the lease: two beats may be missed before it expires
+
+_OWNER: str | None = None
+
+
+def process_owner() -> str:
+    """This process's owner id, ``host:pid:nonce`` (readable; the nonce makes a reused pid, or a
+    restarted container with the same hostname and pid 1, a different owner)."""
+    global _OWNER
+    if _OWNER is None or not _OWNER.startswith(f"{socket.gethostname()}:{os.getpid()}:"):
+        _OWNER = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
+    return _OWNER
+
+
+class Heartbeat:
+    """Holds ``run_id``'s lease for the ``with`` block, renewing it from a daemon thread.
+
+    Entering claims the lease (LeaseHeldError if a live holder has it); leaving hands it back. While
+    held, a cancel request sets ``cancel`` (and calls ``on_cancel``, which wakes a waiting run); a lost
+    lease sets ``cancel`` too and ``lost``, after which the driver must not write to the run
+    (``check``). A renewal that fails because the database is busy is retried at the next beat.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        run_id: str,
+        *,
+        cancel: threading.Event,
+        ttl_s: float = DEFAULT_TTL_S,
+        owner: str | None = None,
+        on_cancel: Callable[[], None] | None = None,
+    ) -> None:
+        self.store, self.run_id, self.cancel, self.ttl_s = store, run_id, cancel, ttl_s
+        self.on_cancel = on_cancel
+        self.owner = owner or process_owner()
+        self.lost = False
+        self.cancel_requested = False
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name=f"crucible-lease-{run_id}", daemon=True)
+
+    def __enter__(self) -> Heartbeat:
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        """Claim the lease (LeaseHeldError if a live holder has it), read a pending cancel request
+        at once, and start renewing."""
+        self.store.claim_run(self.run_id, self.owner, self.ttl_s)
+        self.beat()
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop renewing and hand the lease back (unless it was lost)."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=self.ttl_s)
+        if not self.lost:
+            try:
+                self.store.release_lease(self.run_id, self.owner)
+            except RetryLaterError as error:  # it expires by itself; a takeover then just waits
+                log.warning("run %s: could not hand the lease back: %s", self.run_id, error)
+
+    def check(self) -> None:
+        """Raise LeaseLostError if the lease was taken over (the run is someone else's now)."""
+        if self.lost:
+            raise LeaseLostError(f"run {self.run_id}: the lease of {self.owner} was taken over")
+
+    def beat(self) -> None:
+        """One renewal (the thread calls it every ``ttl_s / 3``; tests call it directly)."""
+        try:
+            renewal = self.store.renew_lease(self.run_id, self.owner, self.ttl_s)
+        except LeaseLostError as error:
+            log.warning("%s; stopping without writing", error)
+            self.lost = True
+            self._cancel()
+            return
+        if renewal.cancel_requested and not self.cancel_requested:
+            self.cancel_requested = True
+            self._cancel()
+
+    def _cancel(self) -> None:
+        self.cancel.set()
+        if self.on_cancel is not None:
+            self.on_cancel()
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self.ttl_s / BEATS_PER_LEASE):
+            try:
+                self.beat()
+            except RetryLaterError as error:
+                log.warning("run %s: lease renewal failed, retrying: %s", self.run_id, error)
+            if self.lost:
+                return
+
+
+def await_takeover(
+    store: Store,
+    run_id: str,
+    *,
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    sleep: Callable[[float], None] = time.sleep,
+    on_wait: Callable[[str, float], None] | None = None,
+) -> None:
+    """Return once nobody holds ``run_id``'s lease any more (released, or expired without renewal).
+
+    RefusedError naming the holder as soon as the lease is renewed while we watch: its heartbeat is
+    alive, so the run is still being driven. Waits at most until the current expiry (a lease's
+    length); ``on_wait(owner, seconds)`` is told once, before waiting.
+    """
+    run = store.get_run(run_id)
+    told = False
+    seen = run.lease_expires_at
+    while run.lease_owner is not None and run.lease_expires_at is not None:
+        if run.lease_expires_at != seen:
+            raise RefusedError(
+                f"run {run_id} is still running: {run.lease_owner} holds its lease and keeps renewing it"
+            )
+        left = (run.lease_expires_at - clock()).total_seconds()
+        if left <= 0:
+            return
+        if not told and on_wait is not None:
+            on_wait(run.lease_owner, left)
+            told = True
+        sleep(min(left, 0.25))
+        run = store.get_run(run_id)
