@@ -10,7 +10,7 @@ from typing import Annotated, Any
 from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from controller.localforge import graphql, routes_pulls, routes_repos, smarthttp, web
+from controller.localforge import graphql, routes_pulls, routes_repos, routes_reviews, smarthttp, web
 from controller.localforge.comments import Comments
 from controller.localforge.errors import Forbidden
 from controller.localforge.faults import Fault, FaultInjector, FaultPlan
@@ -75,6 +75,7 @@ def create_app(
     install_error_handlers(app)
     app.include_router(routes_repos.router)
     app.include_router(routes_pulls.router)
+    app.include_router(routes_reviews.router)
     app.include_router(graphql.router)
     app.add_api_route("/_forge/faults", _add_fault, methods=["POST"], status_code=201)
     app.include_router(smarthttp.router)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.localforge import render_pulls
+from controller.localforge import render, render_pulls
 from controller.localforge.errors import Forbidden, Invalid, NotFound
 from controller.localforge.models import ROLE_RANK, IssueComment, Pull, Repo, Role
 from controller.localforge.pulls import Pulls
@@ -28,7 +28,10 @@ class Comments:
     def issue_json(self, ctx: Ctx, repo: Repo, pull: Pull) -> Json:
         author = self.forge.account(pull.user_id)
         count = self.forge.store.count("issue_comments", {"repo_id": repo.id, "number": pull.number})
-        return render_pulls.issue(ctx.urls, repo, pull, author, self.forge.association(repo, author), count)
+        closer = self.forge.store.account_by_id(pull.closed_by) if pull.closed_by else None
+        closed_by = render.user(ctx.urls, closer) if closer else None
+        association = self.forge.association(repo, author)
+        return render_pulls.issue(ctx.urls, repo, pull, author, association, count, closed_by=closed_by)
 
     def comment_json(self, ctx: Ctx, repo: Repo, comment: IssueComment) -> Json:
         author = self.forge.account(comment.user_id)

@@ -15,7 +15,7 @@ class ForgeError(Exception):
 
     status = 500
 
-    def __init__(self, message: str, *, errors: list[dict[str, Any]] | None = None, doc: str = DOCS) -> None:
+    def __init__(self, message: str, *, errors: list[Any] | None = None, doc: str = DOCS) -> None:
         super().__init__(message)
         self.message = message
         self.errors = errors
@@ -63,9 +63,7 @@ class Invalid(ForgeError):
 
     status = 422
 
-    def __init__(
-        self, errors: list[dict[str, Any]] | None = None, message: str = "Validation Failed"
-    ) -> None:
+    def __init__(self, errors: list[Any] | None = None, message: str = "Validation Failed") -> None:
         super().__init__(message, errors=errors or [])
 
     def body(self) -> dict[str, Any]:
@@ -84,6 +82,12 @@ def invalid_custom(resource: str, message: str, field: str | None = None) -> Inv
     if field is not None:
         err["field"] = field
     return Invalid([err])
+
+
+def unprocessable(message: str) -> Invalid:
+    """GitHub's other 422 form, whose ``errors`` are plain strings, e.g. for approving one's own PR:
+    ``{"message": "Unprocessable Entity", "errors": ["Can not approve your own pull request"]}``."""
+    return Invalid([message], message="Unprocessable Entity")
 
 
 class BadRequest(ForgeError):

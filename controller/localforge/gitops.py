@@ -280,3 +280,9 @@ def commit_info(path: Path, sha: str) -> CommitInfo:
 
 def count_commits(path: Path, base: str, head: str) -> int:
     return int(run(path, "rev-list", "--count", f"{base}..{head}").decode().strip())
+
+
+def format_patch(path: Path, base: str, head: str) -> str:
+    """The commits ``base..head`` as mailbox patches (GitHub's ``.patch`` media type and ``patch_url``)."""
+    out = run(path, "format-patch", "--stdout", "-M", "--no-color", "--no-signature", f"{base}..{head}")
+    return out.decode(errors="replace")

@@ -30,6 +30,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from controller.localforge.comments import Comments
 from controller.localforge.errors import DOCS, BadRequest, ForgeError, Invalid, NotFound, Unauthorized
+from controller.localforge.media import BodyFormat, body_format, with_bodies
 from controller.localforge.pulls import Pulls
 from controller.localforge.ratelimit import RateLimiter
 from controller.localforge.refs import Refs
@@ -106,6 +107,11 @@ async def json_body(request: Request) -> Json:
     if not isinstance(data, dict):
         raise BadRequest("Problems parsing JSON")
     return data
+
+
+def bodies(request: Request, item: Json, *, body_required: bool = True) -> Json:
+    """``item`` with the ``body_html``/``body_text`` the request's ``Accept`` asks for (``media``)."""
+    return with_bodies(item, body_format(request.headers.get("accept")), body_required=body_required)
 
 
 def params(request: Request) -> dict[str, str]:
@@ -248,6 +254,7 @@ class ApiHeaders:
             return
         conditional = scope["method"] in {"GET", "HEAD"}
         state = _Exchange(self, key, resource, bool(auth), free, headers.get("if-none-match"))
+        state.accept = headers.get("accept")
         await self.app(scope, receive, state.wrap(send, conditional))
 
 
@@ -263,6 +270,7 @@ class _Exchange:
             free,
             match,
         )
+        self.accept: str | None = None
         self.start: Message | None = None
         self.chunks: list[bytes] = []
 
@@ -275,7 +283,9 @@ class _Exchange:
         headers = MutableHeaders(scope=start)
         for name, value in quota.headers().items():
             headers[name] = value
-        headers["X-GitHub-Media-Type"] = "github.v3; format=json"
+        fmt = body_format(self.accept)
+        param = "" if fmt is BodyFormat.RAW else f" param={fmt.value};"
+        headers["X-GitHub-Media-Type"] = f"github.v3;{param} format=json"
         headers["X-GitHub-Request-Id"] = uuid.uuid4().hex[:20].upper()
         headers["Access-Control-Expose-Headers"] = (
             "ETag, Link, Location, Retry-After, X-RateLimit-Limit, "

@@ -93,6 +93,7 @@ class Pull:
     created_at: str
     updated_at: str
     closed_at: str | None
+    closed_by: int | None = None
 
 
 @dataclass(frozen=True)

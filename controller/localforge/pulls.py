@@ -69,6 +69,9 @@ class Pulls:
     def diff(self, repo: Repo, pull: Pull) -> str:
         return gitops.diff_text(self.forge.repo_path(repo), self.merge_base(repo, pull), pull.head_sha)
 
+    def patch(self, repo: Repo, pull: Pull) -> str:
+        return gitops.format_patch(self.forge.repo_path(repo), self.merge_base(repo, pull), pull.head_sha)
+
     def stats(self, repo: Repo, pull: Pull) -> Json:
         path = self.forge.repo_path(repo)
         files, additions, deletions = gitops.shortstat(path, self.merge_base(repo, pull), pull.head_sha)
@@ -199,6 +202,8 @@ class Pulls:
             values.update(base_ref=payload["base"], base_sha=sha)
             changes["base"] = {"ref": {"from": pull.base_ref}, "sha": {"from": pull.base_sha}}
         action = self._state_change(repo, pull, payload.get("state"), values)
+        if action == "closed" and ctx.actor is not None:
+            values["closed_by"] = ctx.actor.id
         if not values:
             return pull
         updated = self.forge.store.update_pull(pull.id, **values)
@@ -219,7 +224,7 @@ class Pulls:
             if self._open_duplicate(repo, head_repo, pull.head_ref, values.get("base_ref", pull.base_ref)):
                 label = f"{head_repo.owner_login}:{pull.head_ref}"
                 raise invalid_custom("PullRequest", f"A pull request already exists for {label}.")
-            values.update(state="open", closed_at=None)
+            values.update(state="open", closed_at=None, closed_by=None)
             return "reopened"
         raise invalid_field("PullRequest", "state")
 

@@ -166,6 +166,22 @@ _REPO_TEMPLATES = {
 }
 
 
+# The merge settings of every repository (the forge never merges, so they are GitHub's defaults).
+MERGE_SETTINGS: Json = {
+    "allow_merge_commit": True,
+    "allow_squash_merge": True,
+    "allow_rebase_merge": True,
+    "allow_auto_merge": False,
+    "allow_update_branch": False,
+    "delete_branch_on_merge": False,
+    "use_squash_pr_title_as_default": False,
+    "squash_merge_commit_title": "COMMIT_OR_PR_TITLE",
+    "squash_merge_commit_message": "COMMIT_MESSAGES",
+    "merge_commit_title": "MERGE_MESSAGE",
+    "merge_commit_message": "PR_TITLE",
+}
+
+
 def repository(
     urls: Urls,
     repo: Repo,
@@ -215,6 +231,7 @@ def repository(
         "updated_at": repo.updated_at,
         "pushed_at": repo.pushed_at or repo.created_at,
         "web_commit_signoff_required": False,
+        **MERGE_SETTINGS,
         **flags,
         **counts,
     }

@@ -139,6 +139,7 @@ def review_comment(
         "reactions": reactions(url),
         "start_line": item.start_line,
         "original_start_line": item.start_line,
+        "start_side": item.start_side,
         "side": item.side,
         "subject_type": item.subject_type,
     }
@@ -146,8 +147,6 @@ def review_comment(
         if value is not None:
             out[key] = value
             out[f"original_{key}"] = value
-    if item.start_side is not None:  # null is left out: the oracle's validator rejects null in enums
-        out["start_side"] = item.start_side
     if item.in_reply_to is not None:
         out["in_reply_to_id"] = item.in_reply_to
     return out
@@ -172,8 +171,21 @@ def issue_comment(urls: Urls, repo: Repo, item: IssueComment, author: Account, a
     }
 
 
-def issue(urls: Urls, repo: Repo, pull: Pull, author: Account, association: str, comments: int) -> Json:
-    """GitHub's ``issue`` for a pull request (it carries ``pull_request``, as on GitHub)."""
+def issue(
+    urls: Urls,
+    repo: Repo,
+    pull: Pull,
+    author: Account,
+    association: str,
+    comments: int,
+    *,
+    closed_by: Json | None,
+) -> Json:
+    """GitHub's ``issue`` for a pull request (it carries ``pull_request``, as on GitHub).
+
+    ``state_reason`` is null: GitHub sets it on issues closed as completed/not planned, never on
+    pull requests.
+    """
     links = pull_links(urls, repo, pull)
     url = links["issue_url"]
     return {
@@ -200,6 +212,8 @@ def issue(urls: Urls, repo: Repo, pull: Pull, author: Account, association: str,
         "created_at": pull.created_at,
         "updated_at": pull.updated_at,
         "closed_at": pull.closed_at,
+        "closed_by": closed_by,
+        "state_reason": None,
         "author_association": association,
         "draft": pull.draft,
         "body": pull.body,

@@ -1,21 +1,21 @@
-"""Reviews and review (inline) comments, placed on the PR's diff as GitHub places them.
+"""Reviews and review (inline) comments, with GitHub's review life cycle.
 
-A comment names ``path`` and ``line`` (with ``side`` LEFT/RIGHT) or the legacy ``position``; the
-forge finds that line in the three-dot diff of the commented commit and stores the position and
-the ``diff_hunk`` (hunk header through the commented line). A line outside the diff is a 422, as
-on GitHub. A lone comment or a reply creates a one-comment review, and both the
-``pull_request_review_comment`` and the ``pull_request_review`` webhooks fire, as GitHub does.
+A review created without ``event`` is pending: visible to its author only, with its comments,
+until it is submitted (``POST …/reviews/{id}/events``) or deleted. Submitted reviews can have
+their body updated; approvals and change requests can be dismissed by writers. A lone comment
+or a reply creates a one-comment review, and both the ``pull_request_review_comment`` and the
+``pull_request_review`` webhooks fire, as GitHub does. Comments are placed on the diff by
+``placement``.
 """
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
 from typing import Any
 
 from controller.localforge import gitops, render_pulls
-from controller.localforge.errors import Forbidden, Invalid, NotFound, invalid_custom
+from controller.localforge.errors import Forbidden, Invalid, NotFound, invalid_custom, unprocessable
 from controller.localforge.models import ROLE_RANK, Pull, Repo, Review, ReviewComment, ReviewState, Role
+from controller.localforge.placement import Placement, place
 from controller.localforge.pulls import Pulls
 from controller.localforge.service import Ctx, Forge
 
@@ -26,46 +26,6 @@ _EVENTS = {
     "APPROVE": ReviewState.APPROVED,
     "REQUEST_CHANGES": ReviewState.CHANGES_REQUESTED,
 }
-_HUNK = re.compile(r"^@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@")
-
-
-@dataclass(frozen=True)
-class Placement:
-    """Where a comment sits in the diff."""
-
-    position: int | None
-    line: int | None
-    side: str
-    diff_hunk: str
-
-
-def locate(
-    patch: str, *, line: int | None = None, side: str = "RIGHT", position: int | None = None
-) -> Placement | None:
-    """Find ``line`` on ``side`` (or the legacy ``position``) in one file's patch."""
-    lines = patch.split("\n")
-    old = new = 0
-    hunk_start = 0
-    for index, text in enumerate(lines):
-        header = _HUNK.match(text)
-        if header:
-            old, new, hunk_start = int(header.group(1)), int(header.group(2)), index
-            continue
-        kind = text[:1] or "?"
-        here = {"-": (old, None), "+": (None, new), " ": (old, new)}.get(kind, (None, None))
-        hit_side = "LEFT" if kind == "-" else "RIGHT"
-        if position is not None:
-            hit = index == position and kind in "-+ "
-            found = (here[0] if kind == "-" else here[1], hit_side)
-        else:
-            number = here[0] if side == "LEFT" else here[1]
-            hit = number is not None and number == line
-            found = (line, side)
-        if hit:
-            return Placement(index, found[0], found[1], "\n".join(lines[hunk_start : index + 1]))
-        old += kind in "- "
-        new += kind in "+ "
-    return None
 
 
 class Reviews:
@@ -118,27 +78,86 @@ class Reviews:
     def _check_review(
         self, actor_id: int, pull: Pull, state: ReviewState, body: str, comments: list[Any]
     ) -> None:
-        if actor_id == pull.user_id and state is ReviewState.APPROVED:
-            raise Invalid(
-                message="Unprocessable Entity",
-                errors=[{"code": "custom", "message": ("Review Can not approve your own pull request")}],
-            )
-        if actor_id == pull.user_id and state is ReviewState.CHANGES_REQUESTED:
-            raise Invalid(
-                message="Unprocessable Entity",
-                errors=[
-                    {"code": "custom", "message": ("Review Can not request changes on your own pull request")}
-                ],
-            )
-        if state is ReviewState.CHANGES_REQUESTED and not body:
-            raise invalid_custom("PullRequestReview", "Body is required when using REQUEST_CHANGES", "body")
-        if state is ReviewState.COMMENTED and not body and not comments:
-            raise invalid_custom("PullRequestReview", "Body is required when using COMMENT", "body")
+        self._check_event(actor_id, pull, state, body, bool(comments))
         pending = [r for r in self.forge.store.reviews(pull.id) if r.state is ReviewState.PENDING]
         if any(r.user_id == actor_id for r in pending):
-            raise invalid_custom(
-                "PullRequestReview", "User can only have one pending review per pull request"
-            )
+            raise unprocessable("User can only have one pending review per pull request")
+
+    @staticmethod
+    def _check_event(actor_id: int, pull: Pull, state: ReviewState, body: str, has_comments: bool) -> None:
+        if actor_id == pull.user_id and state is ReviewState.APPROVED:
+            raise unprocessable("Can not approve your own pull request")
+        if actor_id == pull.user_id and state is ReviewState.CHANGES_REQUESTED:
+            raise unprocessable("Can not request changes on your own pull request")
+        if state is ReviewState.CHANGES_REQUESTED and not body:
+            raise invalid_custom("PullRequestReview", "Body is required when using REQUEST_CHANGES", "body")
+        if state is ReviewState.COMMENTED and not body and not has_comments:
+            raise invalid_custom("PullRequestReview", "Body is required when using COMMENT", "body")
+
+    # -- a review's life cycle -----------------------------------------------------------------
+
+    def _pending(self, ctx: Ctx, pull: Pull, review_id: int, verb: str) -> Review:
+        review = self.get(ctx, pull, review_id)
+        if review.state is not ReviewState.PENDING:
+            raise unprocessable(f"Can not {verb} a non-pending pull request review")
+        return review
+
+    def submit(self, ctx: Ctx, repo: Repo, pull: Pull, review_id: int, payload: Json) -> Review:
+        """``POST …/reviews/{id}/events``: a pending review becomes COMMENTED/APPROVED/CHANGES_REQUESTED."""
+        actor = self.forge.require(ctx, repo, Role.PULL)
+        review = self._pending(ctx, pull, review_id, "submit")
+        event = payload.get("event")
+        state = _EVENTS.get(event) if isinstance(event, str) else None
+        if state is None:
+            raise Invalid([{"resource": "PullRequestReview", "code": "invalid", "field": "event"}])
+        given = payload.get("body")
+        body = given if isinstance(given, str) else review.body
+        comments = self.forge.store.review_comments({"review_id": review.id}, None, "id")
+        self._check_event(actor.id, pull, state, body, bool(comments))
+        submitted = self.forge.store.update_review(review.id, state=state, body=body, submit=True)
+        self._emit_review(ctx, repo, pull, submitted)
+        for comment in comments:
+            self._emit_comment(ctx, repo, pull, comment, "created")
+        return submitted
+
+    def delete_pending(self, ctx: Ctx, repo: Repo, pull: Pull, review_id: int) -> Review:
+        """``DELETE …/reviews/{id}``: only a pending review, with its comments; answers the review."""
+        self.forge.require(ctx, repo, Role.PULL)
+        review = self._pending(ctx, pull, review_id, "delete")
+        self.forge.store.delete_review(review.id)
+        return review
+
+    def update(self, ctx: Ctx, repo: Repo, pull: Pull, review_id: int, payload: Json) -> Review:
+        """``PUT …/reviews/{id}``: the author changes the body."""
+        actor = self.forge.require(ctx, repo, Role.PULL)
+        review = self.get(ctx, pull, review_id)
+        body = payload.get("body")
+        if not isinstance(body, str):
+            raise Invalid([{"resource": "PullRequestReview", "code": "missing_field", "field": "body"}])
+        if review.user_id != actor.id:
+            raise Forbidden("Only the author of a review can update it.")
+        return self.forge.store.update_review(review.id, state=review.state, body=body, submit=False)
+
+    def dismiss(self, ctx: Ctx, repo: Repo, pull: Pull, review_id: int, payload: Json) -> Review:
+        """``PUT …/reviews/{id}/dismissals``: writers dismiss an approval or a change request."""
+        self.forge.require(ctx, repo, Role.PUSH)
+        review = self.get(ctx, pull, review_id)
+        message = payload.get("message")
+        if not isinstance(message, str) or not message:
+            raise Invalid([{"resource": "PullRequestReview", "code": "missing_field", "field": "message"}])
+        if review.state not in {ReviewState.APPROVED, ReviewState.CHANGES_REQUESTED}:
+            kind = {ReviewState.PENDING: "pending", ReviewState.DISMISSED: "dismissed"}.get(review.state)
+            raise unprocessable(f"Can not dismiss a {kind or 'commented'} pull request review")
+        dismissed = self.forge.store.update_review(
+            review.id, state=ReviewState.DISMISSED, body=review.body, submit=False
+        )
+        self._emit_review(ctx, repo, pull, dismissed, action="dismissed")
+        return dismissed
+
+    def review_comments(self, ctx: Ctx, pull: Pull, review_id: int) -> list[ReviewComment]:
+        """``GET …/reviews/{id}/comments``."""
+        review = self.get(ctx, pull, review_id)
+        return self.forge.store.review_comments({"review_id": review.id}, None, "id")
 
     def visible_reviews(self, ctx: Ctx, pull: Pull) -> list[Review]:
         """Reviews of ``pull``; a pending review is visible to its author only."""
@@ -281,34 +300,7 @@ class Reviews:
         return sha
 
     def _placement(self, repo: Repo, pull: Pull, commit_id: str, spec: Any) -> Placement:
-        if not isinstance(spec, dict) or not isinstance(spec.get("path"), str):
-            raise Invalid(
-                [{"resource": "PullRequestReviewComment", "code": "missing_field", "field": "path"}]
-            )
-        base = gitops.merge_base(self.forge.repo_path(repo), pull.base_sha, commit_id) or pull.base_sha
-        files = gitops.diff_files(self.forge.repo_path(repo), base, commit_id)
-        change = next((f for f in files if f.filename == spec["path"]), None)
-        if change is None:
-            raise invalid_custom(
-                "PullRequestReviewComment", "Path could not be resolved", "pull_request_review_thread.path"
-            )
-        if spec.get("subject_type") == "file":
-            return Placement(None, None, "RIGHT", (change.patch or "").split("\n", 1)[0])
-        line, position = spec.get("line"), spec.get("position")
-        side = spec.get("side") or "RIGHT"
-        found = None
-        if change.patch is not None and (isinstance(line, int) or isinstance(position, int)):
-            found = locate(
-                change.patch,
-                line=line if isinstance(line, int) else None,
-                side=str(side),
-                position=position if line is None and isinstance(position, int) else None,
-            )
-        if found is None:
-            raise invalid_custom(
-                "PullRequestReviewComment", "Line could not be resolved", "pull_request_review_thread.line"
-            )
-        return found
+        return place(self.forge.repo_path(repo), pull.base_sha, commit_id, spec)
 
     def _store_comment(
         self,
@@ -340,11 +332,13 @@ class Reviews:
         }
         return self.forge.store.add_review_comment(repo.id, values)
 
-    def _emit_review(self, ctx: Ctx, repo: Repo, pull: Pull, review: Review) -> None:
+    def _emit_review(
+        self, ctx: Ctx, repo: Repo, pull: Pull, review: Review, action: str = "submitted"
+    ) -> None:
         shown = self.review_json(ctx, repo, pull, review)
         shown.update(state=review.state.value.lower(), body=review.body or None)  # webhooks spell it so
         payload = {
-            "action": "submitted",
+            "action": action,
             "review": shown,
             "pull_request": self.pulls.to_json(ctx, pull, full=False),
         }

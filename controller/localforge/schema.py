@@ -1,8 +1,9 @@
-"""The forge database's schema (SQLite). Version 1; ``meta.schema_version`` records it."""
+"""The forge database's schema (SQLite). ``meta.schema_version`` records the version; ``UPGRADES``
+bring an older file up to date in place (version 2 added ``pulls.closed_by``)."""
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -29,7 +30,7 @@ CREATE TABLE IF NOT EXISTS pulls (
   title TEXT NOT NULL, body TEXT, state TEXT NOT NULL CHECK (state IN ('open', 'closed')),
   draft INTEGER NOT NULL, head_repo_id INTEGER NOT NULL, head_ref TEXT NOT NULL, head_sha TEXT NOT NULL,
   base_ref TEXT NOT NULL, base_sha TEXT NOT NULL, created_at TEXT NOT NULL, updated_at TEXT NOT NULL,
-  closed_at TEXT, UNIQUE (repo_id, number));
+  closed_at TEXT, closed_by INTEGER, UNIQUE (repo_id, number));
 CREATE TABLE IF NOT EXISTS reviews (
   id INTEGER PRIMARY KEY, pull_id INTEGER NOT NULL, user_id INTEGER NOT NULL, body TEXT NOT NULL,
   state TEXT NOT NULL, commit_id TEXT NOT NULL, submitted_at TEXT);
@@ -45,6 +46,10 @@ CREATE TABLE IF NOT EXISTS hooks (
   id INTEGER PRIMARY KEY, repo_id INTEGER NOT NULL, url TEXT NOT NULL, secret TEXT,
   events TEXT NOT NULL, active INTEGER NOT NULL, created_at TEXT NOT NULL, updated_at TEXT NOT NULL);
 """
+
+
+# version -> the statements that bring a database of the version before it up to it
+UPGRADES = {2: ["ALTER TABLE pulls ADD COLUMN closed_by INTEGER"]}
 
 
 def statements() -> list[str]:

@@ -14,6 +14,7 @@ import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -343,5 +344,14 @@ class Forge:
         targets = [self._target(h) for h in self.store.hooks(repo.id) if h.active]
         if self.global_target is not None:
             targets.append(Target(**{**self.global_target.__dict__, "repo_id": repo.id}))
-        if targets:
-            self.dispatcher.send(targets, event, {**payload, **self._envelope(ctx, repo)})
+        if not targets:
+            return
+        envelope = self._envelope(ctx, repo)
+        if event == "push":  # GitHub's push payloads carry these two as Unix timestamps
+            shown = envelope["repository"]
+            shown.update(created_at=_epoch(shown["created_at"]), pushed_at=_epoch(shown["pushed_at"]))
+        self.dispatcher.send(targets, event, {**payload, **envelope})
+
+
+def _epoch(stamp: str) -> int:
+    return int(datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp())

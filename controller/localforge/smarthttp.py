@@ -56,6 +56,23 @@ def _authorize(
 
 @router.api_route("/{owner}/{name}.git/{rest:path}", methods=["GET", "POST"])
 async def git_http(request: Request, owner: str, name: str, rest: str) -> Response:
+    return await _serve(request, owner, name, rest)
+
+
+@router.get("/{owner}/{name}/info/refs")
+async def git_refs_bare_url(request: Request, owner: str, name: str) -> Response:
+    """``git clone http://HOST/OWNER/REPO`` (no ``.git``) works on GitHub, so here too."""
+    return await _serve(request, owner, name, "info/refs")
+
+
+@router.post("/{owner}/{name}/{service}")
+async def git_rpc_bare_url(request: Request, owner: str, name: str, service: str) -> Response:
+    if service not in _SERVICES:
+        return _text(404, "Not Found")
+    return await _serve(request, owner, name, service)
+
+
+async def _serve(request: Request, owner: str, name: str, rest: str) -> Response:
     service = request.query_params.get("service") if rest == "info/refs" else rest
     if service not in _SERVICES:
         return _text(403, "Only the smart HTTP protocol is supported.")

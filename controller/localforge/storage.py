@@ -52,6 +52,14 @@ def _build(cls: type[T], row: sqlite3.Row) -> T:
     return cls(**{k: v for k, v in data.items() if k in names})
 
 
+def _schema_version(c: sqlite3.Connection) -> int | None:
+    """The version an existing file was written with (None: a new file)."""
+    if c.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'").fetchone() is None:
+        return None
+    row = c.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    return int(row[0]) if row else None
+
+
 class Storage:
     """Typed access to ``forge.db``. Every public method is one short transaction."""
 
@@ -64,10 +72,14 @@ class Storage:
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA busy_timeout=10000")
         with self.tx() as c:
+            found = _schema_version(c) or schema.SCHEMA_VERSION  # a new file is created current
             for statement in schema.statements():
                 c.execute(statement)
-            version = str(schema.SCHEMA_VERSION)
-            c.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (version,))
+            for version in range(found + 1, schema.SCHEMA_VERSION + 1):
+                for statement in schema.UPGRADES.get(version, []):
+                    c.execute(statement)
+            current = str(schema.SCHEMA_VERSION)
+            c.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (current,))
 
     def close(self) -> None:
         with self._lock:
@@ -306,6 +318,27 @@ class Storage:
 
     def review_by_id(self, review_id: int) -> Review | None:
         return self._review(self._one("SELECT * FROM reviews WHERE id = ?", (review_id,)))
+
+    def update_review(self, review_id: int, *, state: ReviewState, body: str, submit: bool) -> Review:
+        """New state and body; ``submit`` stamps ``submitted_at`` and the PR's ``updated_at``."""
+        with self.tx() as c:
+            c.execute("UPDATE reviews SET state = ?, body = ? WHERE id = ?", (state.value, body, review_id))
+            if submit:
+                now = self.now()
+                c.execute("UPDATE reviews SET submitted_at = ? WHERE id = ?", (now, review_id))
+                c.execute(
+                    "UPDATE pulls SET updated_at = ? WHERE id = (SELECT pull_id FROM reviews WHERE id = ?)",
+                    (now, review_id),
+                )
+        review = self.review_by_id(review_id)
+        assert review is not None
+        return review
+
+    def delete_review(self, review_id: int) -> None:
+        """A (pending) review and its comments."""
+        with self.tx() as c:
+            c.execute("DELETE FROM review_comments WHERE review_id = ?", (review_id,))
+            c.execute("DELETE FROM reviews WHERE id = ?", (review_id,))
 
     def reviews(self, pull_id: int) -> list[Review]:
         rows = self._all("SELECT * FROM reviews WHERE pull_id = ? ORDER BY id", (pull_id,))

@@ -1,6 +1,6 @@
 """A minimal read-only web view, so the ``html_url`` the forge prints leads somewhere useful:
 a repository's open pull requests, one pull request with its files and conversation, and the
-``.diff`` of a pull request (GitHub's ``diff_url``)."""
+``.diff`` and ``.patch`` of a pull request (GitHub's ``diff_url`` and ``patch_url``)."""
 
 from __future__ import annotations
 
@@ -44,6 +44,12 @@ def _pull(request: Request, owner: str, repo: str, number: int) -> tuple[Ctx, Re
 def pull_diff(request: Request, owner: str, repo: str, number: int) -> PlainTextResponse:
     _, found, pull = _pull(request, owner, repo, number)
     return PlainTextResponse(services(request).pulls.diff(found, pull))
+
+
+@router.get("/{owner}/{repo}/pull/{number:int}.patch")
+def pull_patch(request: Request, owner: str, repo: str, number: int) -> PlainTextResponse:
+    _, found, pull = _pull(request, owner, repo, number)
+    return PlainTextResponse(services(request).pulls.patch(found, pull))
 
 
 @router.get("/{owner}/{repo}/pull/{number:int}")

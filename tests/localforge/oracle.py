@@ -68,10 +68,30 @@ class Recorder:
         await self.app(scope, receive, spy)
 
 
+def _null_in_nullable_enums(node: Any) -> Any:
+    """Add ``None`` to the ``enum`` of every ``nullable`` schema, in place.
+
+    GitHub's description marks e.g. ``start_side`` and ``state_reason`` ``nullable`` with an enum
+    that lists only the strings, and GitHub sends ``null`` for them. OpenAPI 3.0.3 leaves open
+    whether ``nullable`` admits ``null`` past an ``enum``; openapi-core says no, GitHub's own
+    answers say yes, so the oracle follows GitHub.
+    """
+    if isinstance(node, dict):
+        if node.get("nullable") is True and isinstance(node.get("enum"), list) and None not in node["enum"]:
+            node["enum"].append(None)
+        for value in node.values():
+            _null_in_nullable_enums(value)
+    elif isinstance(node, list):
+        for value in node:
+            _null_in_nullable_enums(value)
+    return node
+
+
 @functools.cache
 def spec() -> OpenAPI:
     # The description is GitHub's and known valid: skip re-validating it (a second per session).
-    return OpenAPI.from_dict(json.loads(SUBSET.read_text()), config=Config(spec_validator_cls=None))
+    description = _null_in_nullable_enums(json.loads(SUBSET.read_text()))
+    return OpenAPI.from_dict(description, config=Config(spec_validator_cls=None))
 
 
 @functools.cache

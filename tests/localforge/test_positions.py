@@ -3,7 +3,7 @@ first ``@@`` header (later headers count too); ``line``/``side`` name a line of 
 
 from __future__ import annotations
 
-from controller.localforge.reviews import Placement, locate
+from controller.localforge.placement import Placement, locate
 
 PATCH = "\n".join(
     [

@@ -1,0 +1,88 @@
+"""GitHub's custom media types for bodies: which of ``body``, ``body_text`` and ``body_html`` an
+answer carries, chosen by the request's ``Accept`` header.
+
+GitHub renders the Markdown ``body`` of pull requests, issues, reviews and comments on request:
+``application/vnd.github[.v3].raw+json`` (the default) gives ``body``; ``.text+json`` gives
+``body_text``; ``.html+json`` gives ``body_html``; ``.full+json`` gives all three. Clients depend
+on it (github3.py asks for ``full`` and reads ``body_html`` unconditionally). ``body`` stays where
+GitHub's description requires it (pull requests, reviews, review comments) and is left out only
+for issues and issue comments, whose description leaves it optional.
+
+Rendering is CommonMark with GitHub's tables and strikethrough (``markdown-it-py``); raw HTML in
+a body is escaped, never passed through. ``body_text`` is the rendered HTML's text content.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from enum import StrEnum
+from html.parser import HTMLParser
+from typing import Any
+
+from markdown_it import MarkdownIt
+
+Json = dict[str, Any]
+
+_MEDIA = re.compile(r"application/vnd\.github(?:[.-][a-z0-9-]+)?(?:\.v3)?\.(raw|text|html|full)(?:\+json)?$")
+
+
+class BodyFormat(StrEnum):
+    """One of GitHub's body media types."""
+
+    RAW = "raw"
+    TEXT = "text"
+    HTML = "html"
+    FULL = "full"
+
+
+def body_format(accept: str | None) -> BodyFormat:
+    """The body media type named in ``Accept`` (``raw`` when none is)."""
+    for part in (accept or "").split(","):
+        kind = part.split(";", 1)[0].strip().lower()
+        match = _MEDIA.match(kind)
+        if match:
+            return BodyFormat(match.group(1))
+    return BodyFormat.RAW
+
+
+@functools.cache
+def _markdown() -> MarkdownIt:
+    return MarkdownIt("commonmark", {"html": False}).enable(["table", "strikethrough"])
+
+
+def to_html(markdown: str) -> str:
+    html: str = _markdown().render(markdown)
+    return html
+
+
+class _Text(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.parts: list[str] = []
+
+    def handle_data(self, data: str) -> None:
+        self.parts.append(data)
+
+
+def to_text(markdown: str) -> str:
+    """The text a reader sees: the rendered HTML without its tags, blank runs collapsed."""
+    parser = _Text()
+    parser.feed(to_html(markdown))
+    parser.close()
+    return re.sub(r"\n{2,}", "\n", "".join(parser.parts)).strip()
+
+
+def with_bodies(item: Json, fmt: BodyFormat, *, body_required: bool) -> Json:
+    """``item`` with the body members ``fmt`` asks for (``item`` itself when it has no ``body``)."""
+    if fmt is BodyFormat.RAW or "body" not in item:
+        return item
+    out = dict(item)
+    body = item["body"]
+    if fmt in {BodyFormat.TEXT, BodyFormat.FULL}:
+        out["body_text"] = to_text(body) if body else body
+    if fmt in {BodyFormat.HTML, BodyFormat.FULL}:
+        out["body_html"] = to_html(body) if body else body
+    if fmt is not BodyFormat.FULL and not body_required:
+        del out["body"]
+    return out
