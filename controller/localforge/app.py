@@ -10,7 +10,7 @@ from typing import Annotated, Any
 from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from controller.localforge import graphql, routes_pulls, routes_repos, routes_reviews, smarthttp, web
+from controller.localforge import graphql_api, routes_pulls, routes_repos, routes_reviews, smarthttp, web
 from controller.localforge.comments import Comments
 from controller.localforge.errors import Forbidden
 from controller.localforge.faults import Fault, FaultInjector, FaultPlan
@@ -76,7 +76,7 @@ def create_app(
     app.include_router(routes_repos.router)
     app.include_router(routes_pulls.router)
     app.include_router(routes_reviews.router)
-    app.include_router(graphql.router)
+    app.include_router(graphql_api.router)
     app.add_api_route("/_forge/faults", _add_fault, methods=["POST"], status_code=201)
     app.include_router(smarthttp.router)
     app.include_router(web.router)

@@ -273,7 +273,7 @@ def test_graphql_draft_mutations(forge: Forge) -> None:
     status, _, body = forge.gh().requester.requestJson(
         "POST", f"{forge.url}/api/graphql", input={"query": "mutation { x }", "variables": {}}
     )
-    assert status == 200 and json.loads(body)["errors"][0]["type"] == "NOT_SUPPORTED"
+    assert status == 200 and json.loads(body)["errors"][0]["extensions"]["code"] == "undefinedField"
 
 
 def test_html_and_diff_urls_lead_somewhere(forge: Forge) -> None:

@@ -1,0 +1,118 @@
+"""``POST /api/graphql``: GitHub's GraphQL endpoint (under GitHub Enterprise's layout, which is
+where clients given ``…/api/v3`` as their REST root send GraphQL).
+
+Documents are parsed and validated by ``graphql-core`` against the slice of GitHub's schema in
+``graphql_nodes``, so variables (``$id``, ``$input``), inline literals, aliases and fragments all
+work, and a field outside the slice gets GitHub's ``undefinedField`` error rather than a wrong
+answer. Errors use GitHub's shapes: validation errors alone (no ``data``), resolution errors next
+to ``data`` with GitHub's ``type`` (``NOT_FOUND``, ``FORBIDDEN``).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse
+from graphql import ExecutionResult, GraphQLError, execute, parse, validate
+
+from controller.localforge.graphql_nodes import Graph, not_found, schema
+from controller.localforge.httpkit import get_ctx, json_body, services
+from controller.localforge.service import Ctx
+
+router = APIRouter()
+_UNDEFINED = re.compile(r"""Cannot query field ["'](\w+)["'] on type ["'](\w+)["']""")
+
+
+def _located(error: GraphQLError) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if error.locations:
+        out["locations"] = [{"line": loc.line, "column": loc.column} for loc in error.locations]
+    return out
+
+
+def _validation_error(error: GraphQLError) -> dict[str, Any]:
+    match = _UNDEFINED.search(error.message)
+    if match is None:
+        return {"message": error.message, **_located(error)}
+    field, type_name = match.groups()
+    return {
+        "extensions": {"code": "undefinedField", "typeName": type_name, "fieldName": field},
+        **_located(error),
+        "message": f"Field '{field}' doesn't exist on type '{type_name}'",
+    }
+
+
+def _execution_error(error: GraphQLError) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    kind = (error.extensions or {}).get("type")
+    if kind:
+        out["type"] = kind
+    if error.path:
+        out["path"] = list(error.path)
+    return {**out, **_located(error), "message": error.message}
+
+
+def _root(graph: Graph) -> dict[str, Any]:
+    def repository(_info: Any, owner: str, name: str) -> dict[str, Any]:
+        repo = graph.svc.forge.store.repo_by_name(owner, name)
+        if repo is None or graph.svc.forge.role(repo, graph.ctx.actor) is None:
+            raise not_found(f"Could not resolve to a Repository with the name '{owner}/{name}'.")
+        return graph.repository(repo)
+
+    def node(_info: Any, id: str) -> dict[str, Any]:
+        found = graph.node(id)
+        if found is None:
+            raise not_found(f"Could not resolve to a node with the global id of '{id}'")
+        return found
+
+    def draft(value: bool) -> Any:
+        def mutate(_info: Any, input: dict[str, Any]) -> dict[str, Any]:
+            return graph.set_draft(str(input["pullRequestId"]), value, input.get("clientMutationId"))
+
+        return mutate
+
+    assert graph.ctx.actor is not None
+    return {
+        "repository": repository,
+        "node": node,
+        "nodes": lambda _info, ids: [graph.node(i) for i in ids],
+        "viewer": lambda _info: graph.actor(graph.ctx.actor),
+        "convertPullRequestToDraft": draft(True),
+        "markPullRequestReadyForReview": draft(False),
+    }
+
+
+@router.post("/api/graphql")
+def graphql_endpoint(
+    request: Request,
+    ctx: Annotated[Ctx, Depends(get_ctx)],
+    body: Annotated[dict[str, Any], Depends(json_body)],
+) -> JSONResponse:
+    svc = services(request)
+    svc.forge.signed_in(ctx)
+    query, variables = body.get("query"), body.get("variables") or {}
+    if not isinstance(query, str) or not query.strip() or not isinstance(variables, dict):
+        message = "A query attribute must be specified and must be a string."
+        return JSONResponse({"errors": [{"message": message}]})
+    try:
+        document = parse(query)
+    except GraphQLError as exc:
+        return JSONResponse({"errors": [{"message": exc.message, **_located(exc)}]})
+    problems = validate(schema(), document)
+    if problems:
+        return JSONResponse({"errors": [_validation_error(e) for e in problems]})
+    operation = body.get("operationName")
+    result = execute(
+        schema(),
+        document,
+        root_value=_root(Graph(svc, ctx)),
+        variable_values=variables,
+        operation_name=operation if isinstance(operation, str) else None,
+    )
+    assert isinstance(result, ExecutionResult)  # every resolver is synchronous
+    out: dict[str, Any] = {"data": result.data}
+    if result.errors:
+        out["errors"] = [_execution_error(e) for e in result.errors]
+    return JSONResponse(out)
