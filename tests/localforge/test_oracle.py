@@ -8,7 +8,8 @@ import re
 
 from tests.conftest import git
 from tests.localforge.conftest import ForgeStarter
-from tests.localforge.oracle import SUBSET, Exchange, encoded_path, validate
+from tests.localforge.oracle import Exchange, encoded_path, validate
+from tests.testdata import OPENAPI_SUBSET as SUBSET
 
 
 def test_a_wrong_shape_is_reported() -> None:
