@@ -10,10 +10,19 @@ from typing import Annotated, Any
 from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from controller.localforge import graphql_api, routes_pulls, routes_repos, routes_reviews, smarthttp, web
+from controller.localforge import (
+    graphql_api,
+    routes_access,
+    routes_pulls,
+    routes_repos,
+    routes_reviews,
+    smarthttp,
+    web,
+)
 from controller.localforge.comments import Comments
 from controller.localforge.errors import Forbidden
 from controller.localforge.faults import Fault, FaultInjector, FaultPlan
+from controller.localforge.hooks import Hooks
 from controller.localforge.httpkit import (
     ApiHeaders,
     DateHeader,
@@ -68,12 +77,14 @@ def create_app(
         pulls=pulls,
         reviews=Reviews(forge, pulls),
         comments=Comments(forge, pulls),
+        hooks=Hooks(forge),
         limiter=limiter,
         public_url=public_url,
     )
     app.state.faults = plan
     install_error_handlers(app)
     app.include_router(routes_repos.router)
+    app.include_router(routes_access.router)
     app.include_router(routes_pulls.router)
     app.include_router(routes_reviews.router)
     app.include_router(graphql_api.router)

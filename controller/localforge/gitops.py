@@ -17,6 +17,7 @@ from pathlib import Path
 from controller.domain.errors import GitError
 
 ZERO_SHA = "0" * 40
+EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"  # what a root commit is diffed against
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from email.utils import formatdate
+from email.utils import formatdate, parsedate_to_datetime
 from typing import Any
 from urllib.parse import urlencode
 
@@ -30,6 +30,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from controller.localforge.comments import Comments
 from controller.localforge.errors import DOCS, BadRequest, ForgeError, Invalid, NotFound, Unauthorized
+from controller.localforge.hooks import Hooks
 from controller.localforge.media import BodyFormat, body_format, with_bodies
 from controller.localforge.pulls import Pulls
 from controller.localforge.ratelimit import RateLimiter
@@ -39,6 +40,9 @@ from controller.localforge.reviews import Reviews
 from controller.localforge.service import Ctx, Forge
 
 Json = dict[str, Any]
+# The GitHub Enterprise Server release whose API the forge answers as (clients read the header to
+# tell GHES from github.com, and ``/meta`` reports it as ``installed_version``).
+ENTERPRISE_VERSION = "3.17.0"
 
 
 @dataclass
@@ -50,6 +54,7 @@ class Services:
     pulls: Pulls
     reviews: Reviews
     comments: Comments
+    hooks: Hooks
     limiter: RateLimiter
     public_url: str | None = None
 
@@ -178,6 +183,8 @@ def install_error_handlers(app: FastAPI) -> None:
 
     async def http_error(_: Request, exc: Exception) -> Response:
         assert isinstance(exc, StarletteHTTPException)
+        if exc.status_code == 405:  # GitHub has no 405: a method a path does not serve is Not Found
+            return _error(404, NotFound().body())
         message = "Not Found" if exc.status_code == 404 else str(exc.detail)
         return _error(
             exc.status_code, {"message": message, "documentation_url": DOCS, "status": str(exc.status_code)}
@@ -202,6 +209,30 @@ def _etag_matches(header: str | None, etag: str) -> bool:
         return False
     wanted = etag.removeprefix("W/")
     return any(t.strip() == "*" or t.strip().removeprefix("W/") == wanted for t in header.split(","))
+
+
+def _last_modified(body: bytes) -> float | None:
+    """The ``updated_at`` of a single-object answer, as a timestamp (GitHub's ``Last-Modified``)."""
+    if not body.startswith(b"{"):
+        return None
+    try:
+        stamp = json.loads(body).get("updated_at")
+        return (
+            datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+            if isinstance(stamp, str)
+            else None
+        )
+    except ValueError:
+        return None
+
+
+def _not_modified_since(header: str | None, modified: float) -> bool:
+    if not header:
+        return False
+    try:
+        return modified <= parsedate_to_datetime(header).timestamp()
+    except (TypeError, ValueError):
+        return False
 
 
 class DateHeader:
@@ -255,6 +286,7 @@ class ApiHeaders:
         conditional = scope["method"] in {"GET", "HEAD"}
         state = _Exchange(self, key, resource, bool(auth), free, headers.get("if-none-match"))
         state.accept = headers.get("accept")
+        state.since = headers.get("if-modified-since")
         await self.app(scope, receive, state.wrap(send, conditional))
 
 
@@ -271,6 +303,7 @@ class _Exchange:
             match,
         )
         self.accept: str | None = None
+        self.since: str | None = None
         self.start: Message | None = None
         self.chunks: list[bytes] = []
 
@@ -287,6 +320,7 @@ class _Exchange:
         param = "" if fmt is BodyFormat.RAW else f" param={fmt.value};"
         headers["X-GitHub-Media-Type"] = f"github.v3;{param} format=json"
         headers["X-GitHub-Request-Id"] = uuid.uuid4().hex[:20].upper()
+        headers["X-GitHub-Enterprise-Version"] = ENTERPRISE_VERSION
         headers["Access-Control-Expose-Headers"] = (
             "ETag, Link, Location, Retry-After, X-RateLimit-Limit, "
             "X-RateLimit-Remaining, X-RateLimit-Used, X-RateLimit-Resource, X-RateLimit-Reset"
@@ -322,13 +356,18 @@ class _Exchange:
             await send({"type": "http.response.body", "body": body})
             return
         etag = f'W/"{hashlib.sha256(body).hexdigest()}"'
-        if _etag_matches(self.match, etag):
+        modified = _last_modified(body)
+        if _etag_matches(self.match, etag) or (
+            self.match is None and modified is not None and _not_modified_since(self.since, modified)
+        ):
             start = {"type": "http.response.start", "status": 304, "headers": []}
             headers = self._decorate(start, counted=False)
             body = b""
         else:
             headers = self._decorate(start, counted=True)
         headers["ETag"] = etag
+        if modified is not None:
+            headers["Last-Modified"] = formatdate(modified, usegmt=True)
         headers["Cache-Control"] = "private, max-age=60, s-maxage=60"
         headers["Vary"] = "Accept, Authorization, Cookie, X-GitHub-OTP"
         await send(start)

@@ -16,6 +16,12 @@ from controller.localforge.models import Repo, Role
 from controller.localforge.service import Ctx, Forge
 
 
+def _writable(ref: str) -> None:
+    """``refs/pull/*`` belong to the forge (they pin PR heads): no client may write them."""
+    if ref.startswith("refs/pull/"):
+        raise Invalid(message="Reference cannot be updated")
+
+
 class Refs:
     """Reference operations of one forge."""
 
@@ -44,6 +50,7 @@ class Refs:
         self.forge.require(ctx, repo, Role.PUSH)
         if not isinstance(ref, str) or not ref.startswith("refs/") or ref.count("/") < 2:
             raise Invalid(message="Reference name must start with 'refs/' and have at least two slashes.")
+        _writable(ref)
         path = self.forge.repo_path(repo)
         kind = gitops.object_type(path, sha) if isinstance(sha, str) else None
         if kind is None or not isinstance(sha, str):
@@ -59,6 +66,7 @@ class Refs:
         self.forge.require(ctx, repo, Role.PUSH)
         path = self.forge.repo_path(repo)
         full = f"refs/{ref.removeprefix('refs/')}"
+        _writable(full)
         if not isinstance(sha, str) or gitops.object_type(path, sha) is None:
             raise Invalid(message="Object does not exist")
         with self.forge.repo_lock(repo):

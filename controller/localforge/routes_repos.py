@@ -1,5 +1,6 @@
-"""REST routes for the API root, users, organizations, repositories, branches, git refs,
-collaborators, hooks and the rate limit. Thin: parse, call the service, render.
+"""REST routes for the API root, ``/meta``, users, organizations, repositories, branches, commits,
+git refs and the rate limit (collaborators and hooks: ``routes_access``). Thin: parse, call the
+service, render.
 """
 
 from __future__ import annotations
@@ -11,10 +12,17 @@ from fastapi.responses import JSONResponse
 
 from controller.localforge import render
 from controller.localforge.errors import NotFound
-from controller.localforge.httpkit import caller_key, get_ctx, json_body, paginated, services
-from controller.localforge.models import AccountType, Repo, Role
+from controller.localforge.httpkit import (
+    ENTERPRISE_VERSION,
+    caller_key,
+    get_ctx,
+    json_body,
+    paginated,
+    services,
+)
+from controller.localforge.models import AccountType, Repo
 from controller.localforge.refs import Refs
-from controller.localforge.service import Ctx, permission_name
+from controller.localforge.service import Ctx
 
 router = APIRouter(prefix="/api/v3")
 CtxDep = Annotated[Ctx, Depends(get_ctx)]
@@ -60,6 +68,16 @@ def root(ctx: CtxDep) -> JSONResponse:
         "user_search_url": "/search/users?q={query}",
     }
     return JSONResponse({key: api + path for key, path in names.items()})
+
+
+@router.get("/meta")
+def meta() -> JSONResponse:
+    """GitHub Enterprise's ``/meta``: the installed version, and no published address ranges."""
+    names = ("hooks", "web", "api", "git", "packages", "pages", "importer", "actions")
+    ranges: dict[str, list[str]] = {name: [] for name in names}
+    return JSONResponse(
+        {"verifiable_password_authentication": False, "installed_version": ENTERPRISE_VERSION, **ranges}
+    )
 
 
 @router.get("/rate_limit")
@@ -139,6 +157,19 @@ def get_branch(request: Request, ctx: CtxDep, owner: str, repo: str, branch: str
     return JSONResponse(render.branch_full(ctx.urls, found, branch, forge.branch(found, branch)))
 
 
+@router.get("/repos/{owner}/{repo}/commits/{ref:path}")
+def get_commit(request: Request, ctx: CtxDep, owner: str, repo: str, ref: str) -> JSONResponse:
+    """GitHub's ``commit`` with ``stats`` and ``files`` (against the first parent)."""
+    forge = services(request).forge
+    found = forge.find_repo(ctx, owner, repo)
+    info, files = forge.commit(found, ref)
+    shown = render.commit(ctx.urls, found, info)
+    additions, deletions = sum(f.additions for f in files), sum(f.deletions for f in files)
+    shown["stats"] = {"total": additions + deletions, "additions": additions, "deletions": deletions}
+    shown["files"] = [render.file_entry(ctx.urls, found, f, info.sha) for f in files]
+    return JSONResponse(shown)
+
+
 # -- git refs ----------------------------------------------------------------------------------
 
 
@@ -198,73 +229,3 @@ def create_fork(request: Request, ctx: CtxDep, owner: str, repo: str, body: Body
     forge = services(request).forge
     fork = forge.fork(ctx, forge.find_repo(ctx, owner, repo), body)
     return JSONResponse(forge.repo_json(ctx, fork), status_code=202)
-
-
-# -- collaborators and hooks -------------------------------------------------------------------
-
-
-@router.put("/repos/{owner}/{repo}/collaborators/{login}")
-def put_collaborator(
-    request: Request, ctx: CtxDep, owner: str, repo: str, login: str, body: Body
-) -> Response:
-    """Adds the collaborator directly (no invitation step): 204, as GitHub answers for org members."""
-    forge = services(request).forge
-    forge.add_collaborator(ctx, forge.find_repo(ctx, owner, repo), login, str(body.get("permission", "push")))
-    return Response(status_code=204)
-
-
-@router.get("/repos/{owner}/{repo}/collaborators/{login}/permission")
-def collaborator_permission(request: Request, ctx: CtxDep, owner: str, repo: str, login: str) -> JSONResponse:
-    forge = services(request).forge
-    found = forge.find_repo(ctx, owner, repo)
-    account, role = forge.permission_of(ctx, found, login)
-    user = render.user(ctx.urls, account)
-    permission = permission_name(role)
-    role_name = {Role.PULL: "read", Role.PUSH: "write"}.get(role, role.value) if role else "none"
-    rank = {"none": 0, "read": 1, "write": 3, "admin": 5}[permission]
-    user["permissions"] = {
-        "admin": rank >= 5,
-        "maintain": role in {Role.MAINTAIN, Role.ADMIN},
-        "push": rank >= 3,
-        "triage": rank >= 3 or role is Role.TRIAGE,
-        "pull": rank >= 1,
-    }
-    user["role_name"] = role_name
-    return JSONResponse({"permission": permission, "role_name": role_name, "user": user})
-
-
-@router.get("/repos/{owner}/{repo}/collaborators/{login}")
-def is_collaborator(request: Request, ctx: CtxDep, owner: str, repo: str, login: str) -> Response:
-    forge = services(request).forge
-    found = forge.find_repo(ctx, owner, repo)
-    account = forge.store.account_by_login(login)
-    if account is None or forge.association(found, account) not in {"OWNER", "MEMBER", "COLLABORATOR"}:
-        raise NotFound()
-    return Response(status_code=204)
-
-
-@router.post("/repos/{owner}/{repo}/hooks", status_code=201)
-def create_hook(request: Request, ctx: CtxDep, owner: str, repo: str, body: Body) -> JSONResponse:
-    forge = services(request).forge
-    found = forge.find_repo(ctx, owner, repo)
-    hook = forge.create_hook(ctx, found, body)
-    return JSONResponse(forge.hook_json(ctx, found, hook), status_code=201)
-
-
-@router.get("/repos/{owner}/{repo}/hooks")
-def list_hooks(request: Request, ctx: CtxDep, owner: str, repo: str) -> JSONResponse:
-    forge = services(request).forge
-    found = forge.find_repo(ctx, owner, repo)
-    forge.require(ctx, found, Role.ADMIN)
-    return paginated(request, [forge.hook_json(ctx, found, h) for h in forge.store.hooks(found.id)])
-
-
-@router.delete("/repos/{owner}/{repo}/hooks/{hook_id:int}", status_code=204)
-def delete_hook(request: Request, ctx: CtxDep, owner: str, repo: str, hook_id: int) -> Response:
-    forge = services(request).forge
-    found = forge.find_repo(ctx, owner, repo)
-    forge.require(ctx, found, Role.ADMIN)
-    if not forge.store.hooks(found.id, hook_id=hook_id):
-        raise NotFound()
-    forge.store.delete_hook(hook_id)
-    return Response(status_code=204)

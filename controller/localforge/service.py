@@ -30,6 +30,18 @@ RefListener = Callable[["Ctx", Repo, dict[str, str], dict[str, str]], None]
 REPO_NAME = re.compile(r"[A-Za-z0-9._-]{1,100}")
 
 
+def valid_repo_name(name: Any) -> bool:
+    """GitHub's characters, and nothing git or a shell would misread: no ``.``/``..``, no name
+    ending in ``.git`` (the clone URL adds it), no leading ``-`` (an option to git)."""
+    return (
+        isinstance(name, str)
+        and REPO_NAME.fullmatch(name) is not None
+        and name not in {".", ".."}
+        and not name.lower().endswith(".git")
+        and not name.startswith("-")
+    )
+
+
 @dataclass(frozen=True)
 class Ctx:
     """One request's caller (None: anonymous) and URL root."""
@@ -168,7 +180,7 @@ class Forge:
         actor = self.signed_in(ctx)
         owner = actor if org is None else self._org_for(actor, org)
         name = payload.get("name")
-        if not isinstance(name, str) or not REPO_NAME.fullmatch(name) or name in {".", ".."}:
+        if not isinstance(name, str) or not valid_repo_name(name):
             raise Invalid(
                 [{"resource": "Repository", "code": "custom", "field": "name", "message": "name is invalid"}]
             )
@@ -239,7 +251,11 @@ class Forge:
         if existing is not None:
             return existing
         name = payload.get("name") if isinstance(payload.get("name"), str) else repo.name
-        if not REPO_NAME.fullmatch(str(name)) or self.store.repo_by_name(owner.login, str(name)) is not None:
+        if not valid_repo_name(name):
+            raise Invalid(
+                [{"resource": "Repository", "code": "custom", "field": "name", "message": "name is invalid"}]
+            )
+        if self.store.repo_by_name(owner.login, str(name)) is not None:
             raise invalid_custom("Repository", "name already exists on this account", "name")
         fork = self.store.add_repo(
             owner.id,
@@ -276,61 +292,22 @@ class Forge:
             raise NotFound("Branch not found")
         return gitops.commit_info(path, sha)
 
+    def commit(self, repo: Repo, ref: str) -> tuple[gitops.CommitInfo, list[gitops.FileChange]]:
+        """A commit (by sha, branch or tag) and its changes against its first parent."""
+        path = self.repo_path(repo)
+        sha = gitops.resolve(path, ref) if not ref.startswith("-") else None
+        if sha is None or gitops.object_type(path, sha) != "commit":
+            raise Invalid(message=f"No commit found for SHA: {ref}")
+        info = gitops.commit_info(path, sha)
+        parent = info.parents[0] if info.parents else gitops.EMPTY_TREE
+        return info, gitops.diff_files(path, parent, sha)
+
     # -- webhooks ------------------------------------------------------------------------------
-
-    def create_hook(self, ctx: Ctx, repo: Repo, payload: Json) -> Hook:
-        self.require(ctx, repo, Role.ADMIN)
-        config = payload.get("config")
-        url = config.get("url") if isinstance(config, dict) else None
-        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
-            raise Invalid(
-                [{"resource": "Hook", "code": "custom", "message": "Config must contain a valid url"}]
-            )
-        secret = config.get("secret") if isinstance(config, dict) else None
-        events = payload.get("events") or ["push"]
-        if not isinstance(events, list) or not all(isinstance(e, str) for e in events):
-            raise Invalid([{"resource": "Hook", "code": "invalid", "field": "events"}])
-        hook = self.store.add_hook(
-            repo.id,
-            url,
-            secret if isinstance(secret, str) else None,
-            events,
-            bool(payload.get("active", True)),
-        )
-        ping = {
-            "zen": "Keep it logically awesome.",
-            "hook_id": hook.id,
-            "hook": self.hook_json(ctx, repo, hook),
-        }
-        target = Target(hook.url, hook.secret, ("ping",), hook_id=hook.id, repo_id=repo.id)  # always pinged
-        self.dispatcher.send([target], "ping", {**ping, **self._envelope(ctx, repo)})
-        return hook
-
-    def hook_json(self, ctx: Ctx, repo: Repo, hook: Hook) -> Json:
-        url = f"{ctx.urls.repo_api(repo)}/hooks/{hook.id}"
-        config = {"url": hook.url, "content_type": "json", "insecure_ssl": "0"}
-        if hook.secret:
-            config["secret"] = "********"
-        return {
-            "type": "Repository",
-            "id": hook.id,
-            "name": "web",
-            "active": hook.active,
-            "events": list(hook.events),
-            "config": config,
-            "updated_at": hook.updated_at,
-            "created_at": hook.created_at,
-            "url": url,
-            "test_url": f"{url}/test",
-            "ping_url": f"{url}/pings",
-            "deliveries_url": f"{url}/deliveries",
-            "last_response": {"code": None, "status": "unused", "message": None},
-        }
 
     def _target(self, hook: Hook) -> Target:
         return Target(hook.url, hook.secret, hook.events, hook_id=hook.id, repo_id=hook.repo_id)
 
-    def _envelope(self, ctx: Ctx, repo: Repo) -> Json:
+    def envelope(self, ctx: Ctx, repo: Repo) -> Json:
         owner = self.account(repo.owner_id)
         out: Json = {"repository": self.repo_json(Ctx(None, ctx.urls), repo)}
         if owner.type is AccountType.ORGANIZATION:
@@ -346,7 +323,7 @@ class Forge:
             targets.append(Target(**{**self.global_target.__dict__, "repo_id": repo.id}))
         if not targets:
             return
-        envelope = self._envelope(ctx, repo)
+        envelope = self.envelope(ctx, repo)
         if event == "push":  # GitHub's push payloads carry these two as Unix timestamps
             shown = envelope["repository"]
             shown.update(created_at=_epoch(shown["created_at"]), pushed_at=_epoch(shown["pushed_at"]))

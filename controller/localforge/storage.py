@@ -457,6 +457,30 @@ class Storage:
             rows = self._all("SELECT * FROM hooks WHERE repo_id = ? AND id = ?", (repo_id, hook_id))
         return [self._hook(r) for r in rows]
 
+    def update_hook(self, hook_id: int, **values: Any) -> None:
+        """Set columns of a hook (``events`` as a list) and its ``updated_at``."""
+        if "events" in values:
+            values["events"] = ",".join(values["events"])
+        values["updated_at"] = self.now()
+        with self.tx() as c:
+            sets = ", ".join(f"{col} = ?" for col in values)
+            c.execute(f"UPDATE hooks SET {sets} WHERE id = ?", (*values.values(), hook_id))
+
+    def allocate_id(self, kind: str) -> int:
+        """A fresh id from the forge's one sequence, for objects the forge does not keep."""
+        with self.tx() as c:
+            return self._new_id(c, kind)
+
+    def collaborators(self, repo_id: int) -> list[tuple[int, Role]]:
+        rows = self._all(
+            "SELECT user_id, role FROM collaborators WHERE repo_id = ? ORDER BY user_id", (repo_id,)
+        )
+        return [(int(r["user_id"]), Role(r["role"])) for r in rows]
+
+    def org_members(self, org_id: int) -> list[int]:
+        rows = self._all("SELECT user_id FROM org_members WHERE org_id = ? ORDER BY user_id", (org_id,))
+        return [int(r["user_id"]) for r in rows]
+
     def delete_hook(self, hook_id: int) -> None:
         with self.tx() as c:
             c.execute("DELETE FROM hooks WHERE id = ?", (hook_id,))

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import itertools
 import json
 import logging
 import queue
 import threading
+import time
 import urllib.error
 import urllib.request
 import uuid
@@ -39,13 +41,24 @@ class Target:
 
 @dataclass(frozen=True)
 class Delivery:
-    """One attempted POST and its outcome (``status`` 0 when the connection failed)."""
+    """One attempted POST and its outcome (``status`` 0 when the connection failed).
 
-    id: str
+    ``id`` is GitHub's numeric delivery id, ``guid`` the ``X-GitHub-Delivery`` header; the request
+    is kept so ``GET /hooks/{id}/deliveries/{delivery_id}`` can show it, as GitHub does.
+    """
+
+    id: int
+    guid: str
     event: str
     url: str
     status: int
     error: str | None
+    hook_id: int = 0
+    repo_id: int = 0
+    delivered_at: float = 0.0
+    duration: float = 0.0
+    headers: tuple[tuple[str, str], ...] = ()
+    body: bytes = b""
 
 
 def signature(secret: str, body: bytes) -> str:
@@ -82,6 +95,7 @@ class Dispatcher:
         self._idle = threading.Condition()
         self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
+        self._ids = itertools.count(1)
 
     def send(self, targets: list[Target], event: str, payload: dict[str, Any]) -> None:
         """Queue ``payload`` for every target that subscribes to ``event``."""
@@ -126,17 +140,36 @@ class Dispatcher:
                     self._pending -= 1
                     self._idle.notify_all()
 
+    def deliveries(self, hook_id: int) -> list[Delivery]:
+        """The recent deliveries of one hook, newest first (as GitHub lists them)."""
+        return [d for d in reversed(self.recent) if d.hook_id == hook_id]
+
     def _deliver(self, target: Target, event: str, body: bytes) -> Delivery:
-        delivery = str(uuid.uuid4())
-        request = urllib.request.Request(
-            target.url, data=body, method="POST", headers=_headers(target, event, delivery, body)
-        )
+        guid = str(uuid.uuid4())
+        headers = _headers(target, event, guid, body)
+        request = urllib.request.Request(target.url, data=body, method="POST", headers=headers)
+        started = time.time()
+        status, error = 0, None
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                return Delivery(delivery, event, target.url, response.status, None)
+                status = response.status
         except urllib.error.HTTPError as exc:
             log.warning("webhook %s to %s answered %s", event, target.url, exc.code)
-            return Delivery(delivery, event, target.url, exc.code, str(exc))
+            status, error = exc.code, str(exc)
         except (OSError, ValueError) as exc:
             log.warning("webhook %s to %s failed: %s", event, target.url, exc)
-            return Delivery(delivery, event, target.url, 0, str(exc))
+            error = str(exc)
+        return Delivery(
+            next(self._ids),
+            guid,
+            event,
+            target.url,
+            status,
+            error,
+            hook_id=target.hook_id,
+            repo_id=target.repo_id,
+            delivered_at=started,
+            duration=time.time() - started,
+            headers=tuple(headers.items()),
+            body=body,
+        )

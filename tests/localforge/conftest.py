@@ -17,6 +17,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from github import Auth, Github
 from github.PullRequest import PullRequest
@@ -198,3 +199,19 @@ def forge_factory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[F
 @pytest.fixture
 def forge(forge_factory: ForgeStarter) -> Forge:
     return forge_factory()
+
+
+@pytest.fixture
+def api(forge: Forge) -> Iterator[Any]:
+    """``api(user)``: an httpx client on the forge's REST root, authenticated as ``user``."""
+    clients: list[httpx.Client] = []
+
+    def client(user: str = "alice") -> httpx.Client:
+        headers = {"Authorization": f"token {forge.tokens[user]}"}
+        made = httpx.Client(base_url=forge.handle.api_url, headers=headers, timeout=30)
+        clients.append(made)
+        return made
+
+    yield client
+    for made in clients:
+        made.close()

@@ -4,31 +4,14 @@ fields, the pending-review life cycle, GitHub's error shapes and the smaller rou
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
-import pytest
 
 from tests.conftest import git
 from tests.localforge.conftest import Forge, Receiver
 
 FULL = "application/vnd.github.v3.full+json"
-
-
-@pytest.fixture
-def api(forge: Forge) -> Iterator[Any]:
-    clients: list[httpx.Client] = []
-
-    def client(user: str = "alice") -> httpx.Client:
-        headers = {"Authorization": f"token {forge.tokens[user]}"}
-        made = httpx.Client(base_url=forge.handle.api_url, headers=headers, timeout=30)
-        clients.append(made)
-        return made
-
-    yield client
-    for made in clients:
-        made.close()
 
 
 def _pull(forge: Forge, api: Any) -> tuple[str, dict[str, Any]]:
