@@ -218,10 +218,12 @@ class Graph:
     def threads(self, pull: Pull, repo: Repo) -> list[Obj]:
         """One thread per top-level inline comment, with its replies, oldest first."""
         comments = self.svc.reviews.listing(self.ctx, repo, pull, {}, None)
-        roots = [c for c in comments if c.in_reply_to is None]
+        present = {c.id for c in comments}
+        # a reply whose parent was deleted carries the thread on, as on GitHub
+        roots = [c for c in comments if c.in_reply_to not in present]
         replies: dict[int, list[ReviewComment]] = {}
         for comment in comments:
-            if comment.in_reply_to is not None:
+            if comment.in_reply_to is not None and comment.in_reply_to in present:
                 replies.setdefault(comment.in_reply_to, []).append(comment)
         return [self.thread(root, [root, *replies.get(root.id, [])], pull, repo) for root in roots]
 
