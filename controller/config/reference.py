@@ -29,6 +29,10 @@ from controller.config.spec import Spec
 from controller.config.template import render_template
 from controller.config.units import Tolerance, duration_value, size_value, tolerance_value
 
+# Not a real folder: the example must not depend on where the generator runs (``crucible init`` reads the
+# branch a folder has checked out).
+EXAMPLE_REPO = Path("/nonexistent-crucible-example/router")
+
 __all__ = ["DOCS", "Key", "keys", "problems", "render", "scalar_keys"]
 
 
@@ -239,7 +243,7 @@ def render() -> str:
         if any(k.table == key.path and _model_of(k.field.annotation)[0] is None for k in keys()):
             lines.append(header)
     lines += ["", "## A complete example", "", EXAMPLE_INTRO.strip(), "", "```toml"]
-    lines += [render_template(Path("router")).rstrip(), "```"]
+    lines += [render_template(EXAMPLE_REPO).rstrip(), "```"]
     return "\n".join(lines) + "\n"
 
 
