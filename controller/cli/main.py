@@ -28,6 +28,7 @@ from controller.domain.enums import RunStatus
 from controller.domain.errors import CrucibleError, NotFoundError, RefusedError, SpecError
 from controller.services.context import Detached
 from controller.services.dryrun import dry_run
+from controller.services.feedback_hub import FeedbackHub
 from controller.services.loop import Handover, LoopResult, run_loop
 from controller.services.patching import accept, patch_text
 from controller.services.publish import Publisher, resume_pull
@@ -208,9 +209,7 @@ def loop(
     undo = _interrupts_cancel(ctx.executor.cancel, ctx.detach, ctx.wakeup)
     try:
         if watch_feedback and publisher is not None:
-            result = _watching(
-                store, publisher, listen, live_steer, ctx.wakeup, lambda then: run_loop(ctx, then=then)
-            )
+            result = _watching(store, publisher, listen, live_steer, lambda then: run_loop(ctx, then=then))
         else:
             result = run_loop(ctx)
     except Detached:
@@ -225,14 +224,16 @@ def _watching(
     publisher: Publisher,
     listen: str | None,
     live_steer: bool,
-    wakeup: threading.Event,
     drive: Callable[[Handover], LoopResult],
 ) -> LoopResult:
     """``drive`` the run with the feedback watch as its handover: round 0, then refinement rounds
     from feedback until the PRs close or a budget stops the run; with ``listen``, webhooks are
     served meanwhile (a delivery wakes the run)."""
     own = [login for login in os.environ.get("CRUCIBLE_OWN_LOGINS", "").split(",") if login]
-    watch = Watch(forge=publisher.forge, own_logins=own, live_steer=live_steer)
+    # The process's intake; with one run it is the degenerate case of the server's (no thread of its
+    # own: the run's watch pumps it, and a webhook wakes the run).
+    hub = FeedbackHub(store, own_logins=own)
+    watch = Watch(forge=publisher.forge, own_logins=own, live_steer=live_steer, hub=hub)
 
     def then(context: Any, searched: LoopResult) -> LoopResult:
         click.echo(f"{searched.message}; now watching the pull requests for feedback", err=True)
@@ -249,7 +250,7 @@ def _watching(
         click.echo(
             "warning: CRUCIBLE_WEBHOOK_SECRET is not set: the endpoint refuses every delivery", err=True
         )
-    with webhook_server(store, secret, host, port, wakeup.set) as url:
+    with webhook_server(store, secret, host, port, hub.wake) as url:
         click.echo(f"webhooks: {url}/webhooks/github", err=True)
         return drive(then)
 
@@ -458,7 +459,7 @@ def resume_cmd(run_id: str, as_json: bool) -> None:
         if options.get("watch_feedback") and publisher is not None:
             listen = options.get("listen")
             live = bool(options.get("live_steer"))
-            result = _watching(store, publisher, str(listen) if listen else None, live, wakeup, drive)
+            result = _watching(store, publisher, str(listen) if listen else None, live, drive)
         else:
             result = drive(None)
     except Detached:

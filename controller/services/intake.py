@@ -24,8 +24,11 @@ log = logging.getLogger(__name__)
 BATCH = 100
 
 
-def process_deliveries(store: Store, *, own_logins: Collection[str] = ()) -> int:
-    """Process every pending delivery (oldest first) and mark it processed; returns how many.
+def process_deliveries(
+    store: Store, *, own_logins: Collection[str] = (), touched: set[str] | None = None
+) -> int:
+    """Process every pending delivery (oldest first) and mark it processed; returns how many, and
+    adds to ``touched`` the runs that got new feedback or a PR state from them.
 
     Feedback on a PR crucible published becomes feedback items of that PR's run (the newest run if
     several published the same PR); a ``pull_request`` closed/reopened updates the stored PR state and
@@ -36,7 +39,9 @@ def process_deliveries(store: Store, *, own_logins: Collection[str] = ()) -> int
     done = 0
     while batch := store.pending_deliveries(limit=BATCH):
         for delivery in batch:
-            _process(store, delivery, own_logins)
+            runs = _process(store, delivery, own_logins)
+            if touched is not None:
+                touched.update(runs)
             store.mark_delivery_processed(delivery.id)
             done += 1
     return done
@@ -65,33 +70,39 @@ def ingest(
     return added
 
 
-def _process(store: Store, delivery: DeliveryRecord, own_logins: Collection[str]) -> None:
+def _process(store: Store, delivery: DeliveryRecord, own_logins: Collection[str]) -> set[str]:
+    """Route one delivery to the runs that published its PR; returns those runs."""
     try:
         events = parse_feedback(delivery.event, delivery.payload)
         pull_state = parse_pull_state(delivery.event, delivery.payload)
     except PayloadError as exc:
         log.warning("delivery %s (%s): ignored, %s", delivery.id, delivery.event, exc)
-        return
+        return set()
+    runs: set[str] = set()
     for event in events:
         pull = store.pull_by_number(event.repo, event.pr_number)
-        if pull is not None:
-            ingest(store, pull.run_id, pull.component, [event], own_logins)
+        if pull is not None and ingest(store, pull.run_id, pull.component, [event], own_logins):
+            runs.add(pull.run_id)
     if pull_state is not None:
-        apply_pull_state(store, *pull_state, delivery_id=delivery.id)
+        owner = apply_pull_state(store, *pull_state, delivery_id=delivery.id)
+        if owner is not None:
+            runs.add(owner)
+    return runs
 
 
 def apply_pull_state(
     store: Store, repo: str, number: int, state: str, merged: bool, *, delivery_id: str | None
-) -> None:
+) -> str | None:
     """Record that PR ``number`` of ``repo`` is open or closed, as a webhook delivery (its id) or
     the poller (``delivery_id`` None) saw it; a close appends ``PR_CLOSED`` once, whoever saw it
-    first. PRs crucible did not publish are ignored."""
+    first. PRs crucible did not publish are ignored. Returns the run that owns the PR, if any."""
     pull = store.pull_by_number(repo, number)
     if pull is None:
-        return
+        return None
     event = None
     if state == "closed":
         payload = {"component": pull.component, "repo": repo, "number": number, "merged": merged}
         seen_by = {"delivery": delivery_id} if delivery_id is not None else {"seen_by": "poller"}
         event = (EventKind.PR_CLOSED, {**payload, **seen_by})
     store.set_pull_state(pull.run_id, pull.component, state, event=event)
+    return pull.run_id

@@ -1,9 +1,12 @@
 """``--watch-feedback``: after round 0, keep the run alive for refinement rounds until the PRs close.
 
 Feedback arrives two ways and lands in the same durable, de-duplicated store: webhook deliveries
-(stored by the API edge, processed here) and a poller reading repository-wide comment lists with
-ETags, so a lost webhook delays feedback by at most one poll interval. Each new item gets a trust
-verdict; trusted items are batched into rounds (``rounds.py``).
+(stored by the API edge) and a poller reading repository-wide comment lists with ETags, so a lost
+webhook delays feedback by at most one poll interval. Both are the process's ``FeedbackHub``'s
+business (one poller per forge client, shared by every watching run, routing by PR); the watch of
+one run subscribes to it, gives each new item of its run a trust verdict, and batches trusted items
+into rounds (``rounds.py``). The run's phase says where it is: a run resumed while watching goes on
+watching, one resumed in a round finishes that round first.
 """
 
 from __future__ import annotations
@@ -17,9 +20,8 @@ from controller.domain.enums import RunPhase, StopReason
 from controller.engine.candidate import clean_feedback
 from controller.forge.base import FeedbackEvent, Forge
 from controller.services.context import RunContext
-from controller.services.intake import apply_pull_state, ingest, process_deliveries
+from controller.services.feedback_hub import FeedbackHub
 from controller.services.loop import LoopResult, budgets_of, finish
-from controller.services.poller import Poller
 from controller.services.rounds import current_versions, ready_batches, resume_round, run_round
 from controller.services.trust import TrustPolicy
 from controller.store.records import FeedbackRecord
@@ -37,6 +39,8 @@ class Watch:
     live_steer: bool = False  # append feedback arriving mid-round to CRUCIBLE_STEER_FILE
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
     sleep_until_woken: Callable[[threading.Event, float], bool] = lambda event, timeout: event.wait(timeout)
+    # The process's shared intake (``feedback_hub``); None: a private one for this run alone.
+    hub: FeedbackHub | None = None
 
 
 def _event_of(item: FeedbackRecord, repo: str) -> FeedbackEvent:
@@ -95,49 +99,51 @@ def watch_feedback(ctx: RunContext, searched: LoopResult, watch: Watch) -> LoopR
         resume_round(ctx)  # a crash or a cancel cut it off; the budget check below sees a cancel
     else:
         ctx.store.set_phase(ctx.run_id, RunPhase.WATCHING)
-    # The PRs to watch are synced from the store before every poll (_collect).
-    poller = Poller(
-        watch.forge.feedback_reader(), repos={p.repo for p in pulls}, clock=lambda: watch.clock().timestamp()
+    hub = watch.hub or FeedbackHub(
+        ctx.store, own_logins=watch.own_logins, clock=lambda: watch.clock().timestamp()
     )
+    # The hub reads the run's PRs from the store before every poll (a round may open one more).
+    hub.subscribe(
+        ctx.run_id, watch.forge, interval_s=feedback.poll_interval, wakeup=ctx.wakeup, poll=watch.poll
+    )
+    try:
+        return _watch(ctx, watch, hub, trust)
+    finally:
+        hub.unsubscribe(ctx.run_id)
+
+
+def _watch(ctx: RunContext, watch: Watch, hub: FeedbackHub, trust: TrustPolicy) -> LoopResult:
+    feedback = ctx.spec.feedback
+    assert feedback is not None
     while True:
+        # Cleared before looking, so whatever arrives from here on wakes the wait below.
+        ctx.wakeup.clear()
         stop = _budget_stop(ctx, watch, feedback.max_rounds)
         if stop is not None:
             return finish(ctx, *stop)
-        _collect(ctx, watch, poller, trust, feedback.poll_interval)
+        _collect(ctx, hub, trust)
         if _closed(ctx):
             return finish(ctx, StopReason.FEEDBACK_CLOSED, "stopped: the pull requests were closed")
         waiting = current_versions(ctx.store.list_feedback(ctx.run_id))
         batches = ready_batches(waiting, watch.clock(), feedback.quiet_window)
         if batches:
             if watch.live_steer:
-                with _LiveSteer(ctx, watch, poller, trust, batches[0].component, feedback.poll_interval):
+                with _LiveSteer(ctx, hub, trust, batches[0].component, feedback.poll_interval):
                     run_round(ctx, batches[0])
             else:
                 run_round(ctx, batches[0])
             continue
-        ctx.wakeup.clear()
-        if ctx.executor.cancel.is_set():
-            continue  # a cancel or a shutdown that came in since the budget check
-        # A webhook delivery, a cancel or a shutdown wakes the watch early (ctx.wakeup); otherwise
-        # look again when the next poll is due, but at least every poll interval (quiet windows and
-        # budgets run out meanwhile).
-        pause = poller.wait(feedback.poll_interval) if watch.poll else feedback.poll_interval
+        # News for the run (a webhook, a poll), a cancel or a shutdown wakes the watch early
+        # (ctx.wakeup); otherwise look again when the next poll is due, but at least every poll
+        # interval (quiet windows and budgets run out meanwhile).
+        pause = hub.next_poll_in() if watch.poll else feedback.poll_interval
         watch.sleep_until_woken(ctx.wakeup, max(MIN_PAUSE, min(feedback.poll_interval, pause)))
 
 
-def _collect(ctx: RunContext, watch: Watch, poller: Poller, trust: TrustPolicy, interval: float) -> None:
-    """Bring in what webhooks stored and, when a poll is due, what the poller sees (feedback and
-    closed PRs); judge every new item."""
-    process_deliveries(ctx.store, own_logins=watch.own_logins)
-    if watch.poll and poller.due(interval):
-        for record in ctx.store.list_pulls(ctx.run_id):  # a round may have opened one more PR
-            poller.watch(record.repo, record.number)
-        for event in poller.poll():
-            owner = ctx.store.pull_by_number(event.repo, event.pr_number)
-            if owner is not None and owner.run_id == ctx.run_id:
-                ingest(ctx.store, ctx.run_id, owner.component, [event], own_logins=watch.own_logins)
-        for repo, pull in poller.pull_changes():
-            apply_pull_state(ctx.store, repo, pull.number, pull.state, pull.merged, delivery_id=None)
+def _collect(ctx: RunContext, hub: FeedbackHub, trust: TrustPolicy) -> None:
+    """Bring in what webhooks stored and, when a poll is due, what the poller sees (the hub routes
+    it to the runs by PR); judge every new item of this run."""
+    hub.pump()
     _judge(ctx, trust)
 
 
@@ -146,15 +152,9 @@ class _LiveSteer:
     is appended to CRUCIBLE_STEER_FILE (quoted, like CANDIDATE.md) and consumed by the running round."""
 
     def __init__(
-        self,
-        ctx: RunContext,
-        watch: Watch,
-        poller: Poller,
-        trust: TrustPolicy,
-        component: str,
-        interval: float,
+        self, ctx: RunContext, hub: FeedbackHub, trust: TrustPolicy, component: str, interval: float
     ) -> None:
-        self.ctx, self.watch, self.poller, self.trust = ctx, watch, poller, trust
+        self.ctx, self.hub, self.trust = ctx, hub, trust
         self.component, self.interval = component, interval
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, name="crucible-live-steer", daemon=True)
@@ -175,8 +175,11 @@ class _LiveSteer:
                 self.ctx.observer.warn(f"live steer: {error}")
 
     def tick(self) -> None:
-        _collect(self.ctx, self.watch, self.poller, self.trust, self.interval)
-        round_number = self.ctx.store.get_run(self.ctx.run_id).round
+        _collect(self.ctx, self.hub, self.trust)
+        run = self.ctx.store.get_run(self.ctx.run_id)
+        if run.phase is not RunPhase.ROUND:
+            return  # the round has not started yet: its own batch is not assigned to it yet
+        round_number = run.round
         fresh = [
             i
             for i in current_versions(self.ctx.store.list_feedback(self.ctx.run_id))
