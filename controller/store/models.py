@@ -319,6 +319,8 @@ class PullRequestRow(Base):
     draft: Mapped[bool] = mapped_column(sa.Boolean)
     state: Mapped[str] = mapped_column(sa.String(16))
     paused: Mapped[bool] = mapped_column(sa.Boolean)
+    published_value: Mapped[float | None] = mapped_column(sa.Double)
+    note: Mapped[str | None] = mapped_column(sa.Text)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
 
     def to_record(self) -> PullRecord:
@@ -335,6 +337,8 @@ class PullRequestRow(Base):
             draft=self.draft,
             state=self.state,
             paused=self.paused,
+            published_value=self.published_value,
+            note=self.note,
         )
 
 

@@ -81,6 +81,8 @@ class PullsAndFeedback:
                 "draft",
                 "state",
                 "paused",
+                "published_value",
+                "note",
             ):
                 setattr(row, name, getattr(rec, name))
             row.updated_at = self._now()

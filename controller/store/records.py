@@ -171,8 +171,11 @@ class ChampionUpdate:
 class PullRecord:
     """One draft PR per (run, component): where it is and what crucible last pushed to it.
 
-    ``pushed_sha`` is the commit crucible pushed last; a branch head that differs from it means
-    someone else pushed (a foreign push). ``base_sha`` is the base the PR's diff is relative to.
+    ``pushed_sha`` is the commit crucible pushed last (or adopted: a head someone else pushed); a
+    branch head that differs from it means someone else pushed (a foreign push). ``base_sha`` is the
+    base the PR's diff is relative to. ``published_value`` is the metric crucible measured for
+    ``pushed_sha`` (None for a head nobody measured, such as an adopted one); ``note`` says why the PR
+    does not show the run's best, when it does not (``needs merge: <paths>``, paused, ...).
     """
 
     run_id: str
@@ -187,6 +190,8 @@ class PullRecord:
     draft: bool = True
     state: str = "open"
     paused: bool = False
+    published_value: float | None = None
+    note: str | None = None
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,17 @@ def test_save_pull_inserts_then_updates(store: Store) -> None:
     assert pulls == [_pull(head_sha="c" * 40, pushed_sha="c" * 40, paused=True)]
 
 
+def test_the_published_value_and_the_note_are_kept_and_cleared(store: Store) -> None:
+    store.create_run(new_run())
+    store.add_component(component())
+    store.save_pull(_pull(published_value=43.0, note="needs merge: src/a.py: nothing was pushed"))
+    [held] = store.list_pulls("r1")
+    assert (held.published_value, held.note) == (43.0, "needs merge: src/a.py: nothing was pushed")
+    store.save_pull(_pull(pushed_sha="c" * 40))
+    [caught_up] = store.list_pulls("r1")
+    assert (caught_up.published_value, caught_up.note) == (None, None)
+
+
 def test_list_pulls_follows_component_order_and_needs_a_run(store: Store) -> None:
     store.create_run(new_run())
     store.add_component(component("b"))
