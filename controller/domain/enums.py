@@ -197,6 +197,7 @@ class EventKind(StrEnum):
     NO_CHANGE = "no_change"
     PUBLISHED = "published"
     BASE_FOLLOWED = "base_followed"
+    BUILT_ON_ADOPTED = "built_on_adopted"
     FEEDBACK_RECEIVED = "feedback_received"
     ROUND_STARTED = "round_started"
     ROUND_FINISHED = "round_finished"

@@ -285,6 +285,19 @@ class Store(PullsAndFeedback, ProcessGroups, Leases):
             row.head_sha = head_sha
             append_event_row(s, run_id, EventKind.BASE_FOLLOWED, event, self._now())
 
+    def build_on_adopted(
+        self, run_id: str, name: str, *, head_sha: str, value: float, event: Mapping[str, Any]
+    ) -> None:
+        """Record that a component's champion is now ``head_sha``: the champion applied onto a head
+        someone else pushed, measured there at ``value`` (kept in ``extra["head_value"]``, since no
+        turn measured that commit). One transaction with the BUILT_ON_ADOPTED event."""
+        with self._session() as s:
+            lock_run(s, run_id)
+            row = get_component_row(s, run_id, name)
+            row.extra = {**row.extra, "head_value": {"sha": head_sha, "value": value}}
+            row.head_sha = head_sha
+            append_event_row(s, run_id, EventKind.BUILT_ON_ADOPTED, event, self._now())
+
     def update_component_extra(self, run_id: str, name: str, extra: Mapping[str, Any]) -> None:
         """Merge ``extra`` into the component's extra (shallow: given keys replace stored ones)."""
         with self._session() as s:

@@ -313,6 +313,10 @@ class Checkout:
             args += ["-p", parent]
         return run_git([*args, "-F", "-"], self.path, env=_commit_env(), input=message.encode("utf-8"))
 
+    def author_name(self, sha: str) -> str:
+        """The author name recorded in commit ``sha`` (as written by whoever made it)."""
+        return run_git(["log", "-1", "--format=%an", sha, "--"], self.path)
+
     def set_ref(self, name: str, sha: str) -> None:
         """Point ``name`` (which must start with ``refs/crucible/``) at ``sha`` in the clone."""
         if not name.startswith(CRUCIBLE_REF_PREFIX):
