@@ -152,12 +152,14 @@ def spec_toml(
     measured: str = "src/value.txt",
     interleave: bool = False,
     tail: str = "",
+    metric: str | None = None,
 ) -> str:
     """crucible.toml for a run that lowers the number in ``measured`` and publishes to ``api_url``.
 
     One noiseless sample per measurement, so every keep is decided by the agent alone; ``tail`` is TOML
-    appended after ``[publish]`` (e.g. a ``[feedback]`` table).
+    appended after ``[publish]`` (e.g. a ``[feedback]`` table); ``metric`` replaces the metric command.
     """
+    command = metric or f"echo METRIC value=$(cat {measured})"
     head = f"""\
 objective = "{objective}"
 turns = {turns}
@@ -166,7 +168,7 @@ command = "sh {agent}"
 [sandbox]
 mode = "none"
 [metric]
-command = "echo METRIC value=$(cat {measured})"
+command = "{command}"
 name = "value"
 samples = 1
 warmups = 0

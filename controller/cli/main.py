@@ -341,6 +341,11 @@ def runs_show(run_id: str, as_json: bool, events: bool, tsv: bool) -> None:
     for pull in view["pull_requests"]:
         state = "paused" if pull["paused"] else ("draft" if pull["draft"] else pull["state"])
         click.echo(f"pull request {pull['component']}: #{pull['number']} ({state}) {pull['url']}")
+        value = "-" if pull["published_value"] is None else f"{pull['published_value']:.6g}"
+        best = "-" if view["best"] is None else f"{view['best']['value']:.6g}"
+        click.echo(f"  published head {pull['head_sha'][:12]} value {value}; the run's best {best}")
+        if pull["note"]:
+            click.echo(f"  {pull['note']}")
     for item in view["feedback"]:
         where = f" {item['path']}:{item['line']}" if item["path"] else ""
         verdict = item["verdict"] or "pending"

@@ -95,7 +95,7 @@ keep_ignored = [".venv", "target", "node_modules"]   # ignored caches kept acros
 #quiet_window = "90s"            # lone comments are batched until this much quiet
 #max_rounds = 5
 #trusted_bots = []               # bot logins allowed to steer, besides writers of the repo
-#on_foreign_push = "adopt"       # adopt | pause
+#on_foreign_push = "adopt"       # adopt (build later results on a person's push) | pause (stop writing)
 """
 
 

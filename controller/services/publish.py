@@ -5,8 +5,10 @@ For every component whose champion differs from its base: push the champion to `
 draft against the base branch, and rewrite crucible's block of its body. Everything is idempotent:
 publishing twice creates nothing new, and a crash anywhere is repaired by publishing again, because
 every step first looks at what exists on the forge. A branch head that is not what crucible pushed
-last is a foreign push: crucible stops writing to that PR (``on_foreign_push`` decides what the next
-round starts from) and says so in the body.
+last is a foreign push. With ``on_foreign_push = "adopt"`` it joins the PR's lineage: later champions
+are applied onto it (``drift.build_on_adopted``) and pushed as fast-forwards, or, on a conflict, held
+back with ``needs merge``; with ``"pause"`` crucible stops writing to that PR. The PR record keeps the
+value crucible measured for what it published and a note whenever the PR does not show the run's best.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from controller.domain.errors import ConflictError, CrucibleError, NotFoundError
 from controller.engine.prbody import Point, PullFacts, Sibling, merge_body
 from controller.forge.base import Forge, ForgeError, PullInfo
 from controller.services.context import RunContext
-from controller.services.drift import follow_upstream
+from controller.services.drift import author_of, build_on_adopted, follow_upstream
 from controller.store.records import PullRecord
 from controller.workspace.git import is_ancestor
 from controller.workspace.push import PushRejected, fetch_commit, push_commit
@@ -133,6 +135,8 @@ class _Plan:
     notes: list[str]
     known: PullRecord | None
     skip: bool = False
+    value: float | None = None  # what crucible measured for ``pushed`` (None: nobody measured it)
+    held: str | None = None  # why the PR does not show the run's best, when it does not
 
 
 class Publisher:
@@ -152,7 +156,7 @@ class Publisher:
             if head == ctx.base_shas[name] and name not in known:
                 continue  # nothing to show for this component yet
             try:
-                plans.append(self._push_and_open(ctx, target, head, known.get(name)))
+                plans.append(self._push_and_open(ctx, target, known.get(name)))
             except CrucibleError as exc:  # one component's failure must not hide the others' PRs
                 failures.append(f"{name}: {exc}")
         links = [Sibling(p.target.component.name, p.pull.number, p.pull.url) for p in plans]
@@ -164,7 +168,7 @@ class Publisher:
             raise ForgeError("publishing failed for " + "; ".join(failures))
         return records
 
-    def _push_and_open(self, ctx: RunContext, target: Target, head: str, known: PullRecord | None) -> _Plan:
+    def _push_and_open(self, ctx: RunContext, target: Target, known: PullRecord | None) -> _Plan:
         name = target.component.name
         branch = branch_name(ctx.run_id)
         notes: list[str] = []
@@ -173,40 +177,85 @@ class Publisher:
             pull = self.forge.get_pull(target.upstream, known.number)
             return _Plan(target, pull, known.pushed_sha, True, notes, known, skip=True)
         remote = self.forge.branch_sha(target.push_repo, branch)
-        adopted = self._adopted(ctx, name)
-        if adopted is None and (known is None or remote in (None, known.pushed_sha)):
-            follow_upstream(ctx, self.forge, target.component, notes)
-            head = ctx.champion_heads[name]
-        paused = False
-        foreign = known is not None and remote is not None and remote not in (known.pushed_sha, adopted)
-        if foreign and remote is not None:
-            if self._foreign_policy(ctx) == "pause":
-                paused = True
-                notes.append(
-                    f"someone else pushed {remote[:12]} to {branch}; crucible stopped writing to this PR "
-                    f"until `crucible runs resume-pr {ctx.run_id} {name}` (on_foreign_push = pause)"
-                )
-            else:
-                adopted = self.adopt(ctx, target, name, remote)
-        if adopted is not None:
-            notes.append(
-                f"adopted {adopted[:12]}, pushed by someone else: crucible never rewrites it, and the next "
-                "refinement round starts from it; candidates that do not build on it are not pushed"
-            )
-        pushed = known.pushed_sha if known else head
+        adopted, paused = self._settle(ctx, target, known, remote, notes)
         clone = ctx.checkout("candidate", name).path
-        builds_on_adopted = adopted is None or is_ancestor(clone, adopted, head)
+        pushed = known.pushed_sha if known else ctx.champion_heads[name]
+        value = known.published_value if known else None
+        held: str | None = None
+        may_push = not paused
+        if paused:
+            held = (
+                f"paused after someone else pushed {str(remote)[:12]}: crucible writes nothing to this PR "
+                f"until `crucible runs resume-pr {ctx.run_id} {name}`"
+            )
+        elif adopted is not None:
+            if remote == adopted and pushed != adopted:
+                pushed, value = adopted, None  # the branch is theirs now: nobody measured it
+            lineage = build_on_adopted(ctx, name, adopted, notes)
+            may_push, held = lineage.builds_on, lineage.held
+            notes.append(self._adopted_note(ctx, name, adopted, branch))
+        head = ctx.champion_heads[name]
         if remote == head:
-            pushed = head
-        elif not paused and builds_on_adopted:
+            if pushed != head:
+                pushed, value = head, self._value_of(ctx, name, head, adopted)
+        elif may_push:
             repo = self.forge.repo(target.push_repo)
             try:
                 push_commit(clone, repo.clone_url, head, branch, self.forge.git_auth_env(target.push_repo))
-                pushed = head
+                pushed, value = head, self._value_of(ctx, name, head, adopted)
             except PushRejected:
-                notes.append(f"the branch {branch} moved under crucible; nothing was pushed")
+                held = f"the branch {branch} moved under crucible; nothing was pushed"
+                notes.append(held)
         pull = self._find_or_create(ctx, target, branch, pushed, notes)
-        return _Plan(target, pull, pushed, paused, notes, known)
+        return _Plan(target, pull, pushed, paused, notes, known, value=value, held=held)
+
+    def _settle(
+        self, ctx: RunContext, target: Target, known: PullRecord | None, remote: str | None, notes: list[str]
+    ) -> tuple[str | None, bool]:
+        """Follow a moved base when the branch is crucible's, adopt or pause on a foreign push;
+        return the adopted head (if any) and whether the PR is now paused."""
+        name = target.component.name
+        branch = branch_name(ctx.run_id)
+        adopted = self._adopted(ctx, name)
+        clone = ctx.checkout("candidate", name).path
+        ours = known is None or remote in (None, known.pushed_sha)
+        if ours and (adopted is None or is_ancestor(clone, adopted, ctx.champion_heads[name])):
+            follow_upstream(ctx, self.forge, target.component, notes)
+        if known is None or remote is None or remote in (known.pushed_sha, adopted):
+            return adopted, False
+        if self._foreign_policy(ctx) == "pause":
+            notes.append(
+                f"someone else pushed {remote[:12]} to {branch}; crucible stopped writing to this PR "
+                f"until `crucible runs resume-pr {ctx.run_id} {name}` (on_foreign_push = pause)"
+            )
+            return adopted, True
+        return self.adopt(ctx, target, name, remote), False
+
+    @staticmethod
+    def _adopted_note(ctx: RunContext, name: str, adopted: str, branch: str) -> str:
+        who = author_of(ctx, name, adopted)
+        head = ctx.champion_heads[name]
+        if head != adopted and is_ancestor(ctx.checkout("candidate", name).path, adopted, head):
+            return (
+                f"built on {who}'s commit {adopted[:12]}, pushed to {branch} by someone else: crucible "
+                "never rewrites it and applies every later result onto it"
+            )
+        return (
+            f"adopted {adopted[:12]}, {who}'s commit pushed to {branch} by someone else: crucible never "
+            "rewrites it, applies every later result onto it, and the next refinement round starts from it"
+        )
+
+    @staticmethod
+    def _value_of(ctx: RunContext, name: str, sha: str, adopted: str | None) -> float | None:
+        """What crucible measured for ``sha``, the champion head being pushed: its re-measured value
+        when it was applied onto another commit, else the run's champion value."""
+        if sha == adopted:
+            return None  # a head someone else pushed: no turn measured it
+        comp = next(c for c in ctx.store.list_components(ctx.run_id) if c.name == name)
+        measured = comp.extra.get("head_value")
+        if isinstance(measured, dict) and measured.get("sha") == sha:
+            return float(measured["value"])
+        return ctx.store.get_run(ctx.run_id).champion_value
 
     def _adopted(self, ctx: RunContext, name: str) -> str | None:
         for comp in ctx.store.list_components(ctx.run_id):
@@ -247,12 +296,13 @@ class Publisher:
             draft=pull.draft,
             state=pull.state,
             paused=plan.paused,
+            published_value=plan.value,
+            note=_note(ctx, plan),
         )
         ctx.store.save_pull(record)
         if plan.known is None or plan.known.pushed_sha != plan.pushed:
-            value = ctx.store.get_run(ctx.run_id).champion_value
             payload = {"component": name, "number": pull.number, "url": pull.url, "head_sha": plan.pushed}
-            payload["value"] = value
+            payload["value"] = plan.value
             ctx.store.append_event(ctx.run_id, EventKind.PUBLISHED, payload)
         return record
 
@@ -280,6 +330,16 @@ class Publisher:
         return ctx.spec.feedback.on_foreign_push if ctx.spec.feedback else "adopt"
 
 
+def _note(ctx: RunContext, plan: _Plan) -> str | None:
+    """The sentence the PR record carries when the PR does not show the run's best, and why."""
+    best = ctx.champion_heads[plan.target.component.name]
+    if plan.pushed == best and not plan.paused:
+        return None
+    if plan.held:
+        return plan.held
+    return f"the PR head {plan.pushed[:12]} is not the run's best {best[:12]}"
+
+
 def resume_pull(ctx: RunContext, publisher: Publisher, component: str) -> PullRecord:
     """Lift a ``pause``: adopt whatever now heads the PR branch (never rewritten) and write again.
 
@@ -294,6 +354,7 @@ def resume_pull(ctx: RunContext, publisher: Publisher, component: str) -> PullRe
     pushed = record.pushed_sha
     if remote is not None and remote != record.pushed_sha:
         pushed = publisher.adopt(ctx, target, component, remote)
-    ctx.store.save_pull(replace(record, paused=False, pushed_sha=pushed))
+    value = record.published_value if pushed == record.pushed_sha else None
+    ctx.store.save_pull(replace(record, paused=False, pushed_sha=pushed, published_value=value))
     publisher.publish(ctx)
     return next(p for p in ctx.store.list_pulls(ctx.run_id) if p.component == component)

@@ -18,6 +18,7 @@ from controller.engine.candidate import FeedbackQuote
 from controller.services.context import RoundRule, RunContext
 from controller.services.turn import notify_champion, run_turn
 from controller.store.records import FeedbackRecord
+from controller.workspace.git import is_ancestor
 
 
 @dataclass(frozen=True)
@@ -140,10 +141,15 @@ def draft_reply(item: FeedbackRecord, kept: bool, head: str | None, detail: str,
 def start_from_adopted(ctx: RunContext, component: str) -> None:
     """With ``on_foreign_push = "adopt"``, a head someone else pushed is where the next round starts:
     it becomes the champion of that component (every round turn re-measures it beside the candidate,
-    and it is never rewritten: round commits build on top of it)."""
+    and it is never rewritten: round commits build on top of it). A champion that publishing already
+    applied onto it descends from it and stays; one that could not be applied (``needs merge``) is
+    set aside, since the round's feedback is about the PR's code."""
     comp = next((c for c in ctx.store.list_components(ctx.run_id) if c.name == component), None)
     adopted = comp.extra.get("adopted_head") if comp else None
-    if not adopted or ctx.champion_heads.get(component) == adopted:
+    if not adopted:
+        return
+    champion = ctx.champion_heads[component]
+    if is_ancestor(ctx.checkout("candidate", component).path, str(adopted), champion):
         return
     heads = {**ctx.champion_heads, component: str(adopted)}
     ctx.ensure_arm("candidate", heads)

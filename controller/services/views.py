@@ -81,6 +81,8 @@ def run_view(settings: Settings, store: Store, run_id: str, *, with_diffs: bool 
                 "head_sha": p.pushed_sha,
                 "state": p.state,
                 "paused": p.paused,
+                "published_value": p.published_value,
+                "note": p.note,
             }
             for p in store.list_pulls(run_id)
         ],

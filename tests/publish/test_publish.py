@@ -116,6 +116,8 @@ def test_kept_candidate_becomes_one_draft_pr_with_the_exact_diff(world: World) -
             "head_sha": champion,
             "state": "open",
             "paused": False,
+            "published_value": 5.0,
+            "note": None,
         }
     ]
     kinds = [e.kind for e in store.list_events(run_id)]
