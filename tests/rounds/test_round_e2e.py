@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from controller.domain.enums import EventKind
+from controller.services.context import RunContext
 from controller.services.loop import LoopResult, run_loop
 from controller.services.publish import Publisher, branch_name
 from controller.services.views import feedback_view
@@ -73,12 +75,25 @@ def _review_round(
     forge: AppForge,
     agent: str,
     before_review: Callable[[str, str], None] | None = None,
+    once_the_round_started: Callable[[str, str], None] | None = None,
 ) -> tuple[str, Store, Path, dict[str, object], LoopResult]:
-    """Publish round 0, have bob review (3 inline comments) and mallory comment, watch one round."""
+    """Publish round 0, have bob review (3 inline comments) and mallory comment, watch one round.
+
+    ``before_review`` runs before the review is posted, ``once_the_round_started`` right after the
+    round's first publish (before any of its turns), both with the run id and the PR branch."""
     handle = forge.handle
     run = start_run(tmp_path, handle.api_url, review_round_spec(write_agent(tmp_path, agent), handle.api_url))
     store, run_id, client = run.store, run.run_id, run.client
-    ctx = run.context(Publisher(client))
+    ctx = run.context()
+    publisher = Publisher(client)
+    reviewed: list[str] = []
+
+    def publish(context: RunContext) -> None:
+        publisher.publish(context)
+        if reviewed and once_the_round_started is not None:
+            once_the_round_started(run_id, reviewed.pop())
+
+    ctx.on_champion = publish
     seen: dict[str, object] = {}
     clock = [datetime.now(UTC)]
 
@@ -106,6 +121,7 @@ def _review_round(
         )
         bob.close()
         mallory.close()
+        reviewed.append(record.branch)
         watch = Watch(forge=client, own_logins=["alice"], clock=lambda: clock[0])
 
         def sleep(event: object, timeout: float) -> bool:
@@ -182,3 +198,33 @@ def test_a_round_starts_from_an_adopted_foreign_push(tmp_path: Path, forge: AppF
     clone = home / "runs" / run_id / "arms" / "candidate" / "app"
     assert git(clone, "show", f"{head.sha}:src/bob.txt") == "bob was here"
     assert store.list_components(run_id)[0].extra["adopted_head"] == pushed["sha"]
+
+
+def test_a_round_result_is_built_on_a_push_made_while_the_round_ran(tmp_path: Path, forge: AppForge) -> None:
+    pushed: dict[str, str] = {}
+
+    def bob_pushes(run_id: str, branch: str) -> None:
+        work = clone_as("bob", f"{forge.handle.url}/alice/app.git", tmp_path / "bob")
+        git(work, "checkout", "-q", branch)
+        (work / "src" / "bob.txt").write_text("bob was here\n")
+        pushed["sha"] = commit_and_push(work, "bob", branch, "bob's fix")
+
+    run_id, store, home, _seen, result = _review_round(
+        tmp_path, forge, REVIEW_AGENT, once_the_round_started=bob_pushes
+    )
+
+    assert result.stop_reason == "max_rounds", result.message
+    repo = forge.alice.get_repo("alice/app")
+    head = repo.get_branch(branch_name(run_id)).commit
+    [built] = [e for e in store.list_events(run_id) if e.kind == EventKind.BUILT_ON_ADOPTED]
+    assert built.payload["adopted"] == pushed["sha"] and built.payload["head"] == head.sha
+    assert [p.sha for p in head.parents] == [pushed["sha"], built.payload["champion"]], (
+        "the round's result applied onto bob's commit, pushed as a fast-forward"
+    )
+    clone = home / "runs" / run_id / "arms" / "candidate" / "app"
+    assert git(clone, "show", f"{head.sha}:src/bob.txt") == "bob was here"
+    assert "First: keep the value stable" in git(clone, "show", f"{head.sha}:src/addressed.txt")
+    [record] = store.list_pulls(run_id)
+    assert (record.pushed_sha, record.published_value, record.note) == (head.sha, 8.0, None)
+    body = repo.get_pull(record.number).body or ""
+    assert f"built on Bob's commit {pushed['sha'][:12]}" in body
