@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import re
+from dataclasses import dataclass
 from enum import StrEnum
 from html.parser import HTMLParser
 from typing import Any
@@ -51,11 +52,6 @@ def _markdown() -> MarkdownIt:
     return MarkdownIt("commonmark", {"html": False}).enable(["table", "strikethrough"])
 
 
-def to_html(markdown: str) -> str:
-    html: str = _markdown().render(markdown)
-    return html
-
-
 class _Text(HTMLParser):
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
@@ -65,12 +61,42 @@ class _Text(HTMLParser):
         self.parts.append(data)
 
 
-def to_text(markdown: str) -> str:
-    """The text a reader sees: the rendered HTML without its tags, blank runs collapsed."""
+@dataclass(frozen=True)
+class Rendered:
+    """A Markdown body as GitHub shows it: ``html``, and ``text`` (the HTML's text, blank runs collapsed)."""
+
+    html: str
+    text: str
+
+
+def _render(markdown: str) -> Rendered:
+    html: str = _markdown().render(markdown)
     parser = _Text()
-    parser.feed(to_html(markdown))
+    parser.feed(html)
     parser.close()
-    return re.sub(r"\n{2,}", "\n", "".join(parser.parts)).strip()
+    return Rendered(html, re.sub(r"\n{2,}", "\n", "".join(parser.parts)).strip())
+
+
+_cached = functools.lru_cache(maxsize=1024)(_render)
+CACHED_SIZE = 16 * 1024  # longer bodies are rendered every time rather than pinned in memory
+
+
+def render(markdown: str) -> Rendered:
+    """Rendering costs milliseconds a body and clients re-read the same comments, so short bodies
+    are remembered (``bench/forge_compat.py`` measures both)."""
+    return _cached(markdown) if len(markdown) <= CACHED_SIZE else _render(markdown)
+
+
+def clear_cache() -> None:
+    _cached.cache_clear()
+
+
+def to_html(markdown: str) -> str:
+    return render(markdown).html
+
+
+def to_text(markdown: str) -> str:
+    return render(markdown).text
 
 
 def with_bodies(item: Json, fmt: BodyFormat, *, body_required: bool) -> Json:
@@ -79,10 +105,11 @@ def with_bodies(item: Json, fmt: BodyFormat, *, body_required: bool) -> Json:
         return item
     out = dict(item)
     body = item["body"]
+    shown = render(body) if body else None
     if fmt in {BodyFormat.TEXT, BodyFormat.FULL}:
-        out["body_text"] = to_text(body) if body else body
+        out["body_text"] = shown.text if shown else body
     if fmt in {BodyFormat.HTML, BodyFormat.FULL}:
-        out["body_html"] = to_html(body) if body else body
+        out["body_html"] = shown.html if shown else body
     if fmt is not BodyFormat.FULL and not body_required:
         del out["body"]
     return out
