@@ -46,6 +46,8 @@ def test_github3_holds_a_review_conversation(forge: Forge) -> None:
     assert created.body_html == "<p>Uses <strong>less</strong> time</p>\n"
     pull = bob.repository("alice", "demo").pull_request(created.number)
     assert pull.body_text == "Uses less time"
+    assert pull.diff().startswith(b"diff --git a/app.py b/app.py")
+    assert pull.patch().startswith(b"From ") and b"Subject: [PATCH] feature work" in pull.patch()
 
     review = pull.create_review(
         "Two notes", event="COMMENT", comments=[{"path": "app.py", "position": 1, "body": "why *one*?"}]

@@ -130,3 +130,28 @@ def test_unreachable_webhook_does_not_break_the_api(forge_factory: ForgeStarter)
     assert forge.handle.flush_webhooks()
     failed = list(forge.handle.services.forge.dispatcher.recent)
     assert failed and all(d.status == 0 and d.error for d in failed)
+
+
+def test_dismissals_and_push_timestamps_are_shaped_like_githubs(
+    forge_factory: ForgeStarter, receiver: Receiver
+) -> None:
+    forge = forge_factory(webhook_url=receiver.url, webhook_secret=SECRET)
+    pull, checkout = forge.open_pull()
+    approval = forge.gh("bob").get_repo("alice/demo").get_pull(1).create_review(event="APPROVE")
+    status, _, _ = forge.gh().requester.requestJson(
+        "PUT", f"{pull.url}/reviews/{approval.id}/dismissals", input={"message": "stale"}
+    )
+    assert status == 200
+    forge.commit(checkout, {"app.py": "2\n"})
+    forge.push(checkout, "feature")
+    assert forge.handle.flush_webhooks()
+    by_event = {(d.event, d.payload.get("action", "event")): d.payload for d in receiver.drain()}
+    dismissed = by_event[("pull_request_review", "dismissed")]
+    for scope, keys in _oracle_keys("pull_request_review", "dismissed").items():
+        have = set(dismissed[scope]) if scope else set(dismissed)
+        assert keys <= have, f"dismissed {scope or 'top'} lacks {sorted(keys - have)}"
+    assert dismissed["review"]["state"] == "dismissed"
+    example = json.loads(sorted(WEBHOOKS.glob("push.event.*.json"))[0].read_text())["repository"]
+    ours = by_event[("push", "event")]["repository"]
+    for key in ("created_at", "pushed_at", "updated_at"):
+        assert type(ours[key]) is type(example[key]), key
