@@ -128,13 +128,19 @@ class Lineage:
     value: float | None = None  # measured for a champion just applied onto the adopted head
 
 
-_SAFE_NAME = re.compile(r"[^\w .'-]+")
+_UNSAFE = re.compile(r"[^\w .'-]+")
+
+
+def display_name(raw: str) -> str:
+    """Pure: an author name tamed for a PR body, where it is someone else's free text: letters,
+    digits, spaces and ``.'-`` only (no markup, no ``<!--`` that could fake crucible's markers, no
+    ``@`` that would notify someone), at most 60 characters, ``someone`` when nothing is left."""
+    return " ".join(_UNSAFE.sub("", raw).split())[:60].strip() or "someone"
 
 
 def author_of(ctx: RunContext, name: str, sha: str) -> str:
-    """The commit's author name, tamed for a PR body (it is someone else's free text)."""
-    raw = ctx.checkout("candidate", name).author_name(sha)
-    return _SAFE_NAME.sub("", raw).strip()[:60] or "someone"
+    """The author name of commit ``sha`` in ``name``'s candidate clone, tamed for a PR body."""
+    return display_name(ctx.checkout("candidate", name).author_name(sha))
 
 
 def build_on_adopted(ctx: RunContext, name: str, adopted: str, notes: list[str]) -> Lineage:

@@ -7,13 +7,23 @@ from pathlib import Path
 import pytest
 
 from controller.config.spec import load_spec
+from controller.services.drift import display_name
 from controller.services.publish import Publisher, branch_name
 from controller.services.runs import open_context
 from tests.conftest import git
 from tests.forgekit import git_as
 from tests.publish.test_publish import World
 
-pytestmark = pytest.mark.slow
+
+def test_an_author_name_cannot_bring_markup_into_the_body() -> None:
+    assert display_name("Bob") == "Bob"
+    assert display_name("Zoë O'Neil-Smith") == "Zoë O'Neil-Smith"
+    assert (
+        display_name("eve <!-- crucible:end --> **@alice** [x](http://e)")
+        == "eve -- crucibleend -- alice xhttpe"
+    )
+    assert display_name("<>") == "someone"
+    assert len(display_name("a" * 200)) == 60
 
 
 def _alice_moves_main(world: World, tmp_path: Path, path: str, text: str) -> str:
@@ -27,6 +37,7 @@ def _alice_moves_main(world: World, tmp_path: Path, path: str, text: str) -> str
     return git(work, "rev-parse", "HEAD")
 
 
+@pytest.mark.slow
 def test_a_clean_drift_is_followed_by_a_fast_forward_merge(world: World, tmp_path: Path) -> None:
     store, run_id = world.run(turns=1)
     old_base = store.list_components(run_id)[0].base_sha
@@ -51,6 +62,7 @@ def test_a_clean_drift_is_followed_by_a_fast_forward_merge(world: World, tmp_pat
     assert new_main in (pr.body or "")
 
 
+@pytest.mark.slow
 def test_a_conflicting_drift_pushes_nothing_and_says_needs_rebase(world: World, tmp_path: Path) -> None:
     store, run_id = world.run(turns=1)
     old_base = store.list_components(run_id)[0].base_sha

@@ -170,7 +170,11 @@ def test_a_foreign_push_is_adopted_and_never_overwritten(world: World, tmp_path:
     assert not records[0].paused
     assert repo.get_branch(branch).commit.sha == bobs
     assert store.list_components(run_id)[0].extra["adopted_head"] == bobs
-    assert f"adopted {bobs[:12]}" in (repo.get_pull(records[0].number).body or "")
+    assert f"adopted {bobs[:12]}, Bob's commit" in (repo.get_pull(records[0].number).body or "")
+    assert (records[0].pushed_sha, records[0].published_value) == (bobs, None), "nobody measured it"
+    assert records[0].note == (
+        f"the PR head is Bob's commit {bobs[:12]}, on top of the run's best; crucible has not measured it"
+    )
     assert git(ctx.checkout("candidate", "app").path, "rev-parse", "refs/crucible/adopted") == bobs
 
 
@@ -184,6 +188,7 @@ def test_a_foreign_push_with_pause_stops_every_write(world: World, tmp_path: Pat
     pr = repo.get_pull(records[0].number)
     assert records[0].paused
     assert "stopped writing to this PR" in (pr.body or "")
+    assert (records[0].note or "").startswith(f"paused after someone else pushed {bobs[:12]}")
     pr.edit(body="a person rewrote the body")
 
     Publisher(world.client).publish(ctx)
