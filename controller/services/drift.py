@@ -128,7 +128,7 @@ class Lineage:
     value: float | None = None  # measured for a champion just applied onto the adopted head
 
 
-_UNSAFE = re.compile(r"[^\w .'-]+")
+_UNSAFE = re.compile(r"[^\w .'-]+|_+")
 
 
 def display_name(raw: str) -> str:

@@ -22,7 +22,7 @@ def test_an_author_name_cannot_bring_markup_into_the_body() -> None:
         display_name("eve <!-- crucible:end --> **@alice** [x](http://e)")
         == "eve -- crucibleend -- alice xhttpe"
     )
-    assert display_name("<>") == "someone"
+    assert display_name("<>") == "someone" and display_name("__init__ bob") == "init bob"
     assert len(display_name("a" * 200)) == 60
 
 
