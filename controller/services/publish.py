@@ -279,6 +279,9 @@ class Publisher:
         if plan.skip and plan.known is not None:
             return plan.known
         facts = _facts(ctx, name, ctx.base_shas[name], plan.pushed, plan.notes, siblings)
+        if plan.pushed != ctx.champion_heads[name]:
+            # The PR does not show the run's best: its table must not claim the best's numbers.
+            facts = replace(facts, candidate=plan.value, candidate_samples=[], p_value=None, turn=None)
         pull = plan.pull
         body = merge_body(pull.body, facts)
         if body != pull.body:

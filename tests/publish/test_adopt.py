@@ -185,6 +185,7 @@ def test_a_conflict_with_the_collaborator_pushes_nothing_says_needs_merge_and_th
     assert pull["note"].startswith("needs merge: src/value.txt")
     body = repo.get_pull(pull["number"]).body or ""
     assert "needs merge: src/value.txt" in body
+    assert "| candidate | – | – |" in body, "the table does not claim the best's value for bob's head"
     shown = CliRunner().invoke(
         cli, ["runs", "show", run.run_id], env={"CRUCIBLE_HOME": str(run.settings.home)}
     )
