@@ -80,20 +80,22 @@ def user(urls: Urls, account: Account) -> Json:
     }
 
 
-def private_user(urls: Urls, account: Account, public_repos: int, private_repos: int) -> Json:
-    """GitHub's ``private-user`` (``GET /user``)."""
+def public_user(urls: Urls, account: Account, public_repos: int) -> Json:
+    """GitHub's ``public-user`` (``GET /users/{username}``)."""
     extra = dict.fromkeys(
         ("name", "company", "blog", "location", "email", "hireable", "bio", "twitter_username")
     )
     counts = {"public_repos": public_repos, "public_gists": 0, "followers": 0, "following": 0}
+    dates = {"created_at": account.created_at, "updated_at": account.created_at}
+    return {**user(urls, account), **extra, **counts, **dates, "user_view_type": "public"}
+
+
+def private_user(urls: Urls, account: Account, public_repos: int, private_repos: int) -> Json:
+    """GitHub's ``private-user`` (``GET /user``)."""
     private = {"private_gists": 0, "total_private_repos": private_repos, "owned_private_repos": private_repos}
     plan = {"name": "free", "space": 976562499, "collaborators": 0, "private_repos": 10000}
-    dates = {"created_at": account.created_at, "updated_at": account.created_at}
     return {
-        **user(urls, account),
-        **extra,
-        **counts,
-        **dates,
+        **public_user(urls, account, public_repos),
         **private,
         "disk_usage": 0,
         "collaborators": 0,
@@ -180,6 +182,19 @@ MERGE_SETTINGS: Json = {
     "merge_commit_title": "MERGE_MESSAGE",
     "merge_commit_message": "PR_TITLE",
 }
+
+
+def organization_full(urls: Urls, org: Account, public_repos: int) -> Json:
+    """GitHub's ``organization-full`` (``GET /orgs/{org}``)."""
+    counts = {"public_repos": public_repos, "public_gists": 0, "followers": 0, "following": 0}
+    return {
+        **organization(urls, org),
+        **counts,
+        "has_organization_projects": False,
+        "has_repository_projects": False,
+        "is_verified": False,
+        "archived_at": None,
+    }
 
 
 def repository(

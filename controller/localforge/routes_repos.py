@@ -108,18 +108,22 @@ def current_user(request: Request, ctx: CtxDep) -> JSONResponse:
 
 @router.get("/users/{login}")
 def get_user(request: Request, ctx: CtxDep, login: str) -> JSONResponse:
-    account = services(request).forge.store.account_by_login(login)
+    store = services(request).forge.store
+    account = store.account_by_login(login)
     if account is None:
         raise NotFound()
-    return JSONResponse(render.user(ctx.urls, account))
+    public = sum(not r.private for r in store.repos_of(account.id))
+    return JSONResponse(render.public_user(ctx.urls, account, public))
 
 
 @router.get("/orgs/{org}")
 def get_org(request: Request, ctx: CtxDep, org: str) -> JSONResponse:
-    account = services(request).forge.store.account_by_login(org)
+    store = services(request).forge.store
+    account = store.account_by_login(org)
     if account is None or account.type is not AccountType.ORGANIZATION:
         raise NotFound()
-    return JSONResponse(render.organization(ctx.urls, account))
+    public = sum(not r.private for r in store.repos_of(account.id))
+    return JSONResponse(render.organization_full(ctx.urls, account, public))
 
 
 @router.post("/user/repos", status_code=201)

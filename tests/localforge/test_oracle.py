@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
+
+import httpx
 
 from tests.conftest import git
-from tests.localforge.conftest import ForgeStarter
+from tests.localforge.conftest import Forge, ForgeStarter
 from tests.localforge.oracle import Exchange, encoded_path, validate
 from tests.testdata import OPENAPI_SUBSET as SUBSET
 
@@ -22,7 +25,10 @@ def test_a_wrong_shape_is_reported() -> None:
 def _operations() -> set[tuple[str, str]]:
     paths = json.loads(SUBSET.read_text())["paths"]
     return {
-        (m.upper(), p) for p, item in paths.items() for m in item if m in {"get", "post", "patch", "delete"}
+        (m.upper(), p)
+        for p, item in paths.items()
+        for m in item
+        if m in {"get", "post", "patch", "put", "delete"}
     }
 
 
@@ -59,6 +65,8 @@ def test_every_subset_operation_answers_and_validates(forge_factory: ForgeStarte
     review = as_bob.create_review(body="ok", event="COMMENT")
     list(pull.get_reviews())
     pull.get_review(review.id)
+    with httpx.Client(base_url=forge.handle.api_url, timeout=30) as rest:
+        _beyond_pyGithub(forge, rest, pull.number, review.id, inline.id, comment.id, sha)
 
     exchanges = forge.recorder.exchanges
     failures, _ = validate(exchanges)
@@ -70,6 +78,56 @@ def test_every_subset_operation_answers_and_validates(forge_factory: ForgeStarte
         if not any(m == method and _matches(template, encoded_path(p)) for m, p in answered)
     }
     assert missing == set()
+
+
+def _beyond_pyGithub(
+    forge: Forge, rest: httpx.Client, number: int, review_id: int, inline_id: int, comment_id: int, sha: str
+) -> None:
+    """The operations crucible's adapter does not call, as other clients call them."""
+
+    def call(method: str, path: str, user: str = "alice", **body: Any) -> Any:
+        headers = {"Authorization": f"token {forge.tokens[user]}"}
+        answer = rest.request(method, path, json=body or None, headers=headers)
+        assert answer.status_code < 300, (method, path, answer.status_code, answer.text)
+        return answer.json() if answer.content else None
+
+    repo, pulls = "/repos/alice/demo", f"/repos/alice/demo/pulls/{number}"
+    call("GET", "/meta")
+    call("GET", "/users/bob")
+    call("POST", "/orgs/acme/repos", name="lib")
+    call("GET", "/orgs/acme")
+    call("POST", f"{repo}/forks", user="carol")
+    call("GET", f"{repo}/branches")
+    call("GET", f"{repo}/commits/{sha}")
+    call("GET", f"{pulls}/commits")
+    call("PUT", f"{repo}/collaborators/bob", permission="push")
+    call("GET", f"{repo}/collaborators/bob")
+    call("GET", f"{repo}/collaborators/bob/permission")
+    call("GET", f"{repo}/collaborators")
+    call("PUT", f"{pulls}/reviews/{review_id}", user="bob", body="ok, edited")
+    call("GET", f"{pulls}/reviews/{review_id}/comments", user="bob")
+    approval = call("POST", f"{pulls}/reviews", user="bob", event="APPROVE")
+    call("PUT", f"{pulls}/reviews/{approval['id']}/dismissals", message="stale")
+    pending = call("POST", f"{pulls}/reviews", user="carol", body="later")
+    call("POST", f"{pulls}/reviews/{pending['id']}/events", user="carol", event="COMMENT")
+    dropped = call("POST", f"{pulls}/reviews", user="carol", body="never mind")
+    call("DELETE", f"{pulls}/reviews/{dropped['id']}", user="carol")
+    call("PATCH", f"{repo}/pulls/comments/{inline_id}", user="bob", body="why, exactly?")
+    call("GET", f"{repo}/issues/comments/{comment_id}")
+    call("DELETE", f"{repo}/issues/comments/{comment_id}")
+    hook = call("POST", f"{repo}/hooks", config={"url": "http://127.0.0.1:9/unreachable"})
+    hooks = f"{repo}/hooks/{hook['id']}"
+    call("GET", f"{repo}/hooks")
+    call("GET", hooks)
+    call("PATCH", hooks, add_events=["pull_request"])
+    call("GET", f"{hooks}/config")
+    call("PATCH", f"{hooks}/config", url="http://127.0.0.1:9/elsewhere")
+    call("POST", f"{hooks}/pings")
+    assert forge.handle.flush_webhooks()
+    deliveries = call("GET", f"{hooks}/deliveries")
+    call("GET", f"{hooks}/deliveries/{deliveries[0]['id']}")
+    call("DELETE", hooks)
+    call("DELETE", f"{repo}/pulls/comments/{inline_id}", user="bob")
 
 
 def _matches(template: str, path: str) -> bool:
