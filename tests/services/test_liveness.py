@@ -1,0 +1,131 @@
+"""``services/liveness.py`` on SQLite and PostgreSQL: the heartbeat that holds a run's lease, reads the
+cancel flag and notices a takeover, and ``await_takeover``, which tells a dead holder from a live one
+by watching the lease. Beats are called directly and the clock is a hand-set one: nothing sleeps."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from controller.domain.errors import LeaseHeldError, LeaseLostError, RefusedError
+from controller.services.liveness import Heartbeat, await_takeover, process_owner
+from controller.store import Store
+from tests.store.test_store import new_run
+
+T0 = datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC)
+TTL = 30.0
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def store(database_url: str, clock: Clock) -> Iterator[Store]:
+    s = Store.open(database_url, upgrade=True, clock=clock)
+    s.create_run(new_run())
+    yield s
+    s.close()
+
+
+def test_the_owner_id_names_host_and_pid_and_is_stable_in_a_process() -> None:
+    import os
+    import socket
+
+    owner = process_owner()
+    assert owner.startswith(f"{socket.gethostname()}:{os.getpid()}:") and owner == process_owner()
+
+
+def test_a_heartbeat_holds_the_lease_and_hands_it_back(store: Store) -> None:
+    cancel = threading.Event()
+    with Heartbeat(store, "r1", cancel=cancel, ttl_s=TTL, owner="me") as beat:
+        assert store.get_run("r1").lease_owner == "me"
+        with pytest.raises(LeaseHeldError):
+            Heartbeat(store, "r1", cancel=threading.Event(), ttl_s=TTL, owner="other").start()
+        beat.beat()
+        beat.check()
+    assert store.get_run("r1").lease_owner is None
+    assert not cancel.is_set()
+
+
+def test_a_cancel_request_reaches_the_holder_at_its_next_beat(store: Store) -> None:
+    cancel, woken = threading.Event(), threading.Event()
+    beat = Heartbeat(store, "r1", cancel=cancel, ttl_s=TTL, owner="me", on_cancel=woken.set)
+    beat.start()
+    try:
+        assert not cancel.is_set()
+        store.request_cancel("r1")  # from any host: a flag in the run row
+        beat.beat()
+        assert cancel.is_set() and woken.is_set() and beat.cancel_requested
+        beat.check()  # a cancel is not a lost lease: the holder still records the stop
+    finally:
+        beat.stop()
+
+
+def test_a_request_made_before_the_claim_is_read_at_once(store: Store) -> None:
+    store.request_cancel("r1")
+    cancel = threading.Event()
+    with Heartbeat(store, "r1", cancel=cancel, ttl_s=TTL, owner="taker"):
+        assert cancel.is_set(), "a takeover honours a cancel asked of the dead holder"
+
+
+def test_a_holder_whose_lease_was_taken_over_stops_without_writing(store: Store, clock: Clock) -> None:
+    cancel = threading.Event()
+    beat = Heartbeat(store, "r1", cancel=cancel, ttl_s=TTL, owner="stalled")
+    beat.start()
+    clock.sleep(TTL + 1)  # it missed every renewal (a frozen VM, a long GC pause)
+    store.claim_run("r1", "taker", TTL)
+    beat.beat()
+    assert beat.lost and cancel.is_set()
+    with pytest.raises(LeaseLostError):
+        beat.check()
+    beat.stop()
+    assert store.get_run("r1").lease_owner == "taker", "a lost holder hands back nothing"
+
+
+def test_await_takeover_returns_at_once_for_a_free_lease(store: Store, clock: Clock) -> None:
+    await_takeover(store, "r1", clock=clock, sleep=clock.sleep)
+    assert clock.now == T0
+
+
+def test_await_takeover_waits_out_a_dead_holders_lease(store: Store, clock: Clock) -> None:
+    store.claim_run("r1", "dead:42:x", TTL)
+    clock.sleep(10)
+    told: list[tuple[str, float]] = []
+
+    await_takeover(store, "r1", clock=clock, sleep=clock.sleep, on_wait=lambda o, s: told.append((o, s)))
+
+    assert told == [("dead:42:x", TTL - 10)]
+    assert clock.now >= T0 + timedelta(seconds=TTL), "it waited until the lease ran out"
+    store.claim_run("r1", "resumer", TTL)  # and now it can be taken
+
+
+def test_await_takeover_refuses_when_the_holder_renews(store: Store, clock: Clock) -> None:
+    store.claim_run("r1", "alive:7:y", TTL)
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        clock.sleep(seconds)
+        if sum(slept) >= TTL / 3:  # the live holder's heartbeat
+            store.renew_lease("r1", "alive:7:y", TTL)
+
+    with pytest.raises(RefusedError) as refused:
+        await_takeover(store, "r1", clock=clock, sleep=sleep)
+    assert "alive:7:y" in str(refused.value) and "still running" in str(refused.value)
+    assert sum(slept) < TTL, "a live holder is recognised within a heartbeat, not a whole lease"
