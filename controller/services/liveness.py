@@ -20,11 +20,13 @@ import secrets
 import socket
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from datetime import UTC, datetime
 from types import TracebackType
 
 from controller.domain.errors import LeaseLostError, RefusedError, RetryLaterError
+from controller.store.leases import Renewal
 from controller.store.store import Store
 
 log = logging.getLogger(__name__)
@@ -45,12 +47,15 @@ def process_owner() -> str:
 
 
 class Heartbeat:
-    """Holds ``run_id``'s lease for the ``with`` block, renewing it from a daemon thread.
+    """Holds ``run_id``'s lease for the ``with`` block; the process's keeper renews it.
 
     Entering claims the lease (LeaseHeldError if a live holder has it); leaving hands it back. While
     held, a cancel request sets ``cancel`` (and calls ``on_cancel``, which wakes a waiting run); a lost
     lease sets ``cancel`` too and ``lost``, after which the driver must not write to the run
-    (``check``). A renewal that fails because the database is busy is retried at the next beat.
+    (``check``). Renewals are batched: every lease one process holds through one store is renewed
+    by one statement per beat (``_Keeper``), so a server driving a thousand runs renews them with
+    one transaction every ten seconds, not a hundred a second. A renewal that fails because the
+    database is busy is retried at the next beat.
     """
 
     def __init__(
@@ -68,8 +73,7 @@ class Heartbeat:
         self.owner = owner or process_owner()
         self.lost = False
         self.cancel_requested = False
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._beat, name=f"crucible-lease-{run_id}", daemon=True)
+        self._keeper: _Keeper | None = None
 
     def __enter__(self) -> Heartbeat:
         self.start()
@@ -82,16 +86,17 @@ class Heartbeat:
 
     def start(self) -> None:
         """Claim the lease (LeaseHeldError if a live holder has it), read a pending cancel request
-        at once, and start renewing."""
+        at once, and have the process's keeper renew it from now on."""
         self.store.claim_run(self.run_id, self.owner, self.ttl_s)
         self.beat()
-        self._thread.start()
+        self._keeper = _Keeper.of(self.store, self.owner, self.ttl_s)
+        self._keeper.add(self)
 
     def stop(self) -> None:
         """Stop renewing and hand the lease back (unless it was lost)."""
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=self.ttl_s)
+        if self._keeper is not None:
+            self._keeper.remove(self)
+            self._keeper = None
         if not self.lost:
             try:
                 self.store.release_lease(self.run_id, self.owner)
@@ -104,13 +109,22 @@ class Heartbeat:
             raise LeaseLostError(f"run {self.run_id}: the lease of {self.owner} was taken over")
 
     def beat(self) -> None:
-        """One renewal (the thread calls it every ``ttl_s / 3``; tests call it directly)."""
+        """Renew this lease alone, now (the keeper renews all of them together every ``ttl_s / 3``)."""
         try:
-            renewal = self.store.renew_lease(self.run_id, self.owner, self.ttl_s)
-        except LeaseLostError as error:
-            log.warning("%s; stopping without writing", error)
-            self.lost = True
-            self._cancel()
+            renewal: Renewal | None = self.store.renew_lease(self.run_id, self.owner, self.ttl_s)
+        except LeaseLostError:
+            renewal = None
+        self.renewed(renewal)
+
+    def renewed(self, renewal: Renewal | None) -> None:
+        """Take in one renewal's answer: None when the lease is gone."""
+        if renewal is None:
+            if not self.lost:
+                log.warning(
+                    "run %s: the lease of %s is gone; stopping without writing", self.run_id, self.owner
+                )
+                self.lost = True
+                self._cancel()
             return
         if renewal.cancel_requested and not self.cancel_requested:
             self.cancel_requested = True
@@ -121,14 +135,67 @@ class Heartbeat:
         if self.on_cancel is not None:
             self.on_cancel()
 
-    def _beat(self) -> None:
-        while not self._stop.wait(self.ttl_s / BEATS_PER_LEASE):
+
+class _Keeper:
+    """Renews every lease one process holds through one store, as one owner with one lease length,
+    in one statement every third of the lease (``Store.renew_leases``). Its thread runs while it
+    has leases to keep."""
+
+    def __init__(self, store: Store, owner: str, ttl_s: float) -> None:
+        self.store, self.owner, self.ttl_s = store, owner, ttl_s
+        self._beats: dict[str, Heartbeat] = {}
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    @classmethod
+    def of(cls, store: Store, owner: str, ttl_s: float) -> _Keeper:
+        with _KEEPERS_LOCK:
+            key = (id(store), owner, ttl_s)  # a live keeper holds its store, so the id stays its own
+            keeper = _KEEPERS.get(key)
+            if keeper is None:
+                keeper = _KEEPERS[key] = cls(store, owner, ttl_s)
+            return keeper
+
+    def add(self, beat: Heartbeat) -> None:
+        with self._lock:
+            self._beats[beat.run_id] = beat
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="crucible-leases", daemon=True)
+                self._thread.start()
+
+    def remove(self, beat: Heartbeat) -> None:
+        with self._lock:
+            if self._beats.get(beat.run_id) is beat:
+                del self._beats[beat.run_id]
+
+    def renew(self) -> None:
+        """One beat for every lease held (the thread's body; tests call it directly)."""
+        with self._lock:
+            beats = dict(self._beats)
+        if not beats:
+            return
+        renewals = self.store.renew_leases(self.owner, self.ttl_s, list(beats))
+        for run_id, beat in beats.items():
+            beat.renewed(renewals.get(run_id))
+
+    def _run(self) -> None:
+        while True:
+            time.sleep(self.ttl_s / BEATS_PER_LEASE)
+            with self._lock:
+                if not self._beats:
+                    self._thread = None  # under the lock: an add() now starts a new thread
+                    return
             try:
-                self.beat()
+                self.renew()
             except RetryLaterError as error:
-                log.warning("run %s: lease renewal failed, retrying: %s", self.run_id, error)
-            if self.lost:
-                return
+                log.warning("lease renewal failed, retrying at the next beat: %s", error)
+            except Exception:  # the keeper must outlive one bad beat, or every lease would expire
+                log.exception("lease renewal failed")
+
+
+# Weak: a keeper without leases and without its thread goes away (and a new one is made on demand).
+_KEEPERS: weakref.WeakValueDictionary[tuple[int, str, float], _Keeper] = weakref.WeakValueDictionary()
+_KEEPERS_LOCK = threading.Lock()
 
 
 def await_takeover(

@@ -14,7 +14,7 @@ agree to well within a lease (NTP does); tests inject the clock.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -109,6 +109,25 @@ class Leases:
                 raise LeaseLostError(f"run {run_id}: the lease of {owner} is gone (held by {holder})")
             expires = _grant(row, owner, self._now(), ttl_s)
             return Renewal(expires_at=expires, cancel_requested=row.cancel_requested)
+
+    def renew_leases(self, owner: str, ttl_s: float, run_ids: Collection[str]) -> dict[str, Renewal]:
+        """``renew_lease`` for many runs of one owner in one statement (a process's heartbeat for
+        every run it drives); the runs missing from the answer were lost (taken over or handed
+        back). Runs that do not exist count as lost too."""
+        if not run_ids:
+            return {}
+        if not ttl_s > 0:
+            raise ValueError(f"a lease lasts a positive number of seconds, got {ttl_s!r}")
+        with self._session() as s:
+            expires = self._now() + timedelta(seconds=ttl_s)
+            renewed = s.execute(
+                sa.update(RunRow)
+                .where(RunRow.id.in_(sorted(run_ids)), RunRow.lease_owner == owner)
+                .values(lease_expires_at=expires)
+                .returning(RunRow.id, RunRow.cancel_requested)
+                .execution_options(synchronize_session=False)
+            )
+            return {run_id: Renewal(expires, bool(cancel)) for run_id, cancel in renewed}
 
     def release_lease(self, run_id: str, owner: str) -> bool:
         """Hand the lease back (so the run can be taken over at once); False if ``owner`` did not

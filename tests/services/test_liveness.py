@@ -129,3 +129,32 @@ def test_await_takeover_refuses_when_the_holder_renews(store: Store, clock: Cloc
         await_takeover(store, "r1", clock=clock, sleep=sleep)
     assert "alive:7:y" in str(refused.value) and "still running" in str(refused.value)
     assert sum(slept) < TTL, "a live holder is recognised within a heartbeat, not a whole lease"
+
+
+def test_one_keeper_renews_every_lease_of_the_process_in_one_beat(store: Store, clock: Clock) -> None:
+    from controller.services.liveness import _Keeper
+
+    for run in ("r2", "r3"):
+        store.create_run(new_run(run))
+    cancels = {run: threading.Event() for run in ("r1", "r2", "r3")}
+    beats = [Heartbeat(store, run, cancel=cancels[run], ttl_s=TTL, owner="me") for run in cancels]
+    for beat in beats:
+        beat.start()
+    try:
+        keeper = _Keeper.of(store, "me", TTL)
+        assert all(beat._keeper is keeper for beat in beats), "one keeper for the process's leases"
+        clock.sleep(20)
+        store.request_cancel("r2")
+        clock.sleep(TTL)
+        store.claim_run("r3", "thief", TTL)  # r3's lease had run out: taken over
+
+        keeper.renew()
+
+        assert store.get_run("r1").lease_expires_at == clock.now + timedelta(seconds=TTL)
+        assert [cancels[r].is_set() for r in ("r1", "r2", "r3")] == [False, True, True]
+        assert [b.lost for b in beats] == [False, False, True]
+        assert store.get_run("r3").lease_owner == "thief"
+    finally:
+        for beat in beats:
+            beat.stop()
+    assert [store.get_run(r).lease_owner for r in ("r1", "r2", "r3")] == [None, None, "thief"]

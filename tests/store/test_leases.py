@@ -230,3 +230,23 @@ def test_a_round_starts_and_finishes_in_one_transaction_each(store: Store) -> No
     ]
     with pytest.raises(ConflictError):
         store.finish_round("r1", 1, [])
+
+
+def test_one_statement_renews_every_lease_of_an_owner_and_names_the_lost(store: Store, clock: Clock) -> None:
+    for run in ("a1", "a2", "a3", "b1"):
+        store.create_run(new_run(run))
+    for run in ("a1", "a2", "a3"):
+        store.claim_run(run, "a", TTL)
+    store.claim_run("b1", "b", TTL)
+    store.request_cancel("a2")
+    clock.advance(TTL + 1)
+    store.claim_run("a3", "thief", TTL)  # a3 expired and was taken over
+
+    renewed = store.renew_leases("a", TTL, ["a1", "a2", "a3", "b1", "nope"])
+
+    assert sorted(renewed) == ["a1", "a2"], "a3 was taken, b1 is someone else's, nope does not exist"
+    assert [renewed[r].cancel_requested for r in ("a1", "a2")] == [False, True]
+    assert renewed["a1"].expires_at == clock.now + timedelta(seconds=TTL)
+    assert store.get_run("a1").lease_expires_at == clock.now + timedelta(seconds=TTL)
+    assert store.get_run("b1").lease_expires_at == T0 + timedelta(seconds=TTL), "others' leases untouched"
+    assert store.renew_leases("a", TTL, []) == {}
