@@ -15,7 +15,19 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
-from graphql import ExecutionResult, GraphQLError, execute, parse, validate
+from graphql import (
+    ExecutionResult,
+    FieldNode,
+    FragmentDefinitionNode,
+    GraphQLError,
+    InlineFragmentNode,
+    OperationDefinitionNode,
+    Visitor,
+    execute,
+    parse,
+    validate,
+    visit,
+)
 
 from controller.localforge.graphql_nodes import Graph, not_found, schema
 from controller.localforge.httpkit import get_ctx, json_body, services
@@ -32,12 +44,45 @@ def _located(error: GraphQLError) -> dict[str, Any]:
     return out
 
 
-def _validation_error(error: GraphQLError) -> dict[str, Any]:
+class _FieldPaths(Visitor):
+    """Where each field sits in the document, as GitHub's validation errors name it:
+    ``["query Threads", "repository", "stargazerCount"]``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stack: list[str] = []
+        self.paths: dict[int, list[str]] = {}
+
+    def enter_operation_definition(self, node: OperationDefinitionNode, *_: Any) -> None:
+        name = f" {node.name.value}" if node.name else ""
+        self.stack.append(f"{node.operation.value}{name}")
+
+    def enter_fragment_definition(self, node: FragmentDefinitionNode, *_: Any) -> None:
+        self.stack.append(f"fragment {node.name.value}")
+
+    def enter_inline_fragment(self, node: InlineFragmentNode, *_: Any) -> None:
+        self.stack.append(f"... on {node.type_condition.name.value}" if node.type_condition else "...")
+
+    def enter_field(self, node: FieldNode, *_: Any) -> None:
+        self.stack.append(node.name.value)
+        self.paths[id(node)] = list(self.stack)
+
+    def _pop(self, *_: Any) -> None:
+        self.stack.pop()
+
+    leave_operation_definition = leave_fragment_definition = leave_inline_fragment = leave_field = _pop
+
+
+def _validation_error(error: GraphQLError, paths: dict[int, list[str]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if error.nodes and id(error.nodes[-1]) in paths:
+        out["path"] = paths[id(error.nodes[-1])]
     match = _UNDEFINED.search(error.message)
     if match is None:
-        return {"message": error.message, **_located(error)}
+        return {**out, **_located(error), "message": error.message}
     field, type_name = match.groups()
     return {
+        **out,
         "extensions": {"code": "undefinedField", "typeName": type_name, "fieldName": field},
         **_located(error),
         "message": f"Field '{field}' doesn't exist on type '{type_name}'",
@@ -102,7 +147,9 @@ def graphql_endpoint(
         return JSONResponse({"errors": [{"message": exc.message, **_located(exc)}]})
     problems = validate(schema(), document)
     if problems:
-        return JSONResponse({"errors": [_validation_error(e) for e in problems]})
+        where = _FieldPaths()
+        visit(document, where)
+        return JSONResponse({"errors": [_validation_error(e, where.paths) for e in problems]})
     operation = body.get("operationName")
     result = execute(
         schema(),

@@ -130,6 +130,9 @@ def test_unknown_fields_and_repositories_get_githubs_errors(forge: Forge, gql: A
         "fieldName": "stargazerCount",
     }
     assert error["locations"] == [{"line": 1, "column": 46}]
+    assert error["path"] == ["query", "repository", "stargazerCount"]
+    named = gql("query Mine { viewer { ... on User { email } } }")
+    assert named["errors"][0]["path"] == ["query Mine", "viewer", "... on User", "email"]
     nowhere = gql('{ repository(owner: "alice", name: "nope") { name } }')
     assert nowhere["data"] == {"repository": None}
     assert nowhere["errors"][0]["type"] == "NOT_FOUND"
