@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sqlite3
+
 from tests.conftest import git
 from tests.localforge.conftest import ForgeStarter
 
@@ -27,3 +29,20 @@ def test_state_survives_a_restart(forge_factory: ForgeStarter) -> None:
     after = second.commit(checkout, {"app.py": "changed\n"})
     second.push(checkout, "feature", user="bob")
     assert repo.get_pull(pull.number).head.sha == after
+
+
+def test_a_version_1_database_is_upgraded_in_place(forge_factory: ForgeStarter) -> None:
+    first = forge_factory()
+    pull, _ = first.open_pull()
+    forge_factory.stop_all()
+    with sqlite3.connect(forge_factory.root / "forge.db") as db:  # back to what version 1 wrote
+        db.execute("ALTER TABLE pulls DROP COLUMN closed_by")
+        db.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+
+    second = forge_factory()
+    with sqlite3.connect(forge_factory.root / "forge.db") as db:
+        assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("2",)
+    second.gh().get_repo("alice/demo").get_pull(pull.number).edit(state="closed")
+    assert second.gh().get_repo("alice/demo").get_issue(pull.number).closed_by.login == "alice"
+    forge_factory.stop_all()
+    assert forge_factory().gh().get_repo("alice/demo").get_pull(pull.number).state == "closed"  # idempotent
