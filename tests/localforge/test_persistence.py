@@ -43,6 +43,7 @@ def test_a_version_1_database_is_upgraded_in_place(forge_factory: ForgeStarter) 
     with sqlite3.connect(forge_factory.root / "forge.db") as db:
         assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("2",)
     second.gh().get_repo("alice/demo").get_pull(pull.number).edit(state="closed")
-    assert second.gh().get_repo("alice/demo").get_issue(pull.number).closed_by.login == "alice"
+    closer = second.gh().get_repo("alice/demo").get_issue(pull.number).closed_by
+    assert closer is not None and closer.login == "alice"
     forge_factory.stop_all()
     assert forge_factory().gh().get_repo("alice/demo").get_pull(pull.number).state == "closed"  # idempotent
