@@ -283,6 +283,12 @@ def count_commits(path: Path, base: str, head: str) -> int:
     return int(run(path, "rev-list", "--count", f"{base}..{head}").decode().strip())
 
 
+def commit_patch(path: Path, sha: str) -> str:
+    """One commit as a mailbox patch (``GET /commits/{sha}`` with the ``.patch`` media type)."""
+    out = run(path, "format-patch", "--stdout", "-1", "-M", "--no-color", "--no-signature", sha)
+    return out.decode(errors="replace")
+
+
 def format_patch(path: Path, base: str, head: str) -> str:
     """The commits ``base..head`` as mailbox patches (GitHub's ``.patch`` media type and ``patch_url``)."""
     out = run(path, "format-patch", "--stdout", "-M", "--no-color", "--no-signature", f"{base}..{head}")

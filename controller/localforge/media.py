@@ -28,6 +28,11 @@ Json = dict[str, Any]
 _MEDIA = re.compile(r"application/vnd\.github(?:[.-][a-z0-9-]+)?(?:\.v3)?\.(raw|text|html|full)(?:\+json)?$")
 
 
+# Media types that ask for git's text rather than JSON (pull requests and commits).
+DIFF_TYPES = ("application/vnd.github.diff", "application/vnd.github.v3.diff")
+PATCH_TYPES = ("application/vnd.github.patch", "application/vnd.github.v3.patch")
+
+
 class BodyFormat(StrEnum):
     """One of GitHub's body media types."""
 

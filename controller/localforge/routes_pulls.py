@@ -21,14 +21,13 @@ from controller.localforge.httpkit import (
     services,
     since,
 )
+from controller.localforge.media import DIFF_TYPES, PATCH_TYPES
 from controller.localforge.models import IssueComment, Pull, Repo
 from controller.localforge.service import Ctx
 
 router = APIRouter(prefix="/api/v3/repos/{owner}/{repo}")
 CtxDep = Annotated[Ctx, Depends(get_ctx)]
 Body = Annotated[dict[str, Any], Depends(json_body)]
-DIFF_TYPES = ("application/vnd.github.diff", "application/vnd.github.v3.diff")
-PATCH_TYPES = ("application/vnd.github.patch", "application/vnd.github.v3.patch")
 
 
 def _repo(request: Request, ctx: Ctx, owner: str, repo: str) -> tuple[Services, Repo]:

@@ -8,9 +8,9 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request, Response
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, PlainTextResponse
 
-from controller.localforge import render
+from controller.localforge import gitops, render
 from controller.localforge.errors import NotFound
 from controller.localforge.httpkit import (
     ENTERPRISE_VERSION,
@@ -20,6 +20,7 @@ from controller.localforge.httpkit import (
     paginated,
     services,
 )
+from controller.localforge.media import DIFF_TYPES, PATCH_TYPES
 from controller.localforge.models import AccountType, Repo
 from controller.localforge.refs import Refs
 from controller.localforge.service import Ctx
@@ -162,11 +163,19 @@ def get_branch(request: Request, ctx: CtxDep, owner: str, repo: str, branch: str
 
 
 @router.get("/repos/{owner}/{repo}/commits/{ref:path}")
-def get_commit(request: Request, ctx: CtxDep, owner: str, repo: str, ref: str) -> JSONResponse:
-    """GitHub's ``commit`` with ``stats`` and ``files`` (against the first parent)."""
+def get_commit(request: Request, ctx: CtxDep, owner: str, repo: str, ref: str) -> Response:
+    """GitHub's ``commit`` with ``stats`` and ``files`` (against the first parent), or its diff or patch."""
     forge = services(request).forge
     found = forge.find_repo(ctx, owner, repo)
     info, files = forge.commit(found, ref)
+    accept = request.headers.get("accept", "")
+    if accept.startswith(DIFF_TYPES):
+        parent = info.parents[0] if info.parents else gitops.EMPTY_TREE
+        text = gitops.diff_text(forge.repo_path(found), parent, info.sha)
+        return PlainTextResponse(text, media_type="application/vnd.github.diff")
+    if accept.startswith(PATCH_TYPES):
+        text = gitops.commit_patch(forge.repo_path(found), info.sha)
+        return PlainTextResponse(text, media_type="application/vnd.github.patch")
     shown = render.commit(ctx.urls, found, info)
     additions, deletions = sum(f.additions for f in files), sum(f.deletions for f in files)
     shown["stats"] = {"total": additions + deletions, "additions": additions, "deletions": deletions}

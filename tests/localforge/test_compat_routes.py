@@ -71,6 +71,10 @@ def test_single_commit_with_stats_and_files(forge: Forge, api: Any) -> None:
     assert shown["stats"] == {"total": 3, "additions": 3, "deletions": 0}
     assert [(f["filename"], f["status"]) for f in shown["files"]] == [("app.py", "added")]
     assert api().get("/repos/alice/demo/commits/main").json()["files"][0]["filename"] == "README.md"
+    diff = api().get(f"/repos/alice/demo/commits/{sha}", headers={"Accept": "application/vnd.github.diff"})
+    assert diff.text.startswith("diff --git a/app.py b/app.py") and "+two" in diff.text
+    patch = api().get("/repos/alice/demo/commits/main", headers={"Accept": "application/vnd.github.v3.patch"})
+    assert patch.text.startswith("From ") and "README.md" in patch.text
     missing = api().get("/repos/alice/demo/commits/" + "0" * 40)
     assert missing.status_code == 422 and missing.json()["message"].startswith("No commit found for SHA")
 
