@@ -33,7 +33,7 @@ from controller.services.loop import Handover, LoopResult, run_loop
 from controller.services.patching import accept, patch_text
 from controller.services.publish import Publisher, resume_pull
 from controller.services.recovery import cancel, resume, stored_spec
-from controller.services.runs import create_run, open_context
+from controller.services.runs import check_sandbox, create_run, open_context
 from controller.services.views import events_jsonl, feedback_view, run_view, runs_list, turns_tsv
 from controller.services.watch import Watch, watch_feedback
 from controller.store.store import Store
@@ -181,6 +181,7 @@ def loop(
         if given:
             _fail(EXIT_USAGE, f"{flag} is not available in this version of crucible")
     spec = load_spec(spec_path)
+    check_sandbox(spec)  # a SpecError (exit 2) before anything is created
     if dry_run:
         plan = _dry(spec, turns)
         sys.exit(EXIT_OK if plan else EXIT_FAILED)

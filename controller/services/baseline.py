@@ -35,6 +35,9 @@ def run_baseline(ctx: RunContext) -> str | None:
         log_prefix=ctx.layout.log_file(0, "metric"),
     )
     ctx.store.add_samples(ctx.run_id, 0, result.raw)
+    violations = ctx.executor.take_violations()
+    if violations:
+        return "the metric or validation command misbehaved: " + "; ".join(violations[:10])
     if result.error is not None:
         return result.error
     mutated = mutations(before, snapshot(ctx, "champion"))

@@ -113,6 +113,9 @@ class RunContext:
         for path in [*made.sandbox_readonly_paths(), made.path / ".git"]:
             if path not in self.executor.readonly:
                 self.executor.readonly.append(path)
+        # Without a sandbox nothing stops a command writing .git: the executor undoes and reports it.
+        if made.git_dir not in self.executor.guarded:
+            self.executor.guarded.append(made.git_dir)
         return made
 
     def ensure_arm(self, arm: str, heads: dict[str, str]) -> None:

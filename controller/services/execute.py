@@ -15,6 +15,7 @@ from pathlib import Path
 from controller.engine.protocol import CAPTURE_PREFIXES
 from controller.services.pgroups import GroupRegistry
 from controller.workspace.envscrub import ScrubbedEnv, redact
+from controller.workspace.gitguard import control_state, restore_control, tampered
 from controller.workspace.process import CommandResult, run_command
 from controller.workspace.sandbox import wrap_command
 
@@ -33,6 +34,10 @@ class Executor:
     hide: list[Path] = field(default_factory=list)
     cancel: threading.Event = field(default_factory=threading.Event)
     command_seconds: float = 0.0  # wall time spent inside commands, for the overhead benchmark
+    # The .git directories of the run's checkouts: any change a command makes to their control files
+    # (config, hooks, refs …) is undone right after it and reported through ``take_violations``.
+    guarded: list[Path] = field(default_factory=list)
+    violations: list[str] = field(default_factory=list)
 
     def run(
         self,
@@ -58,6 +63,7 @@ class Executor:
                 network=self.network,
                 home=self.sandbox_home,
             )
+        guarded = {git_dir: control_state(git_dir) for git_dir in self.guarded}
         groups: list[int] = []
 
         def remember(pgid: int) -> None:
@@ -77,10 +83,27 @@ class Executor:
         finally:
             for pgid in groups:
                 self.groups.clear(pgid)
+            self._undo_git_changes(guarded)
+        if result.survivors:
+            pids = ", ".join(str(pid) for pid in result.survivors)
+            self.violations.append(f"processes the command started could not be killed: {pids}")
         self.command_seconds += result.duration_s
         if log is not None:
             self._write_log(log, command, result)
         return result
+
+    def take_violations(self) -> list[str]:
+        """What commands did since the last call that the turn must refuse (and has been undone)."""
+        found, self.violations = self.violations, []
+        return found
+
+    def _undo_git_changes(self, before: Mapping[Path, dict[str, bytes | str]]) -> None:
+        for git_dir, state in before.items():
+            changes = tampered(state, control_state(git_dir))
+            if changes:
+                restore_control(git_dir, state)
+                shown = ", ".join(f".git/{c}" for c in changes[:10])
+                self.violations.append(f"{git_dir.parent.name}: a command changed {shown} (restored)")
 
     def redact(self, text: str) -> str:
         return redact(text, self.scrubbed.secrets)

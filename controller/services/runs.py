@@ -27,7 +27,7 @@ from controller.store.records import ComponentRecord, NewRun
 from controller.store.store import Store
 from controller.workspace.envscrub import scrub_env
 from controller.workspace.git import resolve_ref
-from controller.workspace.sandbox import resolve_sandbox
+from controller.workspace.sandbox import resolve_network
 
 
 def resolve_bases(spec: Spec, forge: Forge | None = None) -> dict[str, str]:
@@ -112,6 +112,11 @@ def create_run(
     return run_id
 
 
+def check_sandbox(spec: Spec) -> None:
+    """SpecError when the spec asks for what no sandbox here can enforce (``sandbox.network = false``)."""
+    resolve_network(spec.sandbox.mode, spec.sandbox.network)
+
+
 def open_context(
     settings: Settings,
     store: Store,
@@ -127,7 +132,7 @@ def open_context(
     layout = RunLayout(settings.run_dir(run_id), tuple(c.name for c in components))
     layout.agent_dir.mkdir(parents=True, exist_ok=True)
     layout.logs.mkdir(parents=True, exist_ok=True)
-    sandbox = resolve_sandbox(spec.sandbox.mode)
+    sandbox, network_warning = resolve_network(spec.sandbox.mode, spec.sandbox.network)
     env = os.environ if environ is None else environ
     hide = [settings.home]
     real_home = env.get("HOME")
@@ -161,6 +166,8 @@ def open_context(
     for comp in spec.components:
         # The other arms borrow the candidate clone's objects; they must stay visible, read-only.
         executor.readonly.append(ctx.checkout("candidate", comp.name).path / ".git" / "objects")
+    if network_warning is not None:
+        ctx.observer.warn(network_warning)
     if not sandbox:
         ctx.observer.warn(
             "no sandbox: agent, validation and metric commands run as you and can read your secrets "

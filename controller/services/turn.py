@@ -27,6 +27,7 @@ from controller.services.snapshots import Snapshot, clean_snapshot, mutations, s
 from controller.services.validate import Validation, run_validation
 from controller.stats import Arm, KeepRule, decide_hold, decide_keep
 from controller.store.records import ChampionUpdate, RunRecord, TurnDecision, TurnRecord
+from controller.workspace import ignored
 
 
 @dataclass
@@ -47,6 +48,8 @@ class TurnWork:
     proposal: Proposal | None = None
     before: dict[str, Snapshot] = field(default_factory=dict)
     raw_samples: list[tuple[SampleArm, int, dict[str, float], bool]] = field(default_factory=list)
+    # Fingerprints of the ignored files kept across turns (workspace.keep_ignored), before the agent ran.
+    kept_before: dict[str, dict[str, ignored.Fingerprint]] = field(default_factory=dict)
 
     def changed_paths(self, composite: bool) -> tuple[str, ...]:
         out: list[str] = []
@@ -89,12 +92,57 @@ def _propose(ctx: RunContext, work: TurnWork, proposal: Proposal | None) -> None
     report = parse_agent_output(result.matched_lines)
     work.hypothesis = ctx.executor.redact(report.hypothesis) if report.hypothesis else None
     work.cost_usd, work.tokens = report.cost_usd, report.tokens
+    _refuse_violations(ctx)
     if result.cancelled:
         raise _Stop(Reason.CANCELLED, "cancelled while the agent was running")
     if result.timed_out:
         raise _Stop(Reason.TIMEOUT, f"the agent timed out after {agent.timeout:g}s")
     if result.returncode != 0:
         raise _Stop(Reason.AGENT_FAILED, f"the agent exited {result.returncode}")
+
+
+def _scan_kept(ctx: RunContext, work: TurnWork) -> None:
+    """Fingerprint the kept ignored files of the candidate before the agent may touch them."""
+    keep = ctx.spec.workspace.keep_ignored
+    for comp in ctx.components:
+        root = ctx.checkout("candidate", comp.name).path
+        work.kept_before[comp.name] = ignored.scan(root, keep).kept if keep else {}
+
+
+def _measured_tree_only(ctx: RunContext, work: TurnWork) -> None:
+    """Make each arm exactly its committed tree plus the kept ignored paths (ADR 0007).
+
+    Ignored files outside ``workspace.keep_ignored`` are removed from both arms (an agent may have
+    planted them in the candidate; the champion loses its own so both arms are alike). A kept ignored
+    file the agent created, changed or removed cannot be undone cheaply, so the turn is refused and
+    those files are deleted (the next measurement rebuilds them) rather than kept for later turns.
+    """
+    keep = ctx.spec.workspace.keep_ignored
+    touched: list[str] = []
+    prefix = "{}/" if ctx.layout.composite else ""
+    for comp in ctx.components:
+        for arm in ("candidate", "champion"):
+            root = ctx.checkout(arm, comp.name).path
+            found = ignored.scan(root, keep)
+            ignored.remove(root, found.unkept)
+            if arm == "candidate":
+                changes = ignored.changed(work.kept_before.get(comp.name, {}), found.kept)
+                ignored.remove(root, changes)  # the restore keeps these: they must not poison later turns
+                touched += [prefix.format(comp.name) + path for path in changes]
+    if touched:
+        raise _Stop(
+            Reason.EVALUATOR_MUTATED,
+            "the agent changed ignored files the measurement reads (workspace.keep_ignored): "
+            + ", ".join(touched[:20]),
+        )
+
+
+def _refuse_violations(ctx: RunContext) -> None:
+    """A command changed a checkout's ``.git`` (undone already) or left processes that could not be
+    killed: the turn is a policy violation, whatever it measured."""
+    violations = ctx.executor.take_violations()
+    if violations:
+        raise _Stop(Reason.POLICY_VIOLATION, "; ".join(violations[:10]))
 
 
 def _check_policy(ctx: RunContext, work: TurnWork) -> None:
@@ -120,6 +168,7 @@ def _check_policy(ctx: RunContext, work: TurnWork) -> None:
         mine = {p[len(prefix) :] for p in named if p.startswith(prefix)}
         verdict = check_paths(paths, mutable=comp.mutable, protected=comp.protected, evaluator_paths=mine)
         violations += [f"{prefix}{v}" for v in verdict.violations]
+        violations += [f"{prefix}{p}: symlink leaving the repository" for p in co.escaping_symlinks(paths)]
     if violations:
         raise _Stop(Reason.POLICY_VIOLATION, "; ".join(violations[:20]))
     if not work.changed:
@@ -128,6 +177,7 @@ def _check_policy(ctx: RunContext, work: TurnWork) -> None:
 
 def _validate(ctx: RunContext, work: TurnWork) -> None:
     outcome = run_validation(ctx, "candidate", work.number, work.round)
+    _refuse_violations(ctx)
     if outcome is Validation.CANCELLED:
         raise _Stop(Reason.CANCELLED, "cancelled during validation")
     if outcome is Validation.FAILED:
@@ -146,6 +196,7 @@ def _measure_arms(ctx: RunContext, work: TurnWork, arms: list[ArmRoot], tag: str
         log_prefix=ctx.layout.log_file(work.number, tag),
     )
     work.raw_samples += result.raw
+    _refuse_violations(ctx)
     if result.cancelled:
         raise _Stop(Reason.CANCELLED, "cancelled during measurement")
     if result.timed_out:
@@ -346,9 +397,12 @@ def run_turn(
     keep = False
     detail = ""
     settled: Settled | None = None
+    ctx.executor.take_violations()  # anything older belongs to a decided turn or the baseline
     try:
+        _scan_kept(ctx, work)
         _propose(ctx, work, proposal)
         _check_policy(ctx, work)
+        _measured_tree_only(ctx, work)
         keep, detail, settled = _evaluate(ctx, work)
     except _Stop as stop:
         settled = stop.settled

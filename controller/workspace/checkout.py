@@ -180,6 +180,23 @@ class Checkout:
         """
         return {rel: _file_digest(self.path / rel) for rel in paths}
 
+    def escaping_symlinks(self, paths: Iterable[str]) -> list[str]:
+        """Those of ``paths`` that are symlinks whose target leaves the checkout: absolute, climbing out
+        with ``..``, or resolving (through other links) outside it. Committed, such a link would make
+        ``accept`` write a pointer to ``/etc/passwd`` or ``~/.ssh`` into the user's checkout."""
+        root = self.path.resolve()
+        found: list[str] = []
+        for rel in paths:
+            full = self.path / rel
+            if not full.is_symlink():
+                continue
+            target = os.readlink(full)
+            lexical = os.path.normpath(os.path.join(os.path.dirname(rel), target))
+            outside = os.path.isabs(target) or lexical == ".." or lexical.startswith("../")
+            if outside or not Path(os.path.realpath(full)).is_relative_to(root):
+                found.append(rel)
+        return found
+
     def restore(self, sha: str, keep_ignored: Sequence[str] = ()) -> None:
         """Make the checkout exactly commit ``sha``: detached HEAD, tracked and untracked files as
         the commit has them, every ignored file removed except those matching a ``keep_ignored``

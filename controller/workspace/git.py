@@ -10,6 +10,7 @@ failure into a :class:`~controller.domain.errors.GitError` carrying the command 
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 from collections.abc import Mapping, Sequence
@@ -65,6 +66,54 @@ def git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+@functools.lru_cache(maxsize=1)
+def _trusted_ssh_command() -> str:
+    """``core.sshCommand`` as the user's system and global config set it (read outside any repository),
+    else plain ``ssh``: the value pinned on every call, so a clone's own config cannot choose it."""
+    proc = subprocess.run(
+        ["git", "config", "--get", "core.sshCommand"],
+        cwd="/",
+        env=git_env(),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        check=False,
+    )
+    value = proc.stdout.decode("utf-8", "replace").strip()
+    return value if proc.returncode == 0 and value else "ssh"
+
+
+def pinned_config() -> list[str]:
+    """``-c`` options that keep repository-configured programs out of crucible's git (issue 11 §2).
+
+    An agent without a sandbox can write a clone's ``.git/config``; crucible's next ``git status`` would
+    then run ``core.fsmonitor`` with the controller's environment. These options override every config
+    level for the programs git would otherwise start on its own: fsmonitor, hooks, pager, external
+    diff, editor, ssh, background maintenance. Filters, ``include.path`` and the rest of a clone's
+    config are covered by ``controller.workspace.gitguard``, which restores a tampered ``.git`` before
+    crucible's git runs there again.
+    """
+    return [
+        "-c",
+        "core.fsmonitor=false",
+        "-c",
+        "core.hooksPath=/dev/null",
+        "-c",
+        "core.pager=cat",
+        "-c",
+        "core.editor=false",
+        "-c",
+        "sequence.editor=false",
+        "-c",
+        "diff.external=",
+        "-c",
+        f"core.sshCommand={_trusted_ssh_command()}",
+        "-c",
+        "gc.auto=0",
+        "-c",
+        "maintenance.auto=false",
+    ]
+
+
 def run_git_bytes(
     args: Sequence[str],
     cwd: Path,
@@ -78,7 +127,7 @@ def run_git_bytes(
     Raises GitError on a non-zero exit when ``check`` (the default).
     """
     proc = subprocess.run(
-        ["git", *args],
+        ["git", *pinned_config(), *args],
         cwd=cwd,
         env=dict(env) if env is not None else git_env(),
         input=input,

@@ -4,8 +4,10 @@ A command is whatever the user wrote, so it may fork daemons, ignore SIGTERM, pr
 never finish. Each one therefore runs as the leader of a new session and process group
 (pgid == pid), reported to the caller through ``on_spawn`` so it can be recorded durably and
 killed by :func:`kill_process_group` after a controller crash. When the leader exits, times out or
-is cancelled, the whole group is SIGKILLed, so nothing it started outlives it. The leader is only
-reaped after that kill, which keeps its pid (and so the group id) from being reused in between.
+is cancelled, the whole group is SIGKILLed, and then whatever left the group and session
+(``setsid``, double forks) is found and killed too (``escapees``), so nothing it started outlives it.
+The leader is only reaped after the group kill, which keeps its pid (and the group id) from being
+reused in between.
 
 Output is read from both pipes in this thread with a selector (no deadlock on a chatty command,
 no reader thread left blocked on a pipe that an escaped grandchild holds open) and capped per
@@ -25,6 +27,14 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from controller.workspace.escapees import (
+    SPAWN_LOCK,
+    active_sessions,
+    ensure_subreaper,
+    reap_escapees,
+    start_ticks,
+)
 
 KILL_GRACE_S = 2.0  # seconds between SIGTERM and SIGKILL on timeout or cancel
 POLL_S = 0.05  # how often the cancel event and the deadline are checked
@@ -47,6 +57,8 @@ class CommandResult:
     cancelled: bool
     duration_s: float
     stderr_truncated: bool = False
+    # Processes the command started that were still alive after the kill at its end (see ``escapees``).
+    survivors: tuple[int, ...] = ()
 
 
 class _CappedBuffer:
@@ -214,6 +226,8 @@ def run_command(
     the group is killed and the exception propagates.
     """
     started = time.monotonic()
+    ensure_subreaper()
+    SPAWN_LOCK.acquire()  # until the new session is in active_sessions (see ``escapees``)
     try:
         proc = subprocess.Popen(
             list(argv),
@@ -225,8 +239,12 @@ def run_command(
             start_new_session=True,
         )
     except OSError as error:
+        SPAWN_LOCK.release()
         return _spawn_failed(error, started)
     pgid = proc.pid
+    since = start_ticks(pgid)
+    active_sessions.add(pgid)
+    SPAWN_LOCK.release()
     pump = _Pump(proc, cap_bytes, capture_prefixes)
     stop: str | None = None
     try:
@@ -239,6 +257,8 @@ def run_command(
     finally:
         _killpg(pgid, signal.SIGKILL)
         proc.wait()
+        active_sessions.discard(pgid)
+        survivors = reap_escapees(pgid, since)
         pump.drain(DRAIN_S)
         for stream in (proc.stdout, proc.stderr):
             if stream is not None:
@@ -253,6 +273,7 @@ def run_command(
         cancelled=stop == "cancel",
         duration_s=time.monotonic() - started,
         stderr_truncated=pump.stderr.truncated,
+        survivors=tuple(survivors),
     )
 
 

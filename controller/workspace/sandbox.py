@@ -85,6 +85,25 @@ def resolve_sandbox(mode: str) -> bool:
     raise SpecError("sandbox.mode", f"must be one of {', '.join(SANDBOX_MODES)}, not {mode!r}")
 
 
+def resolve_network(mode: str, network: bool) -> tuple[bool, str | None]:
+    """Whether commands run sandboxed, and a warning for the user, for ``sandbox.mode``/``network``.
+
+    ``network = false`` is a promise only a sandbox keeps: without one that works here it is a
+    SpecError on ``sandbox.network`` (nothing starts), unless the spec says ``mode = "none"``
+    explicitly, which gets a warning that the network is not blocked.
+    """
+    sandboxed = resolve_sandbox(mode)
+    if network or sandboxed:
+        return sandboxed, None
+    if mode == "none":
+        return False, 'sandbox.network = false with sandbox.mode = "none": the network is not blocked'
+    raise SpecError(
+        "sandbox.network",
+        f"false needs a sandbox to enforce it, and bubblewrap is unusable here ({_probe()[1]}); "
+        'install bubblewrap, or set sandbox.mode = "none" to run with the network on',
+    )
+
+
 def wrap_command(
     argv: Sequence[str],
     *,

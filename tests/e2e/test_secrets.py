@@ -78,16 +78,19 @@ def main():
                 except OSError:
                     pass
     scan(" ".join(sys.argv).encode(), "argv", found)
-    Path("envdump").mkdir(exist_ok=True)
+    # The agent may not write the ignored paths a measurement reads (workspace.keep_ignored): its reports
+    # go beside the workspace, in the arm directory it may write.
+    dumps = Path(os.environ["CRUCIBLE_WORKSPACE"]).parent / "envdump" if role == "agent" else Path("envdump")
+    dumps.mkdir(exist_ok=True)
     report = {
         "home": os.environ.get("HOME"),
         "proc_files_read": readable,
         "env": {name: sha(value) for name, value in os.environ.items()},
         "found": [{"where": where, "sha": sha(token)} for where, token in found],
     }
-    Path("envdump", f"{role}.json").write_text(json.dumps(report))
+    Path(dumps, f"{role}.json").write_text(json.dumps(report))
     dump = "".join(f"{k}={v}\n" for k, v in sorted(os.environ.items()))
-    Path("envdump", f"{role}-env.txt").write_text(dump)
+    Path(dumps, f"{role}-env.txt").write_text(dump)
     print(dump)
     for where, token in found:
         print(f"FOUND {where} {token}")
@@ -168,6 +171,8 @@ def _reports(project: Project, run_id: str) -> dict[str, dict[str, Any]]:
     out = {}
     for arm, role in (("candidate", "agent"), ("candidate", "metric"), ("champion", "metric")):
         dump = project.checkout(run_id, arm) / "envdump"
+        if role == "agent":
+            dump = project.checkout(run_id, arm).parent / "envdump"
         report = json.loads((dump / f"{role}.json").read_text())
         report["dump"] = (dump / f"{role}-env.txt").read_text()
         out[f"{arm}/{role}"] = report

@@ -405,3 +405,22 @@ def test_create_accepts_an_empty_directory_and_a_relative_path(
     assert created.path == tmp_path / "empty"
     assert created.path.is_absolute()
     assert (created.path / "README.md").read_text() == "hello\n"
+
+
+def test_symlinks_whose_target_leaves_the_checkout_are_found(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", {"src/a.txt": "a\n", "src/sub/b.txt": "b\n"})
+    co = Checkout.create(repo, tmp_path / "co", git(repo, "rev-parse", "HEAD"))
+    links = {
+        "src/abs": "/etc/passwd",
+        "src/up": "../../../.ssh/id_rsa",
+        "src/sub/chain": "../hop",
+        "src/hop": str(tmp_path),
+        "src/fine": "sub/b.txt",
+        "src/sub/fine-up": "../a.txt",
+    }
+    for rel, target in links.items():
+        (co.path / rel).symlink_to(target)
+
+    found = co.escaping_symlinks([*links, "src/a.txt", "src/missing"])
+
+    assert sorted(found) == ["src/abs", "src/hop", "src/sub/chain", "src/up"]

@@ -247,3 +247,17 @@ def test_refuses_to_signal_group_zero_or_one() -> None:
         kill_process_group(0)
     with pytest.raises(ValueError):
         process_group_alive(1)
+
+
+def test_a_process_that_left_the_session_does_not_outlive_the_command(tmp_path: Path) -> None:
+    pidfile = tmp_path / "escapee.pid"
+    script = (
+        f"setsid sh -c 'echo $$ > {pidfile}.tmp && mv {pidfile}.tmp {pidfile}; exec sleep 60' &"
+        f" while [ ! -s {pidfile} ]; do sleep 0.01; done"
+    )
+    result = run_command(["/bin/sh", "-c", script], cwd=tmp_path, env=dict(os.environ), timeout=30)
+
+    assert result.returncode == 0 and result.survivors == ()
+    pid = int(pidfile.read_text())
+    stat_file = Path(f"/proc/{pid}/stat")
+    assert not stat_file.exists() or b") Z" in stat_file.read_bytes(), "the setsid daemon is still running"

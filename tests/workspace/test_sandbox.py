@@ -245,6 +245,13 @@ def test_resolve_sandbox_modes(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) 
             resolve_sandbox("bwrap")
         with pytest.raises(CrucibleError):
             wrap_command(["true"], writable=[], network=False, home="/tmp")
+        # network = false is a promise only a sandbox keeps (issue 11, section 2)
+        with pytest.raises(SpecError) as network:
+            sandbox.resolve_network("auto", network=False)
+        assert network.value.key == "sandbox.network"
+        assert sandbox.resolve_network("auto", network=True) == (False, None)
+        sandboxed, warning = sandbox.resolve_network("none", network=False)
+        assert sandboxed is False and warning is not None and "not blocked" in warning
     finally:
         sandbox._probe.cache_clear()
 

@@ -1,0 +1,111 @@
+"""Processes that left a command's process group and session, found and killed when the command ends.
+
+Killing a command's process group does not reach what it started with ``setsid`` (or a double fork):
+``setsid sh -c "sleep 8; echo 99 > src/value.txt" &`` outlived its turn and rewrote the candidate after
+it was measured. Without a sandbox's PID namespace, crucible makes the controller a *child subreaper*
+(``prctl(PR_SET_CHILD_SUBREAPER)``): an orphaned descendant is re-parented to the controller instead of
+to init, so it stays findable. When a command ends, :func:`reap_escapees` kills, until none is left,
+every process of the command's session and every orphan re-parented to the controller that started
+after the command, in a session that is neither the controller's own nor that of another command still
+running (those are found by that command's own end). Zombie orphans are reaped.
+
+A cgroup per command would need a delegated cgroup-v2 subtree, which containers and many CI runners
+do not give; the subreaper works for any unprivileged process on Linux ≥ 3.4 (ADR 0007).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import os
+import signal
+import threading
+import time
+
+PR_SET_CHILD_SUBREAPER = 36
+ESCAPEE_GRACE_S = 2.0  # how long killed escapees get to disappear before they count as survivors
+
+# Sessions of commands currently running in this process; guarded by SPAWN_LOCK while a command is being
+# started, so a scan never mistakes a command that was just spawned for an orphan.
+active_sessions: set[int] = set()
+SPAWN_LOCK = threading.Lock()
+_subreaper = threading.Lock()
+_subreaper_on: list[bool] = []
+
+
+def ensure_subreaper() -> bool:
+    """Make this process a child subreaper (once); False where the kernel or libc does not allow it."""
+    with _subreaper:
+        if not _subreaper_on:
+            libc_name = ctypes.util.find_library("c")
+            ok = False
+            if libc_name is not None:
+                libc = ctypes.CDLL(libc_name, use_errno=True)
+                ok = libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+            _subreaper_on.append(ok)
+        return _subreaper_on[0]
+
+
+def _stat(pid: str) -> tuple[int, int, bytes, int] | None:
+    """(parent pid, session id, state, start time in clock ticks) of ``pid`` from /proc, or None."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            fields = handle.read().rsplit(b")", 1)[1].split()
+        return int(fields[1]), int(fields[3]), fields[0], int(fields[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def start_ticks(pid: int) -> int:
+    """When ``pid`` started (clock ticks since boot); 0 if it is already gone."""
+    found = _stat(str(pid))
+    return 0 if found is None else found[3]
+
+
+def _escapees(session: int, since: int) -> tuple[list[int], list[int]]:
+    """(live, zombie) pids of ``session`` and of orphans re-parented to this process that started no
+    earlier than the command (``since``, clock ticks) in a session that is neither this process's
+    nor another running command's. The start time keeps processes this program started itself in
+    their own session before the command (a server, say) out of it."""
+    me, own_session = os.getpid(), os.getsid(0)
+    live: list[int] = []
+    zombies: list[int] = []
+    with SPAWN_LOCK:
+        running = set(active_sessions)
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit() or int(entry.name) == me:
+            continue
+        found = _stat(entry.name)
+        if found is None:
+            continue
+        parent, sid, state, started = found
+        orphan = parent == me and sid != own_session and sid not in running and started >= since
+        if sid != session and not orphan:
+            continue
+        if state in (b"Z", b"X"):
+            if parent == me:
+                zombies.append(int(entry.name))
+        else:
+            live.append(int(entry.name))
+    return live, zombies
+
+
+def reap_escapees(session: int, since: int, grace_s: float = ESCAPEE_GRACE_S) -> list[int]:
+    """SIGKILL what is left of the command whose session was ``session`` and which started at
+    ``since`` (:func:`start_ticks` of its leader); return the pids still alive after ``grace_s``
+    (empty when everything is gone)."""
+    deadline = time.monotonic() + grace_s
+    while True:
+        live, zombies = _escapees(session, since)
+        for pid in zombies:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, os.WNOHANG)
+        if not live:
+            return []
+        if time.monotonic() >= deadline:
+            return live
+        for pid in live:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.01)
