@@ -59,14 +59,22 @@ def review_comment_event(full_name: str, item: dict[str, Any]) -> FeedbackEvent:
         path=item.get("path"),
         line=line if line is not None else item.get("original_line"),
         diff_hunk=hunk if isinstance(hunk, str) else None,
-        action="created",
+        action=listed_action(item),
     )
 
 
 def issue_comment_event(full_name: str, item: dict[str, Any]) -> FeedbackEvent:
     return feedback_event(
-        full_name, number_at_end(str(item["issue_url"])), "issue_comment", item, action="created"
+        full_name, number_at_end(str(item["issue_url"])), "issue_comment", item, action=listed_action(item)
     )
+
+
+def listed_action(item: dict[str, Any]) -> str:
+    """The webhook action that produced the version of a listed comment: ``edited`` once its
+    ``updated_at`` differs from ``created_at``, else ``created``. A list cannot say it, and the
+    version must carry the same (action, updated_at) as the webhook's, or one edit is stored twice."""
+    created, updated = item.get("created_at"), item.get("updated_at")
+    return "edited" if created and updated and created != updated else "created"
 
 
 def review_event(full_name: str, number: int, item: dict[str, Any]) -> FeedbackEvent:

@@ -81,6 +81,23 @@ def parse_pull_state(event: str, payload: Mapping[str, Any]) -> tuple[str, int, 
     return _repo(payload), _int(pull, "number"), state, merged
 
 
+# Events after which a person's permission on a repository may have changed (GitHub sends ``member``
+# for collaborators added, removed or edited, ``repository`` for transfers, visibility and the like,
+# ``team_add`` when a team gets the repository, ``membership``/``organization`` for org membership).
+ACCESS_EVENTS = frozenset({"member", "repository", "team_add", "team", "membership", "organization"})
+
+
+def parse_access_change(event: str, payload: Mapping[str, Any]) -> str | None:
+    """The ``owner/name`` whose permissions may have changed, ``"*"`` when any repository's may have
+    (organization-wide events), None for any other event."""
+    if event not in ACCESS_EVENTS:
+        return None
+    repository = payload.get("repository")
+    if isinstance(repository, Mapping) and isinstance(repository.get("full_name"), str):
+        return str(repository["full_name"])
+    return "*"
+
+
 # -- per-event parsers ------------------------------------------------------------------------
 
 

@@ -66,6 +66,7 @@ class FeedbackHub:
         self._forges: dict[Hashable, Forge] = {}
         self._feeds: dict[int, _Feed] = {}  # by id() of the forge client
         self._subscribers: dict[str, _Subscriber] = {}
+        self._access_listeners: list[Callable[[str], None]] = []
         self._woken = threading.Event()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
@@ -98,6 +99,23 @@ class FeedbackHub:
         with self._lock:
             self._subscribers.pop(run_id, None)
 
+    def listen_access(self, listener: Callable[[str], None]) -> None:
+        """Call ``listener(repo)`` when a delivery says permissions on ``repo`` may have changed
+        (``"*"``: any repository); a run's trust policy drops its cached answers then."""
+        with self._lock:
+            self._access_listeners.append(listener)
+
+    def unlisten_access(self, listener: Callable[[str], None]) -> None:
+        with self._lock:
+            if listener in self._access_listeners:
+                self._access_listeners.remove(listener)
+
+    def _access_changed(self, repo: str) -> None:
+        with self._lock:
+            listeners = list(self._access_listeners)
+        for listener in listeners:
+            listener(repo)
+
     def subscribed(self) -> list[str]:
         with self._lock:
             return sorted(self._subscribers)
@@ -123,7 +141,9 @@ class FeedbackHub:
         try:
             self._woken.clear()
             touched: set[str] = set()
-            process_deliveries(self.store, own_logins=self.own_logins, touched=touched)
+            process_deliveries(
+                self.store, own_logins=self.own_logins, touched=touched, on_access_change=self._access_changed
+            )
             for forge_id, feed, interval in self._due_feeds():
                 touched |= self._poll(forge_id, feed, interval)
             with self._lock:

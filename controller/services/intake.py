@@ -12,11 +12,11 @@ What is *not* decided here: trust (verdicts), hygiene (stripping) and batching i
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable
 
 from controller.domain.enums import EventKind
 from controller.forge.base import FeedbackEvent
-from controller.forge.webhooks import PayloadError, parse_feedback, parse_pull_state
+from controller.forge.webhooks import PayloadError, parse_access_change, parse_feedback, parse_pull_state
 from controller.store import DeliveryRecord, FeedbackRecord, Store
 
 log = logging.getLogger(__name__)
@@ -25,7 +25,11 @@ BATCH = 100
 
 
 def process_deliveries(
-    store: Store, *, own_logins: Collection[str] = (), touched: set[str] | None = None
+    store: Store,
+    *,
+    own_logins: Collection[str] = (),
+    touched: set[str] | None = None,
+    on_access_change: Callable[[str], None] | None = None,
 ) -> int:
     """Process every pending delivery (oldest first) and mark it processed; returns how many, and
     adds to ``touched`` the runs that got new feedback or a PR state from them.
@@ -33,12 +37,16 @@ def process_deliveries(
     Feedback on a PR crucible published becomes feedback items of that PR's run (the newest run if
     several published the same PR); a ``pull_request`` closed/reopened updates the stored PR state and
     a close appends ``PR_CLOSED`` once. Deliveries about other PRs or events are marked processed and
-    otherwise ignored, as are payloads lacking fields (logged). Store errors propagate and leave
-    the delivery pending for the next call.
+    otherwise ignored, as are payloads lacking fields (logged). ``member``/``repository`` and
+    other access events call ``on_access_change`` with the repository (``"*"``: any), so cached
+    permissions are dropped. Store errors propagate and leave the delivery pending for the next call.
     """
     done = 0
     while batch := store.pending_deliveries(limit=BATCH):
         for delivery in batch:
+            changed = parse_access_change(delivery.event, delivery.payload)
+            if changed is not None and on_access_change is not None:
+                on_access_change(changed)
             runs = _process(store, delivery, own_logins)
             if touched is not None:
                 touched.update(runs)

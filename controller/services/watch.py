@@ -106,9 +106,11 @@ def watch_feedback(ctx: RunContext, searched: LoopResult, watch: Watch) -> LoopR
     hub.subscribe(
         ctx.run_id, watch.forge, interval_s=feedback.poll_interval, wakeup=ctx.wakeup, poll=watch.poll
     )
+    hub.listen_access(trust.forget)  # a member/repository webhook drops cached permissions
     try:
         return _watch(ctx, watch, hub, trust)
     finally:
+        hub.unlisten_access(trust.forget)
         hub.unsubscribe(ctx.run_id)
 
 

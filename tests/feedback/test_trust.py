@@ -104,6 +104,38 @@ def test_an_unconfigured_bot_needs_write_access(forge: FakeForge) -> None:
     assert policy(forge).decide(comment(forge, "other[bot]"))[0] is False
 
 
+@pytest.mark.parametrize("role", ["push", "maintain", "admin"])
+def test_an_unlisted_bot_never_steers_whatever_its_permission(forge: FakeForge, role: str) -> None:
+    # issue 11 §3: the permission check used to run before the bot rule, so helper[bot] steered.
+    forge.add_collaborator(REPO, "helper[bot]", role)
+    event = comment(forge, "helper[bot]")
+    assert policy(forge).decide(event) == (False, "a bot not listed in feedback.trusted_bots")
+    assert policy(forge).decide(replace(event, author="helper", author_type="Bot"))[0] is False
+    assert permission_calls(forge) == 0
+
+
+def test_the_default_cache_lasts_at_most_a_minute(forge: FakeForge) -> None:
+    clock = Clock()
+    trust = TrustPolicy(forge, trusted_bots=[], own_logins=[], clock=clock)
+    assert trust.decide(comment(forge, "writer"))[0]
+    forge.add_collaborator(REPO, "writer", "pull")  # downgraded to read
+    clock.now += 60.0
+    assert trust.decide(comment(forge, "writer"))[0] is False
+
+
+def test_an_access_webhook_drops_the_cache(forge: FakeForge) -> None:
+    trust = policy(forge)
+    assert trust.decide(comment(forge, "writer"))[0]
+    forge.add_collaborator(REPO, "writer", "pull")
+    trust.forget("other/repo")
+    assert trust.decide(comment(forge, "writer"))[0], "another repository's change keeps this cache"
+    trust.forget(REPO.upper())
+    assert trust.decide(comment(forge, "writer"))[0] is False
+    forge.add_collaborator(REPO, "writer", "push")
+    trust.forget("*")
+    assert trust.decide(comment(forge, "writer"))[0]
+
+
 def test_crucibles_own_activity_never_steers(forge: FakeForge) -> None:
     forge.add_collaborator(REPO, OWN, "admin")
     assert policy(forge).decide(comment(forge, OWN)) == (False, "crucible's own activity")

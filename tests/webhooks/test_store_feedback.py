@@ -10,6 +10,8 @@ from alembic import command
 
 from controller.domain.enums import EventKind
 from controller.domain.errors import NotFoundError
+from controller.forge.github_json import review_comment_event
+from controller.services.intake import process_deliveries
 from controller.store import FeedbackSource, FeedbackVerdict, Store, migrate
 from tests.store.old_rows import insert_old_run
 from tests.webhooks.helpers import PR, REPO, comment_event, publish
@@ -161,3 +163,38 @@ def test_upgrade_from_0002_keeps_the_data_and_matches_the_models(database_url: s
         assert s.save_delivery("d", "ping", None, {})
         assert s.add_feedback("r1", "router", comment_event()) is not None
     assert migrate.schema_drift(database_url) == []
+
+
+def test_an_edit_seen_by_a_webhook_and_by_the_poller_is_one_item(store: Store) -> None:
+    # issue 11 §3: the webhook says "edited", a list cannot; with the same updated_at it is one version.
+    publish(store)
+    edited = comment_event(action="edited", body="v2", updated_at="2026-01-02T00:00:00Z")
+    listed = {
+        "id": edited.external_id,
+        "pull_request_url": f"https://api.github.com/repos/{REPO}/pulls/{PR}",
+        "pull_request_review_id": edited.review_id,
+        "user": {"login": edited.author, "type": "User"},
+        "author_association": edited.association,
+        "body": "v2",
+        "path": edited.path,
+        "line": edited.line,
+        "created_at": "2026-01-01T00:00:00Z",
+        "updated_at": "2026-01-02T00:00:00Z",
+    }
+    polled = review_comment_event(REPO, listed)
+    assert polled.action == "edited"
+    assert store.add_feedback("r1", "router", edited) is not None
+    assert store.add_feedback("r1", "router", polled) is None
+    unedited = review_comment_event(REPO, {**listed, "updated_at": listed["created_at"]})
+    assert unedited.action == "created"
+    assert [f.action for f in store.list_feedback("r1")] == ["edited"]
+
+
+def test_access_webhooks_drop_cached_permissions(store: Store) -> None:
+    store.save_delivery("d-1", "member", "edited", {"action": "edited", "repository": {"full_name": REPO}})
+    store.save_delivery("d-2", "organization", "member_removed", {"action": "member_removed"})
+    store.save_delivery("d-3", "issue_comment", "created", {"action": "created"})
+    forgotten: list[str] = []
+
+    assert process_deliveries(store, on_access_change=forgotten.append) == 3
+    assert forgotten == [REPO, "*"]
