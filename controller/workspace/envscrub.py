@@ -26,8 +26,8 @@ PROTOCOL_VARS = frozenset(
 )
 
 # Name fragments (case-insensitive) that mark a variable as secret. DESIGN §4 names the first five;
-# PASSWD, AUTH, PASSPHRASE and COOKIE catch common spellings of the same thing (SSH_AUTH_SOCK,
-# NPM_CONFIG__AUTH, XAUTHORITY, GPG_PASSPHRASE …).
+# PASSWD, AUTH, PASSPHRASE, COOKIE, PRIVATE and SESSION catch common spellings of the same thing
+# (SSH_AUTH_SOCK, NPM_CONFIG__AUTH, XAUTHORITY, GPG_PASSPHRASE, GPG_PRIVATE_KEY, DBUS_SESSION_BUS …).
 SECRET_NAME_PARTS = (
     "TOKEN",
     "SECRET",
@@ -38,11 +38,31 @@ SECRET_NAME_PARTS = (
     "AUTH",
     "PASSPHRASE",
     "COOKIE",
+    "PRIVATE",
+    "SESSION",
 )
+# Short fragments that would hit innocent names as substrings (PATH, COMPASS): they count only as a
+# whole "_"-separated word of the name (GH_PAT, DB_PASS, DATABASE_DSN, PASS).
+SECRET_NAME_WORDS = frozenset({"PASS", "PAT", "DSN", "PW"})
 MIN_SECRET_LEN = 6  # shorter removed values are not redacted: "1", "true" would mangle every log
 
 # scheme://userinfo@ — the userinfo (user, or user:password) of a URL is a credential.
 _URL_USERINFO = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://([^/\s@]+)@")
+
+# Values that look like credentials whatever the variable is called: forge and cloud tokens by their
+# published prefixes, PEM private keys, and ``password=…`` pairs (libpq DSNs, ODBC strings).
+CREDENTIAL_PATTERNS = (
+    re.compile(r"\bgh[pousr]_[A-Za-z0-9]{20,}"),
+    re.compile(r"\bgithub_pat_[A-Za-z0-9_]{20,}"),
+    re.compile(r"\bglpat-[A-Za-z0-9_\-]{20,}"),
+    re.compile(r"\bxox[abposr]-[A-Za-z0-9\-]{10,}"),
+    re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"),
+    re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)", re.S),
+)
+# ``password=secret``, ``PWD='secret'``, ``pass: secret``: the value part (group 1) is the credential.
+_PASSWORD_PAIR = re.compile(
+    r"(?i)\b(?:password|passwd|pwd|pass|secret|token)\s*[=:]\s*(\"[^\"]*\"|'[^']*'|[^\s;&,'\"]+)"
+)
 
 REDACTED = "[REDACTED]"
 
@@ -57,7 +77,21 @@ class ScrubbedEnv:
 
 def _secret_name(name: str) -> bool:
     upper = name.upper()
-    return any(part in upper for part in SECRET_NAME_PARTS) or upper.endswith("_PWD")
+    if any(part in upper for part in SECRET_NAME_PARTS) or upper.endswith("_PWD"):
+        return True
+    return any(word in SECRET_NAME_WORDS for word in upper.split("_"))
+
+
+def credential_values(text: str) -> list[str]:
+    """Credential-looking pieces of ``text``: URL userinfo, token prefixes, PEM keys, password pairs."""
+    found = _url_credentials(text)
+    for pattern in CREDENTIAL_PATTERNS:
+        found += [match.group(0) for match in pattern.finditer(text)]
+    for match in _PASSWORD_PAIR.finditer(text):
+        value = match.group(1).strip("'\"")
+        if value:
+            found.append(value)
+    return found
 
 
 def _url_credentials(value: str) -> list[str]:
@@ -77,9 +111,10 @@ def scrub_env(environ: Mapping[str, str], allow: Iterable[str] = ()) -> Scrubbed
 
     Removed: every ``CRUCIBLE_*`` variable (the caller adds the protocol variables afterwards),
     every ``GIT_*`` variable (``GIT_CONFIG_VALUE_n`` may carry an ``http.extraHeader`` token), any
-    name containing one of SECRET_NAME_PARTS or ending in ``_PWD`` (``SSH_AUTH_SOCK`` among them),
-    and any variable whose value holds a URL with userinfo (``scheme://user:pw@host``). Names in
-    ``allow`` are kept whatever they match (exact, case-sensitive names).
+    name containing one of SECRET_NAME_PARTS, having one of SECRET_NAME_WORDS as a word, or ending
+    in ``_PWD`` (``SSH_AUTH_SOCK`` among them), and any variable whose value looks like a credential
+    (``credential_values``: a URL with userinfo, a ``ghp_``/``AKIA``… token, a PEM key,
+    ``password=``). Names in ``allow`` are kept whatever they match (exact, case-sensitive names).
 
     ``secrets`` holds the values removed for their name or for a URL credential (and the
     credential parts of such URLs) and ``GIT_CONFIG_VALUE_n`` values (``http.extraHeader``), each
@@ -92,7 +127,7 @@ def scrub_env(environ: Mapping[str, str], allow: Iterable[str] = ()) -> Scrubbed
         if name in allowed:
             env[name] = value
             continue
-        credentials = _url_credentials(value)
+        credentials = credential_values(value)
         if _secret_name(name) or credentials or name.startswith("GIT_CONFIG_VALUE_"):
             secrets.update([value, *credentials])
         elif not name.startswith(("CRUCIBLE_", "GIT_")):
@@ -102,7 +137,12 @@ def scrub_env(environ: Mapping[str, str], allow: Iterable[str] = ()) -> Scrubbed
 
 
 def redact(text: str, secrets: Iterable[str]) -> str:
-    """``text`` with every occurrence of each secret replaced by ``[REDACTED]`` (longest first)."""
+    """``text`` with every occurrence of each secret replaced by ``[REDACTED]`` (longest first), and
+    every credential-looking value (``credential_values``) too, known or not: an agent may print a
+    token it found in a file."""
     for secret in sorted({s for s in secrets if s}, key=len, reverse=True):
         text = text.replace(secret, REDACTED)
+    for found in sorted(set(credential_values(text)), key=len, reverse=True):
+        if len(found) >= MIN_SECRET_LEN and REDACTED not in found:
+            text = text.replace(found, REDACTED)
     return text

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from controller.workspace.envscrub import PROTOCOL_VARS, redact, scrub_env
 
 ENVIRON = {
@@ -85,3 +87,45 @@ def test_scrubbed_secrets_redact_command_output() -> None:
     scrubbed = scrub_env(ENVIRON)
     leaked = "connecting to postgresql://app:s3cr3t-pass@db:5432/app with s3cr3t-pass"
     assert "s3cr3t" not in redact(leaked, scrubbed.secrets)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "GH_PAT",
+        "DB_PASS",
+        "PASS",
+        "DATABASE_DSN",
+        "GPG_PRIVATE_KEY_FILE",
+        "MY_AUTH",
+        "SITE_COOKIE",
+        "SESSION_ID",
+    ],
+)
+def test_more_secret_names_are_scrubbed(name: str) -> None:
+    # issue 11 §4: GH_PAT, DB_PASS and DATABASE_DSN reached commands.
+    scrubbed = scrub_env({name: "value-1234", "PATH": "/usr/bin", "COMPASS": "north", "PWD": "/w"})
+    assert name not in scrubbed.env
+    assert scrubbed.env == {"PATH": "/usr/bin", "COMPASS": "north", "PWD": "/w"}
+    assert "value-1234" in scrubbed.secrets
+
+
+@pytest.mark.parametrize(
+    ("value", "secret"),
+    [
+        ("host=db user=app password=s3cr3tpw dbname=x", "s3cr3tpw"),
+        ("postgres://app:hunter22@db/x", "hunter22"),
+        ("ghp_" + "A" * 36, "ghp_" + "A" * 36),
+        ("github_pat_" + "B" * 40, "github_pat_" + "B" * 40),
+        ("glpat-" + "c" * 20, "glpat-" + "c" * 20),
+        ("xoxb-1234567890-abcdef", "xoxb-1234567890-abcdef"),
+        ("AKIAABCDEFGHIJKLMNOP", "AKIAABCDEFGHIJKLMNOP"),
+        ("-----BEGIN OPENSSH PRIVATE KEY-----\nb3Bl\n-----END OPENSSH PRIVATE KEY-----", "b3Bl"),
+    ],
+)
+def test_credential_looking_values_are_scrubbed_and_redacted(value: str, secret: str) -> None:
+    scrubbed = scrub_env({"INNOCENT_NAME": value, "PATH": "/usr/bin"})
+    assert scrubbed.env == {"PATH": "/usr/bin"}
+    assert secret not in redact(f"the agent printed {value} here", scrubbed.secrets)
+    # Redaction recognises such values even when no variable held them (a token read from a file).
+    assert secret not in redact(f"found {value} in a file", [])
