@@ -44,27 +44,64 @@ def _fingerprint(full: Path) -> Fingerprint | None:
 
 
 def list_ignored(root: Path) -> list[str]:
-    """Every ignored, untracked path of the checkout at ``root`` ("/"-separated, relative).
-
-    Files inside ignored directories are listed one by one; a nested repository is one entry ending
-    in "/"."""
-    args = ["ls-files", "-z", "--others", "--ignored", "--exclude-standard"]
+    """The ignored, untracked entries of the checkout at ``root`` ("/"-separated, relative): a wholly
+    ignored directory is one entry ending in "/" (``git ls-files --directory``), which keeps a
+    ``.venv`` of ten thousand files one line."""
+    args = ["ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory"]
     _, raw, _ = run_git_bytes(args, root)
     return [os.fsdecode(item) for item in raw.split(b"\0") if item]
 
 
+def _tree(root: Path, rel_dir: str) -> dict[str, Fingerprint]:
+    """Fingerprints of every non-directory entry below ``rel_dir`` (symlinks not followed), relative to
+    ``root``. ``os.scandir`` and string paths: a ``.venv`` of 13,000 files costs ~0.3 s, not ~1 s."""
+    found: dict[str, Fingerprint] = {}
+    pending = [rel_dir]
+    base = os.fspath(root) + "/"
+    while pending:
+        current = pending.pop()
+        try:
+            entries = list(os.scandir(base + current))
+        except OSError:
+            continue
+        for entry in entries:
+            rel = f"{current}/{entry.name}"
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    pending.append(rel)
+                    continue
+                info = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            found[rel] = (info.st_mode, info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino)
+    return found
+
+
 def scan(root: Path, keep_ignored: Sequence[str]) -> IgnoredScan:
-    """The ignored files of ``root``, split by whether a gitignore-style ``keep_ignored`` pattern matches."""
+    """The ignored files of ``root``, split by whether a gitignore-style ``keep_ignored`` pattern matches.
+
+    A wholly ignored directory that a pattern matches is kept as a whole and fingerprinted file by
+    file; one that no pattern matches is unkept as a whole, unless a pattern may match inside it
+    (``target/cache`` in an ignored ``target/``), in which case its files are matched one by one."""
     keep = pathspec.GitIgnoreSpec.from_lines(keep_ignored)
     kept: dict[str, Fingerprint] = {}
     unkept: list[str] = []
-    for rel in list_ignored(root):
-        if keep_ignored and keep.match_file(rel.rstrip("/")):
-            fingerprint = _fingerprint(root / rel)
-            if fingerprint is not None:
+    for entry in list_ignored(root):
+        rel = entry.rstrip("/")
+        is_dir = entry.endswith("/")
+        if keep_ignored and (keep.match_file(rel) or keep.match_file(rel + "/")):
+            if is_dir:
+                kept.update(_tree(root, rel))
+            elif (fingerprint := _fingerprint(root / rel)) is not None:
                 kept[rel] = fingerprint
+        elif is_dir and keep_ignored and any(p.lstrip("/").startswith(rel + "/") for p in keep_ignored):
+            for path, fingerprint in _tree(root, rel).items():
+                if keep.match_file(path):
+                    kept[path] = fingerprint
+                else:
+                    unkept.append(path)
         else:
-            unkept.append(rel)
+            unkept.append(entry)
     return IgnoredScan(kept, tuple(unkept))
 
 
