@@ -2,14 +2,41 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from controller.config.spec import Spec
 from controller.engine.policy import check_paths, evaluator_paths
 from controller.services.runs import resolve_bases
 from controller.workspace.git import run_git
+from controller.workspace.sandbox import preflight, resolve_network
 
 SURFACE_LIMIT = 200  # files listed per component; the count is always exact
+
+
+def sandbox_problems(spec: Spec, environ: Mapping[str, str] | None = None) -> list[str]:
+    """What would keep the agent, validation or metric command from starting inside the sandbox
+    (issue 13), as a turn would report it; [] without a sandbox."""
+    sandboxed, _ = resolve_network(spec.sandbox.mode, spec.sandbox.network)
+    if not sandboxed:
+        return []
+    env = os.environ if environ is None else environ
+    home = Path(env.get("HOME") or "/").resolve()
+    hide = [home] if home.is_dir() and home != Path("/") else []
+    commands = {"agent": spec.agent.command, "metric": spec.metric.command}
+    if spec.validation is not None:
+        commands["validation"] = spec.validation.command
+    problems: list[str] = []
+    for role, command in commands.items():
+        if command is None:
+            continue
+        found = preflight(
+            command, network=spec.sandbox.network, home="/tmp", hide=hide, search_path=env.get("PATH")
+        )
+        problems += [f"{role}: {problem}" for problem in found]
+    return problems
 
 
 def dry_run(spec: Spec, turns: int | None = None) -> dict[str, Any]:
@@ -63,6 +90,7 @@ def dry_run(spec: Spec, turns: int | None = None) -> dict[str, Any]:
         },
         "validation": spec.validation.command if spec.validation else None,
         "sandbox": spec.sandbox.mode,
+        "sandbox_problems": sandbox_problems(spec),
         "budget": {
             "wall_clock_s": budget.wall_clock,
             "cost_usd": budget.cost_usd,

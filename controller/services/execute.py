@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from controller.engine.protocol import CAPTURE_PREFIXES
@@ -18,6 +18,7 @@ from controller.workspace.envscrub import ScrubbedEnv, redact
 from controller.workspace.gitguard import control_state, restore_control, tampered
 from controller.workspace.process import CommandResult, run_command
 from controller.workspace.sandbox import wrap_command
+from controller.workspace.sandboxpaths import start_problem
 
 
 @dataclass
@@ -32,6 +33,8 @@ class Executor:
     sandbox_home: str
     readonly: list[Path] = field(default_factory=list)
     hide: list[Path] = field(default_factory=list)
+    # Never re-exposed inside the sandbox, even when a command names a path there (CRUCIBLE_HOME).
+    private: list[Path] = field(default_factory=list)
     cancel: threading.Event = field(default_factory=threading.Event)
     command_seconds: float = 0.0  # wall time spent inside commands, for the overhead benchmark
     # The .git directories of the run's checkouts: any change a command makes to their control files
@@ -62,6 +65,8 @@ class Executor:
                 hide=list(self.hide),
                 network=self.network,
                 home=self.sandbox_home,
+                private=list(self.private),
+                search_path=env.get("PATH"),
             )
         guarded = {git_dir: control_state(git_dir) for git_dir in self.guarded}
         groups: list[int] = []
@@ -84,6 +89,8 @@ class Executor:
             for pgid in groups:
                 self.groups.clear(pgid)
             self._undo_git_changes(guarded)
+        if self.sandbox and result.returncode in (126, 127):
+            result = replace(result, start_problem=start_problem(result.stderr, env.get("PATH")))
         if result.survivors:
             pids = ", ".join(str(pid) for pid in result.survivors)
             self.violations.append(f"processes the command started could not be killed: {pids}")

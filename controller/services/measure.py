@@ -97,7 +97,9 @@ def measure(
             continue
         sample = parse_metric_sample(run.matched_lines, required)
         error = sample.error
-        if error is None and run.returncode != 0:
+        if run.start_problem:  # it never ran: say why rather than that its output lacked the metric
+            error = f"metric command exited {run.returncode}: {run.start_problem}"
+        elif error is None and run.returncode != 0:
             error = f"metric command exited {run.returncode}"
         result.raw.append((arm, index[arm], sample.values if error is None else {}, error is None))
         index[arm] += 1

@@ -143,6 +143,7 @@ def open_context(
         run_id=run_id,
         scrubbed=scrub_env(env, spec.agent.env_allow),
         hide=hide,
+        private=[settings.home],
         sandbox=sandbox,
         network=spec.sandbox.network,
         sandbox_home=layout.sandbox_home,

@@ -98,7 +98,8 @@ def _propose(ctx: RunContext, work: TurnWork, proposal: Proposal | None) -> None
     if result.timed_out:
         raise _Stop(Reason.TIMEOUT, f"the agent timed out after {agent.timeout:g}s")
     if result.returncode != 0:
-        raise _Stop(Reason.AGENT_FAILED, f"the agent exited {result.returncode}")
+        cause = f": {result.start_problem}" if result.start_problem else ""
+        raise _Stop(Reason.AGENT_FAILED, f"the agent exited {result.returncode}{cause}")
 
 
 def _scan_kept(ctx: RunContext, work: TurnWork) -> None:

@@ -59,6 +59,8 @@ class CommandResult:
     stderr_truncated: bool = False
     # Processes the command started that were still alive after the kill at its end (see ``escapees``).
     survivors: tuple[int, ...] = ()
+    # Why a sandboxed command could not start (exit 126/127): the missing path, named by the caller.
+    start_problem: str | None = None
 
 
 class _CappedBuffer:

@@ -13,18 +13,50 @@ outer ``bwrap`` process takes the whole PID namespace with it (``--die-with-pare
 from __future__ import annotations
 
 import functools
+import os
 import shutil
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
 from controller.domain.errors import CrucibleError, SpecError
+from controller.workspace.sandboxpaths import needed_paths, program_words, under
 
 SANDBOX_MODES = ("auto", "bwrap", "none")
 _SELF_TEST_TIMEOUT_S = 10.0
 
 # Kept visible under the tmpfs on /run: on systemd hosts /etc/resolv.conf points here.
 _RUN_KEEP = ("/run/systemd/resolve",)
+# Shell words that are no programs on PATH (``cd sub && make``).
+_SHELL_BUILTINS = frozenset(
+    {
+        "cd",
+        "exec",
+        "export",
+        "set",
+        "test",
+        "[",
+        "echo",
+        "printf",
+        "true",
+        "false",
+        "if",
+        "for",
+        "while",
+        "case",
+        "read",
+        "eval",
+        ".",
+        "source",
+        "exit",
+        "return",
+        "unset",
+        "ulimit",
+        "umask",
+        "wait",
+        "time",
+    }
+)
 
 
 def _isolation_args(network: bool) -> list[str]:
@@ -85,6 +117,58 @@ def resolve_sandbox(mode: str) -> bool:
     raise SpecError("sandbox.mode", f"must be one of {', '.join(SANDBOX_MODES)}, not {mode!r}")
 
 
+def visible_paths(
+    argv: Sequence[str], masked: Sequence[Path], private: Sequence[Path] = (), search_path: str | None = None
+) -> list[Path]:
+    """What ``argv`` needs to start that lies under one of the ``masked`` directories and outside every
+    ``private`` one: the paths the sandbox binds back, read-only (issue 13)."""
+    needed = needed_paths(argv, search_path)
+    hidden = [p for p in needed if not any(p == q or p.is_relative_to(q) for q in private)]
+    return under(hidden, masked)
+
+
+def preflight(
+    command: str,
+    *,
+    network: bool,
+    home: str,
+    hide: Sequence[Path] = (),
+    private: Sequence[Path] = (),
+    search_path: str | None = None,
+) -> list[str]:
+    """Problems that would keep ``command`` (run as ``/bin/sh -c command``) from starting inside the
+    sandbox, found before any turn (``crucible loop --dry-run``): a program found on ``PATH`` neither
+    outside nor inside, and every path it needs that is missing inside. Runs one bwrap probe."""
+    search = os.environ.get("PATH", os.defpath) if search_path is None else search_path
+    problems = [
+        f"{word}: not found on PATH (outside the sandbox either)"
+        for word in program_words(command)
+        if "/" not in word
+        and "$" not in word
+        and shutil.which(word, path=search) is None
+        and word not in _SHELL_BUILTINS
+    ]
+    shell = ["/bin/sh", "-c", command]
+    needed = [str(p) for p in needed_paths(shell, search)]
+    probe = ["/bin/sh", "-c", 'for p in "$@"; do [ -e "$p" ] || echo "$p"; done', "probe", *needed]
+    argv = wrap_command(
+        probe,
+        writable=[],
+        network=network,
+        home=home,
+        hide=hide,
+        private=private,
+        search_path=search,
+        expose_for=shell,
+    )
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=_SELF_TEST_TIMEOUT_S, check=False)
+    if result.returncode != 0:
+        return [*problems, f"the sandbox probe failed: {result.stderr.strip()}"]
+    where = "inside the sandbox (bubblewrap, sandbox.mode)"
+    problems += [f"{missing} exists outside but is not visible {where}" for missing in result.stdout.split()]
+    return problems
+
+
 def resolve_network(mode: str, network: bool) -> tuple[bool, str | None]:
     """Whether commands run sandboxed, and a warning for the user, for ``sandbox.mode``/``network``.
 
@@ -113,17 +197,24 @@ def wrap_command(
     home: str,
     hide: Sequence[Path] = (),
     cwd: Path | None = None,
+    private: Sequence[Path] = (),
+    search_path: str | None = None,
+    expose_for: Sequence[str] | None = None,
 ) -> list[str]:
     """``argv`` prefixed with the bwrap invocation that sandboxes it.
 
     Mounts, in order (later ones win): the host ``/`` read-only; fresh ``/dev`` and ``/proc``;
     empty tmpfs on ``/tmp``, ``/run`` (``/run/systemd/resolve`` re-exposed for DNS), ``home`` and
     each ``hide`` path (e.g. the user's real home when ``home`` differs, or CRUCIBLE_HOME: the
-    database and other runs); then each ``writable`` path bound read-write at the same place, then
-    each ``readonly`` path bound read-only (so ``Checkout.sandbox_readonly_paths()`` can re-protect
-    ``.git`` inside a writable checkout). ``HOME`` is set to ``home`` and ``TMPDIR`` to ``/tmp``.
-    The working directory is ``cwd`` when given, else the caller's (bwrap keeps it when it is
-    visible inside). All paths must exist. Raises CrucibleError when bwrap is unusable.
+    database and other runs); then, read-only, what ``argv`` (or ``expose_for``) needs to start
+    that those masks hid (``sandboxpaths.needed_paths``: programs after ``PATH`` lookup in
+    ``search_path``, default ``$PATH``, and symlinks, their ``#!`` interpreters and virtual
+    environments, absolute paths it names), except anything inside ``private``; then each
+    ``writable`` path bound read-write, then each ``readonly`` path bound read-only (so
+    ``Checkout.sandbox_readonly_paths()`` can re-protect ``.git`` inside a writable checkout).
+    ``HOME`` is set to ``home`` and ``TMPDIR`` to ``/tmp``. The working directory is ``cwd`` when
+    given, else the caller's (bwrap keeps it when it is visible inside). All paths must exist.
+    Raises CrucibleError when bwrap is unusable.
     """
     path, reason = _probe()
     if path is None:
@@ -135,6 +226,9 @@ def wrap_command(
             args += ["--ro-bind-try", keep, keep]
     for masked in (home, *hide):
         args += ["--tmpfs", str(masked)]
+    masks = [Path("/tmp"), Path("/run"), Path(home), *hide]
+    for needed in visible_paths(expose_for or argv, masks, private, search_path):
+        args += ["--ro-bind", str(needed), str(needed)]
     for target in writable:
         args += ["--bind", str(target), str(target)]
     for target in readonly:

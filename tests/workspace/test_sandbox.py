@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from controller.domain.errors import CrucibleError, SpecError
-from controller.workspace import process, sandbox
+from controller.workspace import process, sandbox, sandboxpaths
 from controller.workspace.checkout import Checkout
 from controller.workspace.envscrub import scrub_env
 from controller.workspace.process import CommandResult, run_command
@@ -155,14 +155,15 @@ git status --porcelain --untracked-files=all
 touch {source_objects}/intruder 2>/dev/null || echo source-objects-readonly
 echo x >> .git/config 2>/dev/null || echo git-config-readonly
 touch {outside} 2>/dev/null || echo host-readonly
-test -e {tmp_path / "user-repo" / "README.md"} || echo source-worktree-hidden
+test -e "$SOURCE_README" || echo source-worktree-hidden
 ls -A /run | grep -vx systemd | grep -q . || echo run-masked
 umount "$HOME" 2>/dev/null || echo cannot-unmount
 """
     try:
-        result = sandboxed(
-            ["sh", "-c", script], workspace, {"PATH": os.environ["PATH"]}, network=False, timeout=60
-        )
+        # The source is named through the environment: an absolute path the command names is
+        # exposed read-only on purpose (issue 13), the rest of /tmp must stay hidden.
+        env = {"PATH": os.environ["PATH"], "SOURCE_README": str(tmp_path / "user-repo" / "README.md")}
+        result = sandboxed(["sh", "-c", script], workspace, env, network=False, timeout=60)
     finally:
         created = outside.exists()
         outside.unlink(missing_ok=True)
@@ -271,3 +272,63 @@ def test_wrap_command_order_and_options() -> None:
     assert argv[argv.index("/h2") - 1] == "--tmpfs"
     assert argv[argv.index("HOME") - 1 : argv.index("HOME") + 2] == ["--setenv", "HOME", "/h"]
     assert argv[argv.index("--cap-drop") : argv.index("--cap-drop") + 2] == ["--cap-drop", "ALL"]
+
+
+@pytest.fixture
+def venv_under_tmp(tmp_path: Path) -> Path:
+    """A virtual environment under /tmp (pytest's tmp_path), as a throwaway clone or a CI runner has."""
+    assert str(tmp_path).startswith("/tmp/"), "this test needs a temp dir under /tmp"
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    tool = venv / "bin" / "venv-tool"
+    tool.write_text(f"#!{venv}/bin/python\nimport sys\nprint('tool runs in', sys.prefix)\n")
+    tool.chmod(0o755)
+    (tmp_path / "unrelated-secret.txt").write_text("not for the sandbox\n")
+    return venv
+
+
+def test_programs_interpreters_and_venvs_under_tmp_are_visible_read_only(
+    workspace: Checkout, venv_under_tmp: Path
+) -> None:
+    # issue 13: the tmpfs on /tmp hid every program, interpreter and virtualenv that lives there.
+    env = {"PATH": f"{venv_under_tmp / 'bin'}:{os.environ['PATH']}"}
+    script = f"venv-tool && {venv_under_tmp}/bin/python -c 'print(1 + 1)' && cd /tmp && find . -type f"
+    with_path = wrap_command(
+        ["/bin/sh", "-c", script],
+        writable=[workspace.path],
+        network=False,
+        home=os.environ["HOME"],
+        search_path=env["PATH"],
+    )
+    result = run_command(with_path, cwd=workspace.path, env=env, timeout=60)
+
+    assert result.returncode == 0, result.stderr
+    assert f"tool runs in {venv_under_tmp}" in result.stdout
+    assert "\n2\n" in result.stdout
+    assert "unrelated-secret.txt" not in result.stdout, "the private /tmp must stay empty otherwise"
+    write = run_command(
+        wrap_command(
+            ["/bin/sh", "-c", f"touch {venv_under_tmp}/bin/planted"],
+            writable=[workspace.path],
+            network=False,
+            home=os.environ["HOME"],
+        ),
+        cwd=workspace.path,
+        env=env,
+        timeout=60,
+    )
+    assert write.returncode != 0 and not (venv_under_tmp / "bin" / "planted").exists()
+
+
+def test_a_program_the_sandbox_cannot_see_is_named(workspace: Checkout, venv_under_tmp: Path) -> None:
+    # A path the command builds at run time cannot be read from it: the failure must name the path.
+    tool = venv_under_tmp / "bin" / "venv-tool"
+    env = {"PATH": os.environ["PATH"], "TOOL": str(tool)}
+    argv = wrap_command(["/bin/sh", "-c", '"$TOOL"'], writable=[workspace.path], network=False, home="/tmp")
+    result = run_command(argv, cwd=workspace.path, env=env, timeout=60)
+
+    assert result.returncode == 127
+    problem = sandboxpaths.start_problem(result.stderr)
+    assert (
+        problem == f"{tool} exists outside but is not visible inside the sandbox (bubblewrap, sandbox.mode)"
+    )

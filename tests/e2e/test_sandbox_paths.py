@@ -1,0 +1,64 @@
+"""Programs under /tmp inside the sandbox, through the real CLI (issue 13).
+
+The sandbox's private ``/tmp`` hid every program, interpreter and virtualenv living there, so a run from a
+throwaway clone failed every turn with ``execvp: No such file``. The agent here is a script in a virtualenv
+under the test's temp dir (under ``/tmp``), found on ``PATH`` like a ``pipx``-installed tool.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.conftest import Project, ok_run, outcomes
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def tool_venv(tmp_path: Path) -> Path:
+    assert str(tmp_path).startswith("/tmp/"), "this test needs a temp dir under /tmp"
+    venv = tmp_path / "toolenv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    agent = venv / "bin" / "lower-agent"
+    agent.write_text(
+        f"#!{venv}/bin/python\nopen('src/value.txt', 'w').write('8\\n')\nprint('HYPOTHESIS: 8')\n"
+    )
+    agent.chmod(0o755)
+    return venv
+
+
+def test_an_agent_installed_under_tmp_runs_inside_the_sandbox(project: Project, tool_venv: Path) -> None:
+    project.make()
+    project.write_spec(agent={"command": "lower-agent"})
+    env = {"PATH": f"{tool_venv / 'bin'}:{os.environ['PATH']}"}
+
+    dry = project.cli("loop", "--spec", str(project.spec_path), "--dry-run", "--json", env=env)
+    view = ok_run(project.loop(env=env))
+
+    assert dry.code == 0 and dry.json["sandbox_problems"] == [], dry.describe()
+    assert outcomes(view) == [("accepted", "improved")], view["turns"]
+
+
+def test_a_program_the_sandbox_cannot_show_is_named_in_the_turn_and_by_dry_run(
+    project: Project, tool_venv: Path
+) -> None:
+    agent = tool_venv / "bin" / "lower-agent"
+    project.make()
+    # The path comes from the environment at run time, so nothing can read it from the command.
+    project.write_spec(agent={"command": '"$LOWER_AGENT"'}, metric={"command": "no-such-metric-tool"})
+    env = {"LOWER_AGENT": str(agent)}
+
+    dry = project.cli("loop", "--spec", str(project.spec_path), "--dry-run", env=env)
+    project.write_spec(agent={"command": '"$LOWER_AGENT"'})
+    view = ok_run(project.loop(env=env))
+
+    assert dry.code == 1, dry.describe()
+    assert "cannot start: metric: no-such-metric-tool: not found on PATH" in dry.stdout
+    assert outcomes(view) == [("failed", "agent_failed")]
+    detail = view["turns"][0]["detail"]
+    assert f"{agent} exists outside but is not visible inside the sandbox (bubblewrap" in detail
