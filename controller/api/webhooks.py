@@ -17,21 +17,26 @@ Starlette ``Route``: the intake's hot path skips FastAPI's per-request machinery
 for the router's lifespan: the app must be served with lifespan events on (``cli/listen.py``
 does), otherwise every delivery gets 503.
 
-Status codes: 503 no secret configured, database busy, writer not running or too many deliveries
-waiting; 413 body over ``max_bytes`` (Content-Length first, then the bytes actually read); 401
-missing or wrong ``X-Hub-Signature-256``; 400 missing ``X-GitHub-Event``/``X-GitHub-Delivery``
-or a body that is not a JSON object (configure the hook with content type ``application/json``);
-200 for ``ping``; 202 ``{"status": "queued"}`` or ``{"status": "duplicate"}`` (a delivery id seen
+Status codes: 503 no secret configured, database busy, writer not running, too many deliveries
+waiting or too many bodies being read (``max_reading``); 408 a body not complete within
+``body_deadline_s`` (a slow client must not hold a slot forever); 413 body over ``max_bytes``
+(Content-Length first, then the bytes actually read); 401 missing or wrong
+``X-Hub-Signature-256``; 400 missing ``X-GitHub-Event``/``X-GitHub-Delivery`` or a body that is
+not a JSON object (configure the hook with content type ``application/json``); 200 for ``ping``;
+202 ``{"status": "queued"}`` or ``{"status": "duplicate"}`` (a delivery id seen
 before) for everything else, known or not.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse, Response
+from starlette.requests import ClientDisconnect
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
@@ -43,10 +48,22 @@ from controller.store import Store
 
 DEFAULT_MAX_BYTES = 25 * 1024 * 1024  # GitHub caps payloads at 25 MB
 MAX_HEADER_CHARS = 64  # delivery ids are GUIDs, event names short words
+# GitHub sends a whole delivery within a few seconds and gives up after 10 s: a body still arriving
+# after this long is a slow-loris client, answered 408 so it frees its slot.
+BODY_DEADLINE_S = 10.0
+# Bodies read at once; beyond that a delivery is refused at once with 503 rather than queued behind
+# half-sent bodies (1,100 of them made a signed delivery wait 15 s).
+MAX_READING = 64
+
+log = logging.getLogger(__name__)
 
 
 class _TooLarge(Exception):
     pass
+
+
+class _Gone(Exception):
+    """The client went away before its body was complete: nobody is left to answer."""
 
 
 def webhook_router(
@@ -56,6 +73,8 @@ def webhook_router(
     max_bytes: int = DEFAULT_MAX_BYTES,
     on_delivery: Callable[[], None] | None = None,
     writer: DeliveryWriter | None = None,
+    body_deadline_s: float = BODY_DEADLINE_S,
+    max_reading: int = MAX_READING,
 ) -> APIRouter:
     """A router serving ``POST /webhooks/github`` into ``store`` (see the module docstring).
 
@@ -65,8 +84,11 @@ def webhook_router(
     return at once, as ``threading.Event.set`` does.
     ``writer`` (default: a new ``DeliveryWriter(store)``) is started and stopped by the router's
     lifespan, so it lives exactly as long as the app that includes the router is served.
+    A body must arrive within ``body_deadline_s`` (else 408) and at most ``max_reading`` bodies are
+    read at once (else 503); a client that disconnects mid-body is dropped with one debug line.
     """
     key = secret.encode() if secret else b""
+    reading = 0
     writer = writer if writer is not None else DeliveryWriter(store)
 
     @asynccontextmanager
@@ -81,12 +103,20 @@ def webhook_router(
 
     async def decide(request: Request) -> tuple[Response, bool]:
         """The answer to one delivery, and whether it was newly stored (to wake the processor)."""
+        nonlocal reading
         if not key:
             return _error(503, "webhook secret not configured; refusing every delivery"), False
+        if reading >= max_reading:
+            return _error(503, f"{max_reading} deliveries are being received; try again"), False
+        reading += 1
         try:
-            body = await _read_body(request, max_bytes)
+            body = await asyncio.wait_for(_read_body(request, max_bytes), body_deadline_s)
         except _TooLarge:
             return _error(413, f"payload larger than {max_bytes} bytes"), False
+        except TimeoutError:
+            return _error(408, f"the body did not arrive within {body_deadline_s:g} s"), False
+        finally:
+            reading -= 1
         if not verify_signature(key, body, request.headers.get("x-hub-signature-256")):
             return _error(401, "missing or invalid X-Hub-Signature-256"), False
         event = request.headers.get("x-github-event", "")
@@ -112,7 +142,11 @@ def webhook_router(
     async def endpoint(scope: Scope, receive: Receive, send: Send) -> None:
         # A plain ASGI endpoint: the intake's hot path skips FastAPI's per-request machinery
         # (dependency solving, response validation), which cost as much as storing the delivery.
-        response, stored = await decide(Request(scope, receive))
+        try:
+            response, stored = await decide(Request(scope, receive))
+        except _Gone:
+            log.debug("webhook client disconnected before its body was complete")
+            return
         await response(scope, receive, send)
         if stored and on_delivery is not None:
             on_delivery()  # after the answer went out: a wake-up, not the processing
@@ -142,11 +176,14 @@ async def _read_body(request: Request, max_bytes: int) -> bytes:
         raise _TooLarge
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > max_bytes:
-            raise _TooLarge
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > max_bytes:
+                raise _TooLarge
+            chunks.append(chunk)
+    except ClientDisconnect as exc:
+        raise _Gone from exc
     return b"".join(chunks)
 
 

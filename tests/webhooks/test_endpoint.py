@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -219,3 +221,69 @@ def test_postgresql_end_to_end(client_for: Client, postgres_url: str) -> None:
         assert post(client, "pull_request_review", body, signature=None).status_code == 401
         assert process_deliveries(store) == 1
         assert [f.source.value for f in store.list_feedback("r1")] == ["review"]
+
+
+def _half_sent(url: str, declared: int = 1000) -> socket.socket:
+    """A connection that sends headers and the start of a body, then nothing (a slow-loris client)."""
+    host, port = url.removeprefix("http://").split(":")
+    sock = socket.create_connection((host, int(port)), timeout=30)
+    head = (
+        f"POST /webhooks/github HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+        f"X-GitHub-Event: ping\r\nX-GitHub-Delivery: slow\r\nContent-Length: {declared}\r\n\r\n{{"
+    )
+    sock.sendall(head.encode())
+    return sock
+
+
+def test_a_body_that_never_completes_gets_408(client_for: Client, store: Store) -> None:
+    # issue 11 §4: half-sent bodies were held open indefinitely.
+    client = client_for(store, body_deadline_s=0.2)
+    with _half_sent(str(client.base_url)) as sock:
+        answer = sock.recv(4096).decode()
+    assert answer.startswith("HTTP/1.1 408"), answer
+
+
+def test_bodies_read_at_once_are_bounded_and_a_signed_delivery_still_gets_an_answer(
+    client_for: Client, store: Store
+) -> None:
+    client = client_for(store, max_reading=2, body_deadline_s=60)
+    body = encode(oracle("pull_request_review.submitted.0.json"))
+    slow = [_half_sent(str(client.base_url)) for _ in range(2)]
+    try:
+        # The two half-sent bodies hold both slots; the server has them once a third is refused.
+        refused = post(client, "pull_request_review", body, delivery="d-busy")
+        for sock in slow:
+            sock.close()
+        for _ in range(500):  # the server notices the disconnects asynchronously
+            answered = post(client, "pull_request_review", body, delivery="d-ok").status_code
+            if answered != 503:
+                break
+    finally:
+        for sock in slow:
+            sock.close()
+    assert refused.status_code == 503 and "being received" in refused.json()["detail"]
+    assert answered == 202, "slots freed by disconnected clients must be reused"
+
+
+def test_a_client_that_disconnects_mid_body_leaves_no_traceback(
+    client_for: Client, store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    # One slot: a 503 proves the server is reading the half-sent body, a 200 after the close proves it
+    # has seen the disconnect.
+    client = client_for(store, max_reading=1)
+    server_log = logging.getLogger("uvicorn")  # configured by the server: no propagation to the root
+    server_log.addHandler(caplog.handler)
+    try:
+        body = encode(oracle("pull_request_review.submitted.0.json"))
+        for attempt in range(3):
+            with _half_sent(str(client.base_url)):
+                while post(client, "pull_request_review", body, delivery="d-busy").status_code != 503:
+                    pass
+            while (status := post(client, "ping", b"{}", delivery=f"p-{attempt}").status_code) == 503:
+                pass
+            assert status == 200
+        assert post(client, "pull_request_review", body, delivery="d-after").status_code == 202
+    finally:
+        server_log.removeHandler(caplog.handler)
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert errors == [], [r.getMessage() for r in errors]
