@@ -138,13 +138,14 @@ def _type_text(annotation: Any, meta: list[Any]) -> str:
 
 def _bounds_text(meta: list[Any]) -> str:
     words = []
+    show: Any = {duration_value: _seconds, size_value: _bytes}.get(_validator(meta), str)
     for item in meta:
         if isinstance(item, annotated_types.Ge):
             words.append(f"≥ {item.ge}")
         elif isinstance(item, annotated_types.Gt):
             words.append(f"> {item.gt}")
         elif isinstance(item, annotated_types.Le):
-            words.append(f"≤ {item.le}")
+            words.append(f"≤ {show(item.le)}")
         elif isinstance(item, annotated_types.Lt):
             words.append(f"< {item.lt}")
         elif isinstance(item, annotated_types.MinLen) and item.min_length:
@@ -175,6 +176,13 @@ def _seconds(value: float) -> str:
         if value >= size and value % size == 0:
             return f'"{value / size:g}{unit}"'
     return f'"{value:g}s"'
+
+
+def _bytes(value: int) -> str:
+    for unit, size in (("TB", 10**12), ("GB", 10**9), ("MB", 10**6)):
+        if value >= size and value % size == 0:
+            return f'"{value // size}{unit}"'
+    return str(value)
 
 
 def _default_text(key: Key) -> str:

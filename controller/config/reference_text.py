@@ -203,12 +203,14 @@ DOCS: dict[str, tuple[str, str]] = {
         '"main"',
     ),
     "component.mutable": (
-        "Globs of the paths the agent may change; any change outside them is a `policy_violation`.",
+        "Globs of the paths the agent may change; any change outside them is a `policy_violation`. "
+        "Gitignore-style, in order: a later `!glob` excludes what earlier ones matched "
+        '(`["src/**", "!src/generated/**"]`); the first glob cannot be a negation.',
         '["src/**"]',
     ),
     "component.protected": (
         "Globs the agent may never change, even inside `mutable`. Files named in the metric or validation "
-        "command are protected implicitly.",
+        "command are protected implicitly. `!glob` excludes from earlier globs, as in `mutable`.",
         '["bench.py", "tests/**"]',
     ),
     "component.upstream": (
@@ -225,7 +227,9 @@ DOCS: dict[str, tuple[str, str]] = {
     ),
     "workspace.keep_ignored": (
         "Ignored paths (build caches) kept across turns and measured with each arm. Every other ignored "
-        "file a turn creates or changes is removed when the turn is restored, and never measured.",
+        "file is removed before a measurement, so it is never measured (ADR 0007). The agent may not "
+        "create or change a kept path: a turn that does is `evaluator_mutated` and those files are "
+        "deleted (build caches an agent needs belong elsewhere, e.g. `CARGO_TARGET_DIR`). No `!` negation.",
         '[".venv", "target"]',
     ),
     "feedback.poll_interval": (

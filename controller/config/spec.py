@@ -37,6 +37,23 @@ from controller.domain.enums import Direction
 from controller.domain.errors import NotFoundError, SpecError
 
 FINGERPRINT_VERSION = 1
+MAX_SPEC_BYTES = 1 << 20  # a crucible.toml is a page of settings; 60 MB of it is an attack or a mistake
+HOUR, DAY = 3600.0, 86400.0
+# Upper bounds of the spec's numbers and durations (issue 11 §4): each is far beyond any sensible value,
+# so a bound only ever catches a typo or an attack (``samples = 100000000000``, ``timeout = "9999…h"``).
+MAX_TURNS = 100_000
+MAX_SAMPLES = 1_000
+MAX_WARMUPS = 100
+MAX_RETRIES = 10
+MAX_ROUNDS = 1_000
+MAX_FAILURES = 10_000
+MAX_TOKENS = 10**12
+MAX_COST_USD = 1e6
+MAX_DISK = 10**15  # 1000 TB
+MAX_SEED = 2**63 - 1
+MAX_COMMAND_S = 7 * DAY  # agent, validation and metric timeouts
+MAX_WALL_CLOCK_S = 366 * DAY
+MAX_INTERVAL_S = DAY  # feedback.poll_interval and quiet_window
 MAX_KNOB_CANDIDATES = 10_000  # a range that expands to more is almost certainly a typo in its step
 KNOB_FILE_SUFFIXES = (".toml", ".yaml", ".yml", ".json")
 
@@ -78,6 +95,22 @@ def _inside_repo(pattern: str) -> str:
     return pattern
 
 
+def _no_negation(pattern: str) -> str:
+    if pattern.startswith("!"):
+        raise ValueError(f"negation is not supported here, got {json.dumps(pattern)}")
+    return pattern
+
+
+def _negation_after_a_pattern(patterns: list[str]) -> list[str]:
+    """``!glob`` excludes from the patterns before it (gitignore order); first it excludes from nothing."""
+    if patterns and patterns[0].startswith("!"):
+        raise ValueError(
+            f"the first pattern cannot be a negation ({json.dumps(patterns[0])}): '!' only excludes "
+            "paths that an earlier pattern matched"
+        )
+    return patterns
+
+
 def _knob_file(path: str) -> str:
     if not path.endswith(KNOB_FILE_SUFFIXES):
         raise ValueError(f"must be a {', '.join(KNOB_FILE_SUFFIXES)} file, got {json.dumps(path)}")
@@ -112,8 +145,12 @@ def _range_triple(value: object) -> object:
 
 NonBlank = Annotated[str, AfterValidator(_not_blank)]
 RepoGlob = Annotated[str, Field(min_length=1), AfterValidator(_inside_repo)]
+PlainGlob = Annotated[str, Field(min_length=1), AfterValidator(_inside_repo), AfterValidator(_no_negation)]
 Duration = Annotated[float, BeforeValidator(duration_value), Field(gt=0)]
-Size = Annotated[int, BeforeValidator(size_value), Field(gt=0)]
+CommandTimeout = Annotated[float, BeforeValidator(duration_value), Field(gt=0, le=MAX_COMMAND_S)]
+Interval = Annotated[float, BeforeValidator(duration_value), Field(gt=0, le=MAX_INTERVAL_S)]
+Size = Annotated[int, BeforeValidator(size_value), Field(gt=0, le=MAX_DISK)]
+Globs = Annotated[list[RepoGlob], AfterValidator(_negation_after_a_pattern)]
 Tol = Annotated[Tolerance, BeforeValidator(tolerance_value)]
 MetricName = Annotated[str, _pattern(r"[^\s=]+", "a name without spaces or '='")]
 ForgeRepo = Annotated[str, _pattern(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+", 'of the form "owner/name"')]
@@ -179,9 +216,9 @@ class AgentSpec(_Model):
 
     command: NonBlank | None = None
     builtin: Literal["knobs"] | None = None
-    timeout: Duration = 1200.0
+    timeout: CommandTimeout = 1200.0
     env_allow: list[NonBlank] = Field(default_factory=list)
-    seed: int = 0
+    seed: int = Field(default=0, ge=0, le=MAX_SEED)
     knobs: list[KnobSpec] = Field(default_factory=list, alias="knob")
 
     @model_validator(mode="after")
@@ -223,12 +260,12 @@ class MetricSpec(_Model):
     command: NonBlank
     name: MetricName
     direction: Annotated[Direction, Field(strict=False)] = Direction.MINIMIZE
-    samples: int = Field(default=5, ge=1)
-    warmups: int = Field(default=1, ge=0)
+    samples: int = Field(default=5, ge=1, le=MAX_SAMPLES)
+    warmups: int = Field(default=1, ge=0, le=MAX_WARMUPS)
     min_improvement: float = Field(default=0.0, ge=0)
     confidence: float = Field(default=0.95, ge=0, lt=1)
     interleave: bool = True
-    timeout: Duration = 600.0
+    timeout: CommandTimeout = 600.0
     guards: list[GuardSpec] = Field(default_factory=list, alias="guard")
 
     @model_validator(mode="after")
@@ -246,18 +283,20 @@ class ValidationSpec(_Model):
     """A command that must pass before a candidate is measured."""
 
     command: NonBlank
-    retries: int = Field(default=1, ge=0)
-    timeout: Duration = 900.0
+    retries: int = Field(default=1, ge=0, le=MAX_RETRIES)
+    timeout: CommandTimeout = 900.0
 
 
 class BudgetSpec(_Model):
     """Limits that stop a run; ``None`` means unlimited."""
 
-    wall_clock: Duration | None = None
-    cost_usd: Annotated[float, Field(gt=0)] | None = None
-    tokens: Annotated[int, Field(gt=0)] | None = None
+    wall_clock: Annotated[float, BeforeValidator(duration_value), Field(gt=0, le=MAX_WALL_CLOCK_S)] | None = (
+        None
+    )
+    cost_usd: Annotated[float, Field(gt=0, le=MAX_COST_USD)] | None = None
+    tokens: Annotated[int, Field(gt=0, le=MAX_TOKENS)] | None = None
     disk: Size | None = None
-    max_consecutive_failures: int = Field(default=5, ge=1)
+    max_consecutive_failures: int = Field(default=5, ge=1, le=MAX_FAILURES)
     target: float | None = None
 
 
@@ -267,8 +306,8 @@ class ComponentSpec(_Model):
     name: ComponentName
     repo: NonBlank
     base: NonBlank = "HEAD"
-    mutable: list[RepoGlob] = Field(default_factory=lambda: ["**"], min_length=1)
-    protected: list[RepoGlob] = Field(default_factory=list)
+    mutable: Globs = Field(default_factory=lambda: ["**"], min_length=1)
+    protected: Globs = Field(default_factory=list)
     upstream: ForgeRepo | None = None
     fork: ForgeRepo | None = None
 
@@ -301,17 +340,17 @@ class PublishSpec(_Model):
 class WorkspaceSpec(_Model):
     """Ignored caches that survive a restored turn."""
 
-    keep_ignored: list[RepoGlob] = Field(default_factory=lambda: [".venv", "target", "node_modules"])
+    keep_ignored: list[PlainGlob] = Field(default_factory=lambda: [".venv", "target", "node_modules"])
 
 
 class FeedbackSpec(_Model):
     """How review feedback on published PRs turns into refinement rounds (DESIGN.md §7)."""
 
-    poll_interval: Duration = 30.0
-    turns: int = Field(default=3, ge=1)
+    poll_interval: Interval = 30.0
+    turns: int = Field(default=3, ge=1, le=MAX_TURNS)
     hold: Tol = Tolerance(0.01, relative=True)
-    quiet_window: Annotated[float, BeforeValidator(duration_value), Field(ge=0)] = 90.0
-    max_rounds: int = Field(default=5, ge=1)
+    quiet_window: Annotated[float, BeforeValidator(duration_value), Field(ge=0, le=MAX_INTERVAL_S)] = 90.0
+    max_rounds: int = Field(default=5, ge=1, le=MAX_ROUNDS)
     trusted_bots: list[NonBlank] = Field(default_factory=list)
     on_foreign_push: Literal["adopt", "pause"] = "adopt"
 
@@ -320,7 +359,7 @@ class Spec(_Model):
     """A whole run spec. ``spec_dir`` is not read from TOML: the loader sets it to the file's directory."""
 
     objective: NonBlank
-    turns: int = Field(default=10, ge=0)
+    turns: int = Field(default=10, ge=0, le=MAX_TURNS)
     agent: AgentSpec
     sandbox: SandboxSpec = Field(default_factory=SandboxSpec)
     metric: MetricSpec
@@ -379,6 +418,8 @@ class Spec(_Model):
 
 def parse_spec(text: str, spec_dir: Path) -> Spec:
     """Parse and validate spec text; relative local repo paths resolve against ``spec_dir``."""
+    if len(text) > MAX_SPEC_BYTES or len(text.encode("utf-8", "surrogatepass")) > MAX_SPEC_BYTES:
+        raise SpecError("", f"the spec is larger than {MAX_SPEC_BYTES // 1024} KiB")
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -395,6 +436,8 @@ def load_spec(path: Path) -> Spec:
     """Read and validate a spec file; its directory anchors relative repo paths."""
     if not path.is_file():
         raise SpecError("", f"no such spec file: {path}")
+    if path.stat().st_size > MAX_SPEC_BYTES:
+        raise SpecError("", f"{path} is larger than {MAX_SPEC_BYTES // 1024} KiB")
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
@@ -446,7 +489,9 @@ def _message(error: Mapping[str, Any]) -> str:
     if kind in ("value_error", "assertion_error") and "error" in ctx:
         return str(ctx["error"])
     if kind in _BOUNDS:  # ctx holds the one bound: {"ge": 1}
-        return f"must be {_BOUNDS[kind]} {next(iter(ctx.values()))}"
+        bound = next(iter(ctx.values()))
+        shown = int(bound) if isinstance(bound, float) and bound.is_integer() else bound
+        return f"must be {_BOUNDS[kind]} {shown}"
     if kind in ("too_short", "string_too_short") and ctx.get("min_length") == 1:
         return "must not be empty"
     if kind in ("literal_error", "enum"):

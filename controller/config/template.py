@@ -17,6 +17,11 @@ from pathlib import Path
 _TEMPLATE = """\
 # crucible.toml: what to improve, how to measure it, and what the agent may change.
 # Check it with: crucible loop --dry-run
+# Bounds (anything beyond is refused as a typo): turns and feedback.turns <= 100000; metric.samples
+# <= 1000, warmups <= 100; validation.retries <= 10; agent, metric and validation timeouts <= 168h;
+# budget.wall_clock <= 8784h, cost_usd <= 1000000, tokens <= 1000000000000, disk <= 1000TB,
+# max_consecutive_failures <= 10000; feedback.poll_interval and quiet_window <= 24h, max_rounds <= 1000;
+# agent.seed 0 .. 2^63-1. The file itself may be at most 1 MiB.
 objective = "Describe what to improve, e.g. cut the p50 latency of the request router"
 turns = 10                       # turns in round 0 (crucible loop --turns N overrides)
 
@@ -74,6 +79,7 @@ repo = "."                       # local path or git URL
 # base: the ref resolved to the base sha at run start
 base = {base}
 mutable = ["**"]                 # the agent may change only these (gitignore-style globs)
+# a later "!glob" excludes what earlier globs matched: ["src/**", "!src/generated/**"]
 protected = []                   # never, even if mutable matches; the evaluator is protected implicitly
 # upstream: the forge repository PRs target (needed for --publish-prs);
 # fork (optional): push branches there and open PRs from it
@@ -86,6 +92,7 @@ protected = []                   # never, even if mutable matches; the evaluator
 
 [workspace]
 keep_ignored = [".venv", "target", "node_modules"]   # ignored caches kept across turns
+# Every other ignored file is removed before measuring; the agent may not change these (no "!" here).
 
 # Needed for --watch-feedback:
 #[feedback]

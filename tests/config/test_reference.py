@@ -57,8 +57,8 @@ def test_a_bad_example_would_be_caught() -> None:
 
 def test_defaults_and_bounds_come_from_the_models() -> None:
     text = render()
-    assert "| `samples` | integer | `5` | ≥ 1 |" in text
+    assert "| `samples` | integer | `5` | ≥ 1, ≤ 1000 |" in text
     assert "| `confidence` | number | `0.95` | ≥ 0, < 1 |" in text
-    assert '| `timeout` | duration (`"90s"`, `"20m"`, `"4h"` or seconds) | `"20m"` | > 0 |' in text
+    assert '| `timeout` | duration (`"90s"`, `"20m"`, `"4h"` or seconds) | `"20m"` | > 0, ≤ "168h" |' in text
     assert "| `objective` | string | required |" in text
     assert "## `[[component]]`" in text and "## `[[metric.guard]]`" in text

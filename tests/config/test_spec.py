@@ -12,6 +12,7 @@ import pytest
 import tomlkit
 
 from controller.config.spec import (
+    MAX_SPEC_BYTES,
     AgentSpec,
     ComponentSpec,
     KnobSpec,
@@ -22,6 +23,7 @@ from controller.config.spec import (
 from controller.config.units import Tolerance
 from controller.domain.enums import Direction
 from controller.domain.errors import NotFoundError, SpecError
+from controller.engine.policy import check_paths
 
 # Copied verbatim from DESIGN.md §3.
 DESIGN_EXAMPLE = r"""
@@ -620,3 +622,45 @@ def test_fingerprint_ignores_what_does_not_decide_outcomes(
     tmp_path: Path, path: tuple[str | int, ...], value: object
 ) -> None:
     assert fingerprint(edited(minimal(), path, value), tmp_path) == fingerprint(minimal(), tmp_path)
+
+
+BOUNDS: list[tuple[tuple[str | int, ...], object, str, str]] = [
+    (("metric", "samples"), 100_000_000_000, "metric.samples", "must be <= 1000"),
+    (("metric", "warmups"), 101, "metric.warmups", "must be <= 100"),
+    (("turns",), 100_001, "turns", "must be <= 100000"),
+    (("agent", "timeout"), "99999999999999h", "agent.timeout", "must be <= 604800"),
+    (("metric", "timeout"), "169h", "metric.timeout", "must be <= 604800"),
+    (("agent", "seed"), -1, "agent.seed", "must be >= 0"),
+    (("budget", "wall_clock"), "9000h", "budget.wall_clock", "must be <= 31622400"),
+    (("budget", "tokens"), 10**13, "budget.tokens", "must be <= 1000000000000"),
+    (("budget", "disk"), "2000TB", "budget.disk", "must be <= 1000000000000000"),
+    (("budget", "max_consecutive_failures"), 10**6, "budget.max_consecutive_failures", "must be <= 10000"),
+    (("component", 0, "mutable"), ["!src/**"], "component[0].mutable", "first pattern cannot be a negation"),
+    (("component", 0, "protected"), ["!a"], "component[0].protected", "first pattern cannot be a negation"),
+    (("workspace", "keep_ignored"), ["!.venv"], "workspace.keep_ignored[0]", "negation is not supported"),
+]
+
+
+@pytest.mark.parametrize(("path", "value", "key", "fragment"), BOUNDS)
+def test_numbers_durations_and_globs_are_bounded(
+    tmp_path: Path, path: tuple[str | int, ...], value: object, key: str, fragment: str
+) -> None:
+    # issue 11 §4: samples = 100000000000, timeout = "99999999999999h" and mutable = ["!src/**"] passed.
+    error = spec_error(edited(minimal(), path, value), tmp_path)
+    assert (error.key, fragment in error.message) == (key, True), error
+
+
+def test_negation_after_a_pattern_is_supported(tmp_path: Path) -> None:
+    spec = parse(edited(minimal(), ("component", 0, "mutable"), ["src/**", "!src/gen/**"]), tmp_path)
+    verdict = check_paths(["src/a.py", "src/gen/b.py"], mutable=spec.components[0].mutable, protected=[])
+    assert verdict.violations == ("src/gen/b.py: outside mutable",)
+
+
+def test_a_spec_over_the_size_cap_is_refused_before_it_is_parsed(tmp_path: Path) -> None:
+    text = tomlkit.dumps(minimal()) + "# padding\n" * (MAX_SPEC_BYTES // 10)
+    with pytest.raises(SpecError, match="larger than 1024 KiB"):
+        parse_spec(text, tmp_path)
+    big = tmp_path / "crucible.toml"
+    big.write_text(text)
+    with pytest.raises(SpecError, match="larger than 1024 KiB"):
+        load_spec(big)
