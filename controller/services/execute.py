@@ -7,7 +7,9 @@ Every command gets the scrubbed environment plus the protocol variables, runs in
 
 from __future__ import annotations
 
+import os
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -19,6 +21,20 @@ from controller.workspace.gitguard import control_state, restore_control, tamper
 from controller.workspace.process import CommandResult, run_command
 from controller.workspace.sandbox import wrap_command
 from controller.workspace.sandboxpaths import start_problem
+
+DISK_CHECK_S = 5.0  # how often a running command's run directory is measured against budget.disk
+
+
+def disk_usage(path: Path) -> int:
+    """Bytes of the files under ``path`` (``lstat`` sizes; what budget.disk counts)."""
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_size
+            except OSError:
+                continue
+    return total
 
 
 @dataclass
@@ -41,6 +57,11 @@ class Executor:
     # (config, hooks, refs …) is undone right after it and reported through ``take_violations``.
     guarded: list[Path] = field(default_factory=list)
     violations: list[str] = field(default_factory=list)
+    # budget.disk: caps the sandbox's tmpfs mounts and, checked every DISK_CHECK_S while a command runs,
+    # stops a command that fills the run directory (``disk_root``) past it.
+    disk_budget: int | None = None
+    disk_root: Path | None = None
+    disk_exceeded: bool = False
 
     def run(
         self,
@@ -67,6 +88,7 @@ class Executor:
                 home=self.sandbox_home,
                 private=list(self.private),
                 search_path=env.get("PATH"),
+                tmpfs_bytes=self.disk_budget,
             )
         guarded = {git_dir: control_state(git_dir) for git_dir in self.guarded}
         groups: list[int] = []
@@ -75,17 +97,19 @@ class Executor:
             groups.append(pgid)
             self.groups.record(pgid, command[:200])
 
+        stop, watchdog = self._watch_disk()
         try:
             result = run_command(
                 argv,
                 cwd=cwd,
                 env=env,
                 timeout=timeout,
-                cancel=self.cancel,
+                cancel=stop,
                 on_spawn=remember,
                 capture_prefixes=CAPTURE_PREFIXES,
             )
         finally:
+            watchdog.set()
             for pgid in groups:
                 self.groups.clear(pgid)
             self._undo_git_changes(guarded)
@@ -98,6 +122,29 @@ class Executor:
         if log is not None:
             self._write_log(log, command, result)
         return result
+
+    def _watch_disk(self) -> tuple[threading.Event, threading.Event]:
+        """(the event the command stops on, an event that ends the watch). Without a disk budget that
+        is the run's cancel event; with one, a watcher also sets it when the run directory has grown
+        past the budget (checked every DISK_CHECK_S; ``disk_exceeded`` then says so)."""
+        done = threading.Event()
+        if self.disk_budget is None or self.disk_root is None:
+            return self.cancel, done
+        stop, budget, root = threading.Event(), self.disk_budget, self.disk_root
+
+        def watch() -> None:
+            next_check = time.monotonic() + DISK_CHECK_S
+            while not done.wait(0.1):
+                if self.cancel.is_set():
+                    stop.set()
+                elif time.monotonic() >= next_check:
+                    next_check = time.monotonic() + DISK_CHECK_S
+                    if disk_usage(root) >= budget:
+                        self.disk_exceeded = True
+                        stop.set()
+
+        threading.Thread(target=watch, name="crucible-disk-watch", daemon=True).start()
+        return stop, done
 
     def take_violations(self) -> list[str]:
         """What commands did since the last call that the turn must refuse (and has been undone)."""

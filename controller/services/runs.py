@@ -144,6 +144,8 @@ def open_context(
         scrubbed=scrub_env(env, spec.agent.env_allow),
         hide=hide,
         private=[settings.home],
+        disk_budget=spec.budget.disk,
+        disk_root=layout.root,
         sandbox=sandbox,
         network=spec.sandbox.network,
         sandbox_home=layout.sandbox_home,

@@ -94,7 +94,7 @@ def _propose(ctx: RunContext, work: TurnWork, proposal: Proposal | None) -> None
     work.cost_usd, work.tokens = report.cost_usd, report.tokens
     _refuse_violations(ctx)
     if result.cancelled:
-        raise _Stop(Reason.CANCELLED, "cancelled while the agent was running")
+        raise _cancelled(ctx, "while the agent was running")
     if result.timed_out:
         raise _Stop(Reason.TIMEOUT, f"the agent timed out after {agent.timeout:g}s")
     if result.returncode != 0:
@@ -136,6 +136,15 @@ def _measured_tree_only(ctx: RunContext, work: TurnWork) -> None:
             "the agent changed ignored files the measurement reads (workspace.keep_ignored): "
             + ", ".join(touched[:20]),
         )
+
+
+def _cancelled(ctx: RunContext, when: str) -> _Stop:
+    """A command was stopped: by a cancel of the run, or because the run directory grew past
+    ``budget.disk`` while it ran (then the loop's budget check decides whether the run goes on)."""
+    if ctx.executor.disk_exceeded:
+        ctx.executor.disk_exceeded = False
+        return _Stop(Reason.CANCELLED, f"stopped {when}: the run directory grew past budget.disk")
+    return _Stop(Reason.CANCELLED, f"cancelled {when}")
 
 
 def _refuse_violations(ctx: RunContext) -> None:
@@ -180,7 +189,7 @@ def _validate(ctx: RunContext, work: TurnWork) -> None:
     outcome = run_validation(ctx, "candidate", work.number, work.round)
     _refuse_violations(ctx)
     if outcome is Validation.CANCELLED:
-        raise _Stop(Reason.CANCELLED, "cancelled during validation")
+        raise _cancelled(ctx, "during validation")
     if outcome is Validation.FAILED:
         retries = ctx.spec.validation.retries if ctx.spec.validation else 0
         raise _Stop(Reason.VALIDATION_FAILED, f"validation failed {1 + retries} time(s)")
@@ -199,7 +208,7 @@ def _measure_arms(ctx: RunContext, work: TurnWork, arms: list[ArmRoot], tag: str
     work.raw_samples += result.raw
     _refuse_violations(ctx)
     if result.cancelled:
-        raise _Stop(Reason.CANCELLED, "cancelled during measurement")
+        raise _cancelled(ctx, "during measurement")
     if result.timed_out:
         raise _Stop(Reason.TIMEOUT, result.error or "metric timed out")
     if result.error is not None:

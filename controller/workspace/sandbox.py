@@ -200,6 +200,7 @@ def wrap_command(
     private: Sequence[Path] = (),
     search_path: str | None = None,
     expose_for: Sequence[str] | None = None,
+    tmpfs_bytes: int | None = None,
 ) -> list[str]:
     """``argv`` prefixed with the bwrap invocation that sandboxes it.
 
@@ -212,6 +213,8 @@ def wrap_command(
     environments, absolute paths it names), except anything inside ``private``; then each
     ``writable`` path bound read-write, then each ``readonly`` path bound read-only (so
     ``Checkout.sandbox_readonly_paths()`` can re-protect ``.git`` inside a writable checkout).
+    Every tmpfs is capped at ``tmpfs_bytes`` when given (the run's disk budget: what a command writes
+    to ``/tmp`` is memory, not the run directory the budget measures).
     ``HOME`` is set to ``home`` and ``TMPDIR`` to ``/tmp``. The working directory is ``cwd`` when
     given, else the caller's (bwrap keeps it when it is visible inside). All paths must exist.
     Raises CrucibleError when bwrap is unusable.
@@ -219,13 +222,15 @@ def wrap_command(
     path, reason = _probe()
     if path is None:
         raise CrucibleError(f"cannot sandbox: {reason}")
-    args = [path, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+    # Each tmpfs is capped (bwrap --size): uncapped, one is half the RAM, outside the disk budget.
+    size = [] if tmpfs_bytes is None else ["--size", str(tmpfs_bytes)]
+    args = [path, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", *size, "--tmpfs", "/tmp"]
     if Path("/run").is_dir():
-        args += ["--tmpfs", "/run"]
+        args += [*size, "--tmpfs", "/run"]
         for keep in _RUN_KEEP:
             args += ["--ro-bind-try", keep, keep]
     for masked in (home, *hide):
-        args += ["--tmpfs", str(masked)]
+        args += [*size, "--tmpfs", str(masked)]
     masks = [Path("/tmp"), Path("/run"), Path(home), *hide]
     for needed in visible_paths(expose_for or argv, masks, private, search_path):
         args += ["--ro-bind", str(needed), str(needed)]

