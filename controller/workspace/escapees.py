@@ -80,13 +80,13 @@ def _escapees(session: int, since: int) -> tuple[list[int], list[int]]:
         if found is None:
             continue
         parent, sid, state, started = found
-        orphan = parent == me and sid != own_session and sid not in running and started >= since
-        if sid != session and not orphan:
-            continue
+        foreign = parent == me and sid != own_session and sid not in running
         if state in (b"Z", b"X"):
-            if parent == me:
+            # A dead orphan is reaped whenever it started: as a subreaper this process inherits the
+            # zombies of everything that leaves one (bwrap's namespace init after a probe, say).
+            if parent == me and (sid == session or foreign):
                 zombies.append(int(entry.name))
-        else:
+        elif sid == session or (foreign and started >= since):
             live.append(int(entry.name))
     return live, zombies
 
