@@ -67,7 +67,7 @@ def _escapees(session: int, since: int) -> tuple[list[int], list[int]]:
     """(live, zombie) pids of ``session`` and of orphans re-parented to this process that started no
     earlier than the command (``since``, clock ticks) in a session that is neither this process's
     nor another running command's. The start time keeps processes this program started itself in
-    their own session before the command (a server, say) out of it."""
+    their own session before the command (a server, a test's fixture) out of it."""
     me, own_session = os.getpid(), os.getsid(0)
     live: list[int] = []
     zombies: list[int] = []
@@ -86,7 +86,9 @@ def _escapees(session: int, since: int) -> tuple[list[int], list[int]]:
             # zombies of everything that leaves one (bwrap's namespace init after a probe, say).
             if parent == me and (sid == session or foreign):
                 zombies.append(int(entry.name))
-        elif sid == session or (foreign and started >= since):
+        elif sid == session or (foreign and (started, int(entry.name)) > (since, session)):
+            # Started after the command's leader: a later clock tick, or the same tick (10 ms) and a
+            # higher pid (pids are handed out in order; a wrap within one tick is not a concern).
             live.append(int(entry.name))
     return live, zombies
 
