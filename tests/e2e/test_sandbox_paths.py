@@ -57,7 +57,7 @@ def test_a_program_the_sandbox_cannot_show_is_named_in_the_turn_and_by_dry_run(
     project.write_spec(agent={"command": '"$LOWER_AGENT"'})
     view = ok_run(project.loop(env=env))
 
-    assert dry.code == 1, dry.describe()
+    assert dry.code == 0, dry.describe()
     assert "cannot start: metric: no-such-metric-tool: not found on PATH" in dry.stdout
     assert outcomes(view) == [("failed", "agent_failed")]
     detail = view["turns"][0]["detail"]
