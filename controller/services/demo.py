@@ -33,6 +33,7 @@ from controller.services.loop import Handover, LoopResult, run_loop
 from controller.services.patching import patch_text
 from controller.services.publish import Publisher
 from controller.services.runs import create_run, open_context
+from controller.services.schemas import dump
 from controller.services.views import run_view
 from controller.services.watch import Watch, watch_feedback
 from controller.store.store import Store
@@ -223,7 +224,7 @@ def _run(
     ctx = open_context(settings, store, run_id, spec, observer=observer)
     ctx.on_champion = publisher.publish
     result = run_loop(ctx, then=_reviewer_then_watch(store, client, forge, say))
-    view = run_view(settings, store, run_id)
+    view = dump(run_view(settings, store, run_id))
     if as_json:
         print(json.dumps(view, default=str))
     else:

@@ -102,8 +102,8 @@ def knob_history(ctx: RunContext, knobs: list[Knob]) -> list[tuple[Proposal, boo
     by_id = {k.ident: k for k in knobs}
     decided = {EventKind.ACCEPTED, EventKind.REJECTED, EventKind.FAILED, EventKind.NO_CHANGE}
     history: list[tuple[Proposal, bool]] = []
-    for event in ctx.store.list_events(ctx.run_id):
-        p = event.payload.get("proposal") if event.kind in decided else None
+    for event in ctx.store.list_events(ctx.run_id, kinds=decided):
+        p = event.payload.get("proposal")
         if not isinstance(p, dict):
             continue
         knob = by_id.get((p["file"], p["key"]))

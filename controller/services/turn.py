@@ -25,6 +25,7 @@ from controller.services.measure import ArmRoot, Measurement, measure
 from controller.services.parallel import run_all
 from controller.services.snapshots import Snapshot, clean_snapshot, mutations, snapshot
 from controller.services.validate import Validation, run_validation
+from controller.services.views import turn_view
 from controller.stats import Arm, KeepRule, decide_hold, decide_keep
 from controller.store.records import ChampionUpdate, RunRecord, TurnDecision, TurnRecord
 from controller.workspace import ignored
@@ -319,29 +320,6 @@ def _keep(ctx: RunContext, work: TurnWork) -> dict[str, str]:
     return heads
 
 
-def turn_row(record: TurnRecord, samples: list[float], reference: list[float]) -> dict[str, Any]:
-    """A decided turn as it appears in ``--json`` and in events."""
-    commit = None
-    if record.commits:
-        commit = next(iter(record.commits.values())) if len(record.commits) == 1 else dict(record.commits)
-    return {
-        "turn": record.number,
-        "round": record.round,
-        "outcome": str(record.outcome) if record.outcome else None,
-        "reason": str(record.reason) if record.reason else None,
-        "value": record.value,
-        "samples": samples,
-        "reference_samples": reference,
-        "p_value": record.p_value,
-        "changed_paths": list(record.changed_paths),
-        "hypothesis": record.hypothesis,
-        "commit": commit,
-        "cost_usd": record.cost_usd,
-        "duration_s": round(record.duration_s, 3),
-        "detail": record.detail,
-    }
-
-
 def notify_champion(ctx: RunContext) -> None:
     """Tell the publisher (if any) about the champion; a forge outage must not stop the search."""
     if ctx.on_champion is None:
@@ -475,5 +453,5 @@ def run_turn(
         notify_champion(ctx)
         if ctx.spec.metric.interleave is False:
             ctx.champion_arm = ctx.arm_from_store(number, SampleArm.CANDIDATE)
-    ctx.observer.turn_decided(turn_row(record, work.samples, work.reference))
+    ctx.observer.turn_decided(turn_view(record, work.samples, work.reference).model_dump(mode="json"))
     return record

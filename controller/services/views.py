@@ -1,20 +1,25 @@
 """Read models: a run as the ``--json`` object of DESIGN §6, its turns as TSV, its events as JSONL.
 
-Everything is computed from the store (and the run's candidate clone for diffs), so ``crucible runs show``
-tells the same story whether the run is live, finished or crashed.
+Everything is computed from the store, and each view is a typed model from ``schemas.py`` (the same
+models the REST API declares), so ``crucible runs show`` and ``GET /api/runs/{id}`` tell the same story
+whether the run is live, finished or crashed. Paged reads (``turns_page``, ``runs_list``) filter and
+limit in SQL; the full run view reads the whole run on purpose (it is the run's record).
+
+Diffs come from the run's candidate clone under ``CRUCIBLE_HOME``: the controller's own copy of the
+run's commits, written only by the controller (ADR-0005 decision 3), never a checkout in a pod.
 """
 
 from __future__ import annotations
 
-import json
+from collections.abc import Iterable
 from typing import Any
 
 from controller.config.settings import Settings
-from controller.domain.enums import SampleArm, TurnPhase
+from controller.domain.enums import Direction, EventKind, Outcome, RunStatus, SampleArm, TurnPhase
 from controller.domain.errors import CrucibleError
+from controller.services import schemas
 from controller.services.layout import RunLayout
-from controller.services.turn import turn_row
-from controller.store.records import ComponentRecord, SampleRecord
+from controller.store.records import ComponentRecord, EventRecord, SampleRecord, TurnRecord
 from controller.store.store import Store
 from controller.workspace.checkout import Checkout
 
@@ -39,142 +44,171 @@ def component_diff(settings: Settings, run_id: str, comp: ComponentRecord) -> st
         return f"# diff unavailable: {exc}\n"
 
 
-def run_view(settings: Settings, store: Store, run_id: str, *, with_diffs: bool = True) -> dict[str, Any]:
-    run = store.get_run(run_id)
-    samples = _samples_by_turn(store.list_samples(run_id), run.metric_name)
-    turns = []
-    for t in store.list_turns(run_id):
+def turn_view(record: TurnRecord, samples: list[float], reference: list[float]) -> schemas.Turn:
+    """A decided turn as it appears in ``--json``, in the API and on the live table."""
+    commit: str | dict[str, str] | None = None
+    if record.commits:
+        commit = next(iter(record.commits.values())) if len(record.commits) == 1 else dict(record.commits)
+    return schemas.Turn(
+        turn=record.number,
+        round=record.round,
+        outcome=record.outcome,
+        reason=record.reason,
+        value=record.value,
+        samples=samples,
+        reference_samples=reference,
+        p_value=record.p_value,
+        changed_paths=list(record.changed_paths),
+        hypothesis=record.hypothesis,
+        commit=commit,
+        cost_usd=record.cost_usd,
+        duration_s=round(record.duration_s, 3),
+        detail=record.detail,
+    )
+
+
+def _turn_views(
+    records: Iterable[TurnRecord], samples: dict[tuple[int, SampleArm], list[float]]
+) -> list[schemas.Turn]:
+    out = []
+    for t in records:
         if t.phase != TurnPhase.DECIDED:
             continue
         cand = samples.get((t.number, SampleArm.CANDIDATE), [])
         ref = samples.get((t.number, SampleArm.CHAMPION), [])
-        turns.append(turn_row(t, cand, ref))
-    components = []
-    for comp in store.list_components(run_id):
-        item: dict[str, Any] = {"name": comp.name, "base_sha": comp.base_sha, "head_sha": comp.head_sha}
-        if with_diffs:
-            item["diff"] = component_diff(settings, run_id, comp)
-        components.append(item)
-    best = None
-    if run.champion_value is not None and run.champion_turn:
-        best = {"value": run.champion_value, "turn": run.champion_turn}
-    return {
-        "run_id": run.id,
-        "status": str(run.status),
-        "stop_reason": str(run.stop_reason) if run.stop_reason else None,
-        "message": run.stop_message,
-        "objective": run.objective,
-        "metric": {"name": run.metric_name, "direction": run.direction},
-        "baseline": {"value": run.baseline_value, "samples": samples.get((0, SampleArm.BASELINE), [])},
-        "best": best,
-        "cost_usd": run.cost_usd,
-        "tokens": run.tokens,
-        "turns": turns,
-        "components": components,
-        "pull_requests": [
-            {
-                "component": p.component,
-                "url": p.url,
-                "number": p.number,
-                "branch": p.branch,
-                "draft": p.draft,
-                "head_sha": p.pushed_sha,
-                "state": p.state,
-                "paused": p.paused,
-                "published_value": p.published_value,
-                "note": p.note,
-            }
-            for p in store.list_pulls(run_id)
-        ],
-        "created_at": run.created_at.isoformat(),
-        "finished_at": run.finished_at.isoformat() if run.finished_at else None,
-        **{key: value for key, value in feedback_view(store, run_id).items() if key != "run_id"},
-    }
+        out.append(turn_view(t, cand, ref))
+    return out
 
 
-TSV_COLUMNS = (
-    "turn",
-    "round",
-    "outcome",
-    "reason",
-    "value",
-    "p_value",
-    "duration_s",
-    "cost_usd",
-    "hypothesis",
-)
-
-
-def turns_tsv(settings: Settings, store: Store, run_id: str) -> str:
-    view = run_view(settings, store, run_id, with_diffs=False)
-    lines = ["\t".join(TSV_COLUMNS)]
-    for row in view["turns"]:
-        cells = []
-        for col in TSV_COLUMNS:
-            value = row.get(col)
-            text = "" if value is None else str(value)
-            cells.append(text.replace("\t", " ").replace("\n", " "))
-        lines.append("\t".join(cells))
-    return "\n".join(lines) + "\n"
-
-
-def events_jsonl(store: Store, run_id: str, after_id: int = 0) -> str:
-    rows = []
-    for e in store.list_events(run_id, after_id=after_id):
-        rows.append(
-            json.dumps(
-                {
-                    "id": e.id,
-                    "run_id": e.run_id,
-                    "kind": str(e.kind),
-                    "created_at": e.created_at.isoformat(),
-                    **dict(e.payload),
-                },
-                sort_keys=False,
-            )
-        )
-    return "".join(r + "\n" for r in rows)
-
-
-def runs_list(store: Store, limit: int = 50, offset: int = 0) -> list[dict[str, Any]]:
+def components_view(
+    settings: Settings, store: Store, run_id: str, *, with_diffs: bool = True
+) -> list[schemas.Component]:
     out = []
-    for r in store.list_runs(limit=limit, offset=offset):
+    for comp in store.list_components(run_id):
+        diff = component_diff(settings, run_id, comp) if with_diffs else None
         out.append(
-            {
-                "run_id": r.id,
-                "status": str(r.status),
-                "stop_reason": str(r.stop_reason) if r.stop_reason else None,
-                "objective": r.objective,
-                "baseline": r.baseline_value,
-                "best": r.champion_value,
-                "created_at": r.created_at.isoformat(),
-            }
+            schemas.Component(name=comp.name, base_sha=comp.base_sha, head_sha=comp.head_sha, diff=diff)
         )
     return out
 
 
-def feedback_view(store: Store, run_id: str) -> dict[str, Any]:
+def pulls_view(store: Store, run_id: str) -> list[schemas.PullRequest]:
+    return [
+        schemas.PullRequest(
+            component=p.component,
+            url=p.url,
+            number=p.number,
+            branch=p.branch,
+            draft=p.draft,
+            head_sha=p.pushed_sha,
+            state=p.state,
+            paused=p.paused,
+            published_value=p.published_value,
+            note=p.note,
+        )
+        for p in store.list_pulls(run_id)
+    ]
+
+
+def run_view(settings: Settings, store: Store, run_id: str, *, with_diffs: bool = True) -> schemas.Run:
+    run = store.get_run(run_id)
+    samples = _samples_by_turn(store.list_samples(run_id), run.metric_name)
+    best = None
+    if run.champion_value is not None and run.champion_turn:
+        best = schemas.Best(value=run.champion_value, turn=run.champion_turn)
+    fb = feedback_view(store, run_id)
+    return schemas.Run(
+        run_id=run.id,
+        status=run.status,
+        stop_reason=run.stop_reason,
+        message=run.stop_message,
+        objective=run.objective,
+        metric=schemas.Metric(name=run.metric_name, direction=Direction(run.direction)),
+        baseline=schemas.Baseline(value=run.baseline_value, samples=samples.get((0, SampleArm.BASELINE), [])),
+        best=best,
+        cost_usd=run.cost_usd,
+        tokens=run.tokens,
+        turns=_turn_views(store.list_turns(run_id), samples),
+        components=components_view(settings, store, run_id, with_diffs=with_diffs),
+        pull_requests=pulls_view(store, run_id),
+        created_at=run.created_at,
+        finished_at=run.finished_at,
+        feedback=fb.feedback,
+        rounds=fb.rounds,
+        replies=fb.replies,
+    )
+
+
+def turns_page(
+    store: Store,
+    run_id: str,
+    *,
+    after: int = 0,
+    limit: int = 100,
+    round: int | None = None,
+    outcome: Outcome | None = None,
+) -> list[schemas.Turn]:
+    """Decided turns after turn ``after``, at most ``limit``, with only their own samples read."""
+    run = store.get_run(run_id)
+    records = store.page_turns(run_id, after=after, limit=limit, round=round, outcome=outcome)
+    samples = store.samples_of_turns(run_id, [t.number for t in records])
+    return _turn_views(records, _samples_by_turn(samples, run.metric_name))
+
+
+def event_view(e: EventRecord) -> schemas.Event:
+    return schemas.event_view(e.id, e.run_id, str(e.kind), e.created_at, dict(e.payload))
+
+
+def events_jsonl(store: Store, run_id: str, after_id: int = 0) -> str:
+    rows = [event_view(e).model_dump_json() for e in store.list_events(run_id, after_id=after_id)]
+    return "".join(r + "\n" for r in rows)
+
+
+def runs_list(
+    store: Store, limit: int = 50, offset: int = 0, status: RunStatus | None = None
+) -> list[schemas.RunSummary]:
+    return [
+        schemas.RunSummary(
+            run_id=r.id,
+            status=r.status,
+            stop_reason=r.stop_reason,
+            objective=r.objective,
+            baseline=r.baseline_value,
+            best=r.champion_value,
+            created_at=r.created_at,
+        )
+        for r in store.page_runs(limit=limit, offset=offset, status=status)
+    ]
+
+
+def feedback_view(store: Store, run_id: str) -> schemas.Feedback:
     """Feedback items with their verdicts, rounds and drafted replies (``crucible feedback``)."""
     items = [
-        {
-            "id": f.id,
-            "component": f.component,
-            "pr_number": f.pr_number,
-            "source": str(f.source),
-            "author": f.author,
-            "association": f.association,
-            "path": f.path,
-            "line": f.line,
-            "action": f.action,
-            "body": f.body,
-            "trusted": f.trusted,
-            "verdict": str(f.verdict) if f.verdict else None,
-            "reason": f.reason,
-            "round": f.round,
-        }
+        schemas.FeedbackItem(
+            id=f.id,
+            component=f.component,
+            pr_number=f.pr_number,
+            source=str(f.source),
+            author=f.author,
+            association=f.association,
+            path=f.path,
+            line=f.line,
+            action=f.action,
+            body=f.body,
+            trusted=f.trusted,
+            verdict=str(f.verdict) if f.verdict else None,
+            reason=f.reason,
+            round=f.round,
+        )
         for f in store.list_feedback(run_id)
     ]
-    events = store.list_events(run_id)
-    replies = [dict(e.payload) for e in events if e.kind == "reply_drafted"]
-    rounds = [dict(e.payload) for e in events if e.kind == "round_finished"]
-    return {"run_id": run_id, "feedback": items, "rounds": rounds, "replies": replies}
+    kinds = (EventKind.REPLY_DRAFTED, EventKind.ROUND_FINISHED)
+    replies: list[schemas.Reply] = []
+    rounds: list[schemas.Round] = []
+    for e in store.list_events(run_id, kinds=kinds):
+        payload: dict[str, Any] = dict(e.payload)
+        if e.kind == EventKind.REPLY_DRAFTED:
+            replies.append(schemas.Reply.model_validate(payload))
+        else:
+            rounds.append(schemas.Round.model_validate(payload))
+    return schemas.Feedback(run_id=run_id, feedback=items, rounds=rounds, replies=replies)

@@ -8,7 +8,7 @@ transaction, so two controllers racing on one run cannot both win.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any, cast
@@ -61,6 +61,7 @@ from controller.store.queries import (
     require_finite,
     sample_row,
 )
+from controller.store.reads import PagedReads
 from controller.store.records import (
     ChampionUpdate,
     ComponentRecord,
@@ -79,10 +80,11 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-class Store(PullsAndFeedback, ProcessGroups, Leases):
+class Store(PullsAndFeedback, ProcessGroups, Leases, PagedReads):
     """Runs, components, turns, samples and events in SQLite or PostgreSQL; pull requests, deliveries
     and feedback come from ``PullsAndFeedback``, process groups from ``ProcessGroups``, leases, the
-    cancel flag and the run phase from ``Leases`` (same contract).
+    cancel flag and the run phase from ``Leases``, paged reads for the API from ``PagedReads`` (same
+    contract).
 
     Atomicity: each method is one transaction; it either happens entirely or not at all.
     ``decide_turn`` and ``set_baseline`` write the decision, the champion, the usage, the component
@@ -479,14 +481,23 @@ class Store(PullsAndFeedback, ProcessGroups, Leases):
             lock_run(s, run_id)
             return append_event_row(s, run_id, kind, payload, self._now()).to_record()
 
-    def list_events(self, run_id: str, *, after_id: int = 0, limit: int | None = None) -> list[EventRecord]:
-        """Events of the run with id > after_id, oldest first."""
+    def list_events(
+        self,
+        run_id: str,
+        *,
+        after_id: int = 0,
+        limit: int | None = None,
+        kinds: Collection[EventKind] | None = None,
+    ) -> list[EventRecord]:
+        """Events of the run with id > after_id, oldest first; only of ``kinds`` when given."""
         query = (
             sa.select(EventRow)
             .where(EventRow.run_id == run_id, EventRow.id > after_id)
             .order_by(EventRow.id)
             .limit(limit)
         )
+        if kinds is not None:
+            query = query.where(EventRow.kind.in_([EventKind(kind).value for kind in kinds]))
         with self._session(read_only=True) as s:
             get_run_row(s, run_id)
             return [row.to_record() for row in s.scalars(query)]

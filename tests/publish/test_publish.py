@@ -22,6 +22,7 @@ from controller.services.context import RunContext
 from controller.services.loop import run_loop
 from controller.services.publish import Publisher, branch_name, resume_pull
 from controller.services.runs import open_context
+from controller.services.schemas import dump
 from controller.services.views import run_view
 from controller.store import Store
 from tests.conftest import git
@@ -94,7 +95,7 @@ def test_kept_candidate_becomes_one_draft_pr_with_the_exact_diff(world: World) -
     pulls = world.pulls(run_id)
     assert len(pulls) == 1
     pr = world.github.get_repo("alice/app").get_pull(pulls[0].number)  # type: ignore[attr-defined]
-    view = run_view(world.settings, store, run_id)
+    view = dump(run_view(world.settings, store, run_id))
     champion = view["components"][0]["head_sha"]
     assert pr.draft is True
     assert pr.state == "open"

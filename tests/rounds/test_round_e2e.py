@@ -16,6 +16,7 @@ from controller.domain.enums import EventKind
 from controller.services.context import RunContext
 from controller.services.loop import LoopResult, run_loop
 from controller.services.publish import Publisher, branch_name
+from controller.services.schemas import dump
 from controller.services.views import feedback_view
 from controller.services.watch import Watch, watch_feedback
 from controller.store import Store
@@ -64,7 +65,7 @@ def test_a_trusted_review_steers_a_round_onto_the_same_branch(tmp_path: Path, fo
     assert "round 1 addressed feedback from [@bob" in body
     assert body.count("[@bob on `src/value.txt`:1](http") == 3, "the body links each addressed inline comment"
     assert "mallory" not in body
-    view = feedback_view(store, run_id)
+    view = dump(feedback_view(store, run_id))
     verdicts = {(i["author"], i["verdict"]) for i in view["feedback"]}
     assert ("bob", "accepted") in verdicts and ("mallory", "rejected") in verdicts
     assert len([r for r in view["replies"] if r["author"] == "bob"]) >= 3
@@ -151,7 +152,7 @@ def test_a_round_that_loses_more_than_hold_pushes_nothing_and_says_so(
     assert repo.get_branch(branch_name(run_id)).commit.sha == seen["head"], "nothing was pushed"
     body = repo.get_pull(int(str(seen["number"]))).body or ""
     assert "round 1 (feedback from [@bob" in body and "could not hold the score" in body
-    rounds = feedback_view(store, run_id)["rounds"]
+    rounds = dump(feedback_view(store, run_id))["rounds"]
     assert [r["kept"] for r in rounds] == [False]
 
 

@@ -11,6 +11,7 @@ import pytest
 from controller.config.spec import load_spec
 from controller.services.loop import LoopResult, run_loop
 from controller.services.publish import Publisher, branch_name
+from controller.services.schemas import dump
 from controller.services.views import feedback_view
 from controller.services.watch import Watch, watch_feedback
 from tests.conftest import git
@@ -71,9 +72,9 @@ def test_webhooks_alone_deliver_the_feedback(tmp_path: Path) -> None:
         with webhook_server(store, SECRET, "127.0.0.1", port, ctx.wakeup.set):
             result = run_loop(ctx, then=then)
         assert result.stop_reason == "max_rounds", result.message
-        items = feedback_view(store, run_id)["feedback"]
+        items = dump(feedback_view(store, run_id))["feedback"]
         assert any("webhook only" in i["body"] and i["verdict"] == "accepted" for i in items)
-        [finished] = feedback_view(store, run_id)["rounds"]
+        [finished] = dump(feedback_view(store, run_id))["rounds"]
         assert finished["kept"]
 
 
@@ -91,7 +92,7 @@ def test_two_reviews_steer_two_different_commits(tmp_path: Path) -> None:
             watch = Watch(forge=client, own_logins=["alice"])
 
             def sleep(event: threading.Event, timeout: float) -> bool:
-                rounds = feedback_view(store, run_id)["rounds"]
+                rounds = dump(feedback_view(store, run_id))["rounds"]
                 if len(rounds) == 1 and not getattr(sleep, "done", False):
                     sleep.done = True  # type: ignore[attr-defined]
                     _review(handle.api_url, record.number, next(reviews))
@@ -102,7 +103,7 @@ def test_two_reviews_steer_two_different_commits(tmp_path: Path) -> None:
 
         result = run_loop(ctx, then=then)
         assert result.stop_reason == "max_rounds", result.message
-        heads = [r["head"] for r in feedback_view(store, run_id)["rounds"]]
+        heads = [r["head"] for r in dump(feedback_view(store, run_id))["rounds"]]
         assert len(heads) == 2 and all(heads) and heads[0] != heads[1]
         clone = settings.home / "runs" / run_id / "arms" / "candidate" / "app"
         first = git(clone, "show", f"{heads[0]}:src/addressed.txt")
@@ -155,11 +156,11 @@ def test_live_steer_appends_feedback_that_arrives_while_a_turn_runs(tmp_path: Pa
         result = run_loop(ctx, then=then)
 
         assert result.stop_reason == "max_rounds", result.message
-        [finished] = feedback_view(store, run_id)["rounds"]
+        [finished] = dump(feedback_view(store, run_id))["rounds"]
         clone = settings.home / "runs" / run_id / "arms" / "candidate" / "app"
         live = git(clone, "show", f"{finished['head']}:src/live.txt")
         assert "> live: also rename it" in live and "@bob" in live
-        consumed = [i for i in feedback_view(store, run_id)["feedback"] if "live:" in i["body"]]
+        consumed = [i for i in dump(feedback_view(store, run_id))["feedback"] if "live:" in i["body"]]
         assert consumed and all(i["round"] == 1 for i in consumed), (
             "live feedback is consumed by the running round"
         )

@@ -1,0 +1,186 @@
+"""The one typed schema of what a run shows (DESIGN §6), shared by ``--json`` and the REST API.
+
+Before, ``views.py`` assembled dicts in several places and the API would have had to copy them; now
+each shape is a pydantic model, the CLI prints ``model_dump(mode="json")`` and FastAPI declares the
+same models as ``response_model``, so the OpenAPI document is the contract and a golden test
+(``tests/api/test_schemas.py`` against ``docs/schemas.json``) fails when a field changes by accident.
+
+Field names are the ``--json`` names. Enumerated values use the domain enums, so the document lists
+every value a client may see. Models are frozen: a view is a snapshot, never edited after it is built.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from controller.domain.enums import Direction, EventKind, Outcome, Reason, RunStatus, StopReason
+
+
+class _View(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Metric(_View):
+    name: str
+    direction: Direction
+
+
+class Baseline(_View):
+    value: float | None = Field(description="median of the baseline samples; null until measured")
+    samples: list[float]
+
+
+class Best(_View):
+    value: float = Field(description="the champion's median")
+    turn: int = Field(description="the turn that made it the champion (>= 1)")
+
+
+class Turn(_View):
+    """A decided turn, as in ``--json`` and ``GET /api/runs/{id}/turns``."""
+
+    turn: int
+    round: int
+    outcome: Outcome | None
+    reason: Reason | None
+    value: float | None
+    samples: list[float]
+    reference_samples: list[float]
+    p_value: float | None
+    changed_paths: list[str]
+    hypothesis: str | None
+    commit: str | dict[str, str] | None = Field(
+        description="the kept commit; one sha for a single component, component -> sha for several"
+    )
+    cost_usd: float
+    duration_s: float
+    detail: str
+
+
+class Component(_View):
+    name: str
+    base_sha: str
+    head_sha: str
+    diff: str | None = Field(
+        default=None, description="unified diff base_sha..head_sha; omitted from lists and the TSV"
+    )
+
+
+class PullRequest(_View):
+    component: str
+    url: str
+    number: int
+    branch: str
+    draft: bool
+    head_sha: str = Field(description="the commit crucible pushed last")
+    state: str
+    paused: bool
+    published_value: float | None = Field(
+        default=None, description="the score the PR shows (the run's best unless the PR lags it)"
+    )
+    note: str | None = Field(default=None, description="why the PR's head is not the run's best, if so")
+
+
+class FeedbackItem(_View):
+    id: int
+    component: str
+    pr_number: int
+    source: str
+    author: str
+    association: str | None
+    path: str | None
+    line: int | None
+    action: str | None
+    body: str
+    trusted: bool | None
+    verdict: str | None
+    reason: str | None
+    round: int | None
+
+
+class Round(_View):
+    """A finished refinement round (the ``round_finished`` event)."""
+
+    round: int
+    component: str
+    feedback: list[int] = Field(description="ids of the feedback items the round addressed")
+    kept: bool
+    head: str | None = Field(description="the commit pushed, when the round held the score")
+    detail: str
+
+
+class Reply(_View):
+    """A reply crucible drafted for a human to post (never posted by crucible)."""
+
+    feedback: int
+    author: str
+    reply: str
+
+
+class Feedback(_View):
+    run_id: str
+    feedback: list[FeedbackItem]
+    rounds: list[Round]
+    replies: list[Reply]
+
+
+class Run(_View):
+    """One run as ``crucible loop --json`` ends and ``GET /api/runs/{id}`` answers."""
+
+    run_id: str
+    status: RunStatus
+    stop_reason: StopReason | None
+    message: str | None
+    objective: str
+    metric: Metric
+    baseline: Baseline
+    best: Best | None = Field(description="null when nothing was kept")
+    cost_usd: float
+    tokens: int
+    turns: list[Turn]
+    components: list[Component]
+    pull_requests: list[PullRequest]
+    created_at: datetime
+    finished_at: datetime | None
+    feedback: list[FeedbackItem]
+    rounds: list[Round]
+    replies: list[Reply]
+
+
+class RunSummary(_View):
+    """One line of ``crucible runs list`` and ``GET /api/runs``."""
+
+    run_id: str
+    status: RunStatus
+    stop_reason: StopReason | None
+    objective: str
+    baseline: float | None
+    best: float | None
+    created_at: datetime
+
+
+class Event(BaseModel):
+    """One entry of the event stream: these fields plus the kind's own payload fields, flat (JSONL
+    export, Server-Sent Events)."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+    id: int
+    run_id: str
+    kind: EventKind
+    created_at: datetime
+
+
+def dump(model: BaseModel | list[Any]) -> Any:
+    """The JSON-ready form of a view (or a list of views) for ``--json``."""
+    if isinstance(model, list):
+        return [dump(item) for item in model]
+    return model.model_dump(mode="json")
+
+
+def event_view(event_id: int, run_id: str, kind: str, created_at: datetime, payload: dict[str, Any]) -> Event:
+    return Event.model_validate(
+        {"id": event_id, "run_id": run_id, "kind": kind, "created_at": created_at, **payload}
+    )
