@@ -1,0 +1,53 @@
+"""The controller's one FastAPI application: operator API, webhooks, probes, metrics and ``/docs``.
+
+``create_app`` only assembles routers from what it is given (store, tokens, the run control, the
+webhook secret); it reads no environment and starts nothing but the webhook writer (through the
+router's lifespan), so tests build it with real parts and ``crucible serve`` builds it once in the
+composition root. FastAPI is imported in ``controller.api`` only. ``/`` is left free for the dashboard.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from fastapi import FastAPI
+
+from controller.api import errors
+from controller.api.auth import ApiTokens, BearerAuth
+from controller.api.events import events_router
+from controller.api.ops import ServiceStats, ops_router
+from controller.api.runs import RunControl, runs_router
+from controller.api.webhooks import webhook_router
+from controller.config.settings import Settings
+from controller.services.submit import ForgeFactory
+from controller.store.store import Store
+
+API_VERSION = "1"
+
+
+def create_app(
+    settings: Settings,
+    store: Store,
+    tokens: ApiTokens,
+    control: RunControl,
+    *,
+    webhook_secret: str | None = None,
+    on_delivery: Callable[[], None] | None = None,
+    stats: ServiceStats | None = None,
+    forge_for: ForgeFactory | None = None,
+    events_poll_s: float = 0.5,
+) -> FastAPI:
+    app = FastAPI(
+        title="crucible controller",
+        version=API_VERSION,
+        description="The operator REST API of crucible (DESIGN §8). Bearer token: CRUCIBLE_API_TOKEN "
+        "(everything) or CRUCIBLE_API_READONLY_TOKEN (GET only).",
+        redoc_url=None,
+    )
+    errors.install(app)
+    auth = BearerAuth(tokens)
+    app.include_router(runs_router(settings, store, control, auth, forge_for))
+    app.include_router(events_router(store, auth, poll_s=events_poll_s))
+    app.include_router(ops_router(store, stats or ServiceStats()))
+    app.include_router(webhook_router(store, webhook_secret, on_delivery=on_delivery))
+    return app

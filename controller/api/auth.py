@@ -1,0 +1,54 @@
+"""Bearer tokens for the operator API: ``CRUCIBLE_API_TOKEN`` may do everything,
+``CRUCIBLE_API_READONLY_TOKEN`` only read (GET/HEAD).
+
+Tokens are compared in constant time (``hmac.compare_digest`` on bytes), so the answer's timing
+tells nothing about how much of a guess was right. 401 without a valid token (with
+``WWW-Authenticate: Bearer``), 403 for the read-only token on a write.
+"""
+
+from __future__ import annotations
+
+import hmac
+from dataclasses import dataclass
+
+from fastapi import HTTPException, Request
+
+READ_METHODS = frozenset({"GET", "HEAD"})
+
+
+@dataclass(frozen=True)
+class ApiTokens:
+    """The configured tokens; an empty ``readonly`` disables read-only access."""
+
+    admin: str
+    readonly: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.admin:
+            raise ValueError("CRUCIBLE_API_TOKEN: an API token is required")
+
+
+def _equal(given: bytes, expected: str | None) -> bool:
+    return bool(expected) and hmac.compare_digest(given, expected.encode())  # type: ignore[union-attr]
+
+
+class BearerAuth:
+    """A FastAPI dependency checking the request's bearer token against ``tokens``."""
+
+    def __init__(self, tokens: ApiTokens) -> None:
+        self.tokens = tokens
+
+    def __call__(self, request: Request) -> None:
+        header = request.headers.get("authorization", "")
+        scheme, _, value = header.partition(" ")
+        given = value.strip().encode() if scheme.lower() == "bearer" else b""
+        is_admin = _equal(given, self.tokens.admin)
+        is_reader = not is_admin and _equal(given, self.tokens.readonly)
+        if not (is_admin or is_reader):
+            raise HTTPException(
+                status_code=401,
+                detail="missing or invalid bearer token",
+                headers={"WWW-Authenticate": "Bearer"},
+            )
+        if is_reader and request.method not in READ_METHODS:
+            raise HTTPException(status_code=403, detail="the read-only token may not change anything")

@@ -1,0 +1,74 @@
+"""Request bodies and page envelopes of the operator API (the views themselves are ``services.schemas``).
+
+Unknown fields are refused (422 naming them), so a typo in a client is an error, not a silent default.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from controller.services.schemas import RunSummary, Turn
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ErrorBody(BaseModel):
+    """Every error answer: what went wrong, what kind of error (``api/errors.py``) and, for 422, the
+    dotted name of the offending field."""
+
+    detail: str
+    kind: str | None = None
+    key: str | None = None
+
+
+ERRORS: dict[int | str, dict[str, object]] = {
+    status: {"model": ErrorBody, "description": text}
+    for status, text in (
+        (401, "no valid bearer token"),
+        (403, "the read-only token on a write"),
+        (404, "no such run"),
+        (409, "refused or conflicting with the run's state"),
+        (422, "a bad spec or payload; key names the field"),
+        (503, "the database is busy, unreachable or not at the schema head"),
+    )
+}
+
+
+class RunCreate(_Body):
+    spec: str = Field(description="the crucible.toml text", min_length=1)
+    spec_dir: str | None = Field(
+        default=None,
+        description="absolute directory on the controller that relative paths in the spec resolve "
+        "against (default: the controller's working directory)",
+    )
+    turns: int | None = Field(default=None, ge=0, description="turns in round 0 (overrides the spec)")
+    publish_prs: bool = False
+    watch_feedback: bool = False
+
+
+class RoundCreate(_Body):
+    steer: str = Field(min_length=1, max_length=20_000, description="what the agent should address")
+
+
+class Created(BaseModel):
+    id: str
+
+
+class Message(BaseModel):
+    message: str
+
+
+class RunPage(BaseModel):
+    items: list[RunSummary]
+    next_offset: int | None = Field(description="the offset of the next page; null on the last page")
+
+
+class TurnPage(BaseModel):
+    items: list[Turn]
+    next_after: int | None = Field(description="pass as after= for the next page; null on the last page")
+
+
+class Patch(BaseModel):
+    patch: str = Field(description="one unified diff per changed component, each under '# component: NAME'")
