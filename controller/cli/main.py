@@ -7,36 +7,28 @@ refusal, 2 bad usage or a bad spec, 130 cancelled with Ctrl-C.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import sys
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
-from controller.cli.display import TableObserver
-from controller.cli.forges import forge_for
-from controller.cli.listen import parse_listen, webhook_server
-from controller.config.settings import Settings
-from controller.config.spec import load_spec
-from controller.config.template import render_template
-from controller.domain.enums import RunStatus
+from controller.cli.show import print_feedback, print_finish, print_run, print_runs, turns_tsv
 from controller.domain.errors import CrucibleError, NotFoundError, RefusedError, SpecError
-from controller.services.context import Detached
-from controller.services.dryrun import dry_run
-from controller.services.feedback_hub import FeedbackHub
-from controller.services.loop import Handover, LoopResult, run_loop
-from controller.services.patching import accept, patch_text
-from controller.services.publish import Publisher, resume_pull
-from controller.services.recovery import cancel, resume, stored_spec
-from controller.services.runs import check_sandbox, create_run, open_context
-from controller.services.views import events_jsonl, feedback_view, run_view, runs_list, turns_tsv
-from controller.services.watch import Watch, watch_feedback
-from controller.store.store import Store
+
+if TYPE_CHECKING:
+    from controller.cli.remote import ApiClient
+    from controller.config.settings import Settings
+    from controller.services.loop import Handover, LoopResult
+    from controller.services.publish import Publisher
+    from controller.store.store import Store
+
+# Imports of the layers below happen inside the commands: ``crucible --help`` and ``crucible runs list``
+# must not pay for FastAPI, the forge, Alembic or (until a command touches the store) SQLAlchemy
+# (ADR-0005 decision 6; ``tests/cli/test_startup.py`` pins it).
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CANCELLED = 0, 1, 2, 130
 EXIT_TERMINATED = 143  # 128 + SIGTERM: the process stopped, the run did not (it is resumable)
@@ -47,7 +39,15 @@ def _fail(code: int, message: str) -> NoReturn:
     sys.exit(code)
 
 
+def _settings() -> Settings:
+    from controller.config.settings import Settings
+
+    return Settings.from_env()
+
+
 def _store(settings: Settings) -> Store:
+    from controller.store.store import Store
+
     # A first run must just work, so the default SQLite database is created and upgraded on open;
     # any other database must be upgraded on purpose with `crucible db upgrade`.
     auto = settings.database_url.startswith("sqlite")
@@ -60,12 +60,25 @@ def _emit_json(data: Any) -> None:
     click.echo(json.dumps(data, default=str))
 
 
-def _exit_for(result: LoopResult) -> int:
-    if result.status == RunStatus.COMPLETED:
+def _exit_for(status: str) -> int:
+    if status == "completed":
         return EXIT_OK
-    if result.status == RunStatus.CANCELLED:
+    if status == "cancelled":
         return EXIT_CANCELLED
     return EXIT_FAILED
+
+
+def _client(server: str) -> ApiClient:
+    import os
+
+    from controller.cli.remote import ApiClient
+
+    return ApiClient(server, os.environ.get("CRUCIBLE_API_TOKEN"))
+
+
+server_option = click.option(
+    "--server", default=None, metavar="URL", help="ask a crucible controller (token: CRUCIBLE_API_TOKEN)"
+)
 
 
 def _interrupts_cancel(
@@ -111,21 +124,16 @@ def _detached(run_id: str) -> NoReturn:
 
 
 def _finish_run(settings: Settings, store: Store, run_id: str, result: LoopResult, as_json: bool) -> int:
+    from controller.services.schemas import dump
+    from controller.services.views import run_view
+
     click.echo(result.message, err=True)
-    view = run_view(settings, store, run_id)
+    view = dump(run_view(settings, store, run_id))
     if as_json:
         _emit_json(view)
     else:
-        best = view["best"]
-        base = view["baseline"]["value"]
-        click.echo(f"run {run_id}: {result.status} ({result.stop_reason})")
-        if base is not None:
-            line = f"baseline {base:.6g}"
-            if best and best["turn"]:
-                line += f" -> best {best['value']:.6g} (turn {best['turn']})"
-            click.echo(line)
-        click.echo(f"see: crucible runs show {run_id}   crucible patch {run_id}")
-    return _exit_for(result)
+        print_finish(view)
+    return _exit_for(str(result.status))
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -141,6 +149,8 @@ def init(force: bool) -> None:
     target = Path.cwd() / "crucible.toml"
     if target.exists() and not force:
         _fail(EXIT_USAGE, f"{target} exists (use --force to overwrite)")
+    from controller.config.template import render_template
+
     target.write_text(render_template(Path.cwd()))
     click.echo(f"wrote {target}")
 
@@ -156,7 +166,7 @@ def init(force: bool) -> None:
 @click.option("--watch-feedback", is_flag=True, help="refine on review feedback (not available yet)")
 @click.option("--listen", default=None, help="HOST:PORT for webhooks (with --watch-feedback)")
 @click.option("--live-steer", is_flag=True)
-@click.option("--server", default=None, help="submit to a controller instead of running locally")
+@server_option
 def loop(
     spec_path: Path,
     turns: int | None,
@@ -169,6 +179,8 @@ def loop(
     server: str | None,
 ) -> None:
     """Run a run to its stop: baseline, then measured turns that are kept or restored."""
+    from controller.config.spec import load_spec
+
     if watch_feedback and not publish_prs:
         _fail(EXIT_USAGE, "--watch-feedback needs --publish-prs (feedback arrives on the published PRs)")
     if watch_feedback and load_spec(spec_path).feedback is None:
@@ -177,15 +189,28 @@ def loop(
         _fail(EXIT_USAGE, "--listen only makes sense with --watch-feedback")
     if live_steer and not watch_feedback:
         _fail(EXIT_USAGE, "--live-steer only makes sense with --watch-feedback")
-    for flag, given in (("--server", server),):
-        if given:
-            _fail(EXIT_USAGE, f"{flag} is not available in this version of crucible")
+    if server and (listen or live_steer):
+        _fail(EXIT_USAGE, "--listen and --live-steer are for local runs (the server has its own endpoint)")
     spec = load_spec(spec_path)
+    if server and not dry_run:  # the server validates the spec (and its sandbox) on its own machine
+        from controller.cli.follow import submit_and_follow
+
+        with _client(server) as client:
+            sys.exit(submit_and_follow(client, spec_path, turns, publish_prs, watch_feedback, as_json))
+    from controller.services.runs import check_sandbox
+
     check_sandbox(spec)  # a SpecError (exit 2) before anything is created
     if dry_run:
         plan = _dry(spec, turns)
         sys.exit(EXIT_OK if plan else EXIT_FAILED)
-    settings = Settings.from_env()
+    from controller.cli.display import TableObserver
+    from controller.cli.forges import forge_for
+    from controller.services.context import Detached
+    from controller.services.loop import run_loop
+    from controller.services.publish import Publisher
+    from controller.services.runs import create_run, open_context
+
+    settings = _settings()
     publisher = Publisher(forge_for(spec)) if publish_prs else None
     store = _store(settings)
     run_id = create_run(
@@ -230,6 +255,12 @@ def _watching(
     """``drive`` the run with the feedback watch as its handover: round 0, then refinement rounds
     from feedback until the PRs close or a budget stops the run; with ``listen``, webhooks are
     served meanwhile (a delivery wakes the run)."""
+    import os
+
+    from controller.cli.listen import parse_listen, webhook_server
+    from controller.services.feedback_hub import FeedbackHub
+    from controller.services.watch import Watch, watch_feedback
+
     own = [login for login in os.environ.get("CRUCIBLE_OWN_LOGINS", "").split(",") if login]
     # The process's intake; with one run it is the degenerate case of the server's (no thread of its
     # own: the run's watch pumps it, and a webhook wakes the run).
@@ -257,6 +288,8 @@ def _watching(
 
 
 def _dry(spec: Any, turns: int | None) -> bool:
+    from controller.services.dryrun import dry_run
+
     plan = dry_run(spec, turns)
     as_json = "--json" in sys.argv
     if as_json:
@@ -294,20 +327,21 @@ def runs(ctx: click.Context) -> None:
 @runs.command("list")
 @click.option("--json", "as_json", is_flag=True)
 @click.option("--limit", default=50, type=click.IntRange(min=1))
-def runs_list_cmd(as_json: bool = False, limit: int = 50) -> None:
+@server_option
+def runs_list_cmd(as_json: bool = False, limit: int = 50, server: str | None = None) -> None:
     """List runs, newest first."""
-    settings = Settings.from_env()
-    rows = runs_list(_store(settings), limit=limit)
+    if server:
+        with _client(server) as client:
+            rows = client.runs(limit)
+    else:
+        from controller.services.schemas import dump
+        from controller.services.views import runs_list
+
+        rows = dump(runs_list(_store(_settings()), limit=limit))
     if as_json:
         _emit_json(rows)
         return
-    for r in rows:
-        best = "-" if r["best"] is None else f"{r['best']:.6g}"
-        base = "-" if r["baseline"] is None else f"{r['baseline']:.6g}"
-        click.echo(
-            f"{r['run_id']}  {r['status']:<9} {r['stop_reason'] or '':<20} {base} -> {best}  "
-            f"{r['objective'][:50]}"
-        )
+    print_runs(rows)
 
 
 @runs.command("show")
@@ -315,53 +349,32 @@ def runs_list_cmd(as_json: bool = False, limit: int = 50) -> None:
 @click.option("--json", "as_json", is_flag=True)
 @click.option("--events", is_flag=True, help="the event stream as JSONL")
 @click.option("--tsv", is_flag=True, help="the turns as TSV")
-def runs_show(run_id: str, as_json: bool, events: bool, tsv: bool) -> None:
+@server_option
+def runs_show(run_id: str, as_json: bool, events: bool, tsv: bool, server: str | None) -> None:
     """Every turn, sample and decision of one run."""
-    settings = Settings.from_env()
-    store = _store(settings)
-    if events:
-        click.echo(events_jsonl(store, run_id), nl=False)
-        return
+    if server:
+        with _client(server) as client:
+            if events:
+                for event in client.events(run_id, follow=False):
+                    click.echo(json.dumps(event))
+                return
+            view = client.run(run_id)
+    else:
+        from controller.services.schemas import dump
+        from controller.services.views import events_jsonl, run_view
+
+        settings = _settings()
+        store = _store(settings)
+        if events:
+            click.echo(events_jsonl(store, run_id), nl=False)
+            return
+        view = dump(run_view(settings, store, run_id, with_diffs=not tsv))
     if tsv:
-        click.echo(turns_tsv(settings, store, run_id), nl=False)
-        return
-    view = run_view(settings, store, run_id)
-    if as_json:
+        click.echo(turns_tsv(view["turns"]), nl=False)
+    elif as_json:
         _emit_json(view)
-        return
-    click.echo(f"run {view['run_id']}: {view['status']} ({view['stop_reason'] or '-'})")
-    click.echo(f"objective: {view['objective']}")
-    if view["message"]:
-        click.echo(view["message"])
-    base = view["baseline"]
-    click.echo(f"baseline: {base['value']}  samples {base['samples']}")
-    observer = TableObserver(sys.stdout)
-    observer.champion = base["value"]
-    for row in view["turns"]:
-        observer.turn_decided(row)
-    for comp in view["components"]:
-        click.echo(f"component {comp['name']}: base {comp['base_sha'][:12]} head {comp['head_sha'][:12]}")
-    for pull in view["pull_requests"]:
-        state = "paused" if pull["paused"] else ("draft" if pull["draft"] else pull["state"])
-        click.echo(f"pull request {pull['component']}: #{pull['number']} ({state}) {pull['url']}")
-        value = "-" if pull["published_value"] is None else f"{pull['published_value']:.6g}"
-        best = "-" if view["best"] is None else f"{view['best']['value']:.6g}"
-        click.echo(f"  published head {pull['head_sha'][:12]} value {value}; the run's best {best}")
-        if pull["note"]:
-            click.echo(f"  {pull['note']}")
-    for item in view["feedback"]:
-        where = f" {item['path']}:{item['line']}" if item["path"] else ""
-        verdict = item["verdict"] or "pending"
-        click.echo(f"feedback #{item['id']} by @{item['author']}{where}: {verdict} ({item['reason'] or '-'})")
-    for done in view["rounds"]:
-        outcome = (
-            f"pushed {str(done.get('head') or '')[:12]}"
-            if done.get("kept")
-            else "held nothing; pushed nothing"
-        )
-        click.echo(f"round {done['round']} ({done['component']}): {outcome}")
-    for reply in view["replies"]:
-        click.echo(f"drafted reply to @{reply['author']} (feedback #{reply['feedback']}): {reply['reply']}")
+    else:
+        print_run(view)
 
 
 @runs.command("resume-pr")
@@ -369,7 +382,12 @@ def runs_show(run_id: str, as_json: bool, events: bool, tsv: bool) -> None:
 @click.argument("component")
 def runs_resume_pr(run_id: str, component: str) -> None:
     """Lift a pause on a PR: adopt its current head (never rewritten) and let crucible write again."""
-    settings = Settings.from_env()
+    from controller.cli.forges import forge_for
+    from controller.services.publish import Publisher, resume_pull
+    from controller.services.recovery import stored_spec
+    from controller.services.runs import open_context
+
+    settings = _settings()
     store = _store(settings)
     spec = stored_spec(store, run_id)
     publisher = Publisher(forge_for(spec))
@@ -382,30 +400,35 @@ def runs_resume_pr(run_id: str, component: str) -> None:
 @click.argument("run_id")
 @click.option("--replies", is_flag=True, help="the replies crucible drafted (never posted) for each comment")
 @click.option("--json", "as_json", is_flag=True)
-def feedback_cmd(run_id: str, replies: bool, as_json: bool) -> None:
+@server_option
+def feedback_cmd(run_id: str, replies: bool, as_json: bool, server: str | None) -> None:
     """Feedback items with their verdicts; with --replies, the drafted replies."""
-    settings = Settings.from_env()
-    view = feedback_view(_store(settings), run_id)
+    if server:
+        with _client(server) as client:
+            view = client.feedback(run_id)
+    else:
+        from controller.services.schemas import dump
+        from controller.services.views import feedback_view
+
+        view = dump(feedback_view(_store(_settings()), run_id))
     if as_json:
         _emit_json(view)
         return
-    if replies:
-        for reply in view["replies"]:
-            click.echo(f"#{reply['feedback']} to @{reply['author']}: {reply['reply']}")
-        return
-    for item in view["feedback"]:
-        where = f" {item['path']}:{item['line']}" if item["path"] else ""
-        verdict = item["verdict"] or "pending"
-        click.echo(
-            f"#{item['id']} {item['source']} by @{item['author']}{where}: {verdict} ({item['reason'] or '-'})"
-        )
+    print_feedback(view, replies)
 
 
 @cli.command()
 @click.argument("run_id")
-def patch(run_id: str) -> None:
+@server_option
+def patch(run_id: str, server: str | None) -> None:
     """Print the final patch (read-only): one unified diff per component."""
-    settings = Settings.from_env()
+    if server:
+        with _client(server) as client:
+            click.echo(client.patch(run_id), nl=False)
+        return
+    from controller.services.patching import patch_text
+
+    settings = _settings()
     click.echo(patch_text(settings, _store(settings), run_id), nl=False)
 
 
@@ -413,27 +436,49 @@ def patch(run_id: str) -> None:
 @click.argument("run_id")
 def accept_cmd(run_id: str) -> None:
     """Apply the final patch to your checkout as uncommitted changes."""
-    settings = Settings.from_env()
+    from controller.services.patching import accept
+
+    settings = _settings()
     applied = accept(settings, _store(settings), run_id)
     click.echo(f"applied to: {', '.join(applied)}" if applied else "nothing to apply: the run kept no change")
 
 
 @cli.command("cancel")
 @click.argument("run_id")
-def cancel_cmd(run_id: str) -> None:
+@server_option
+def cancel_cmd(run_id: str, server: str | None) -> None:
     """Cancel a run."""
-    settings = Settings.from_env()
+    if server:
+        with _client(server) as client:
+            click.echo(client.cancel(run_id))
+        return
+    from controller.services.recovery import cancel
+
+    settings = _settings()
     click.echo(cancel(settings, _store(settings), run_id))
 
 
 @cli.command("resume")
 @click.argument("run_id")
 @click.option("--json", "as_json", is_flag=True)
-def resume_cmd(run_id: str, as_json: bool) -> None:
+@server_option
+def resume_cmd(run_id: str, as_json: bool, server: str | None) -> None:
     """Continue a run after a crash or a cancel; a turn cut off mid-way is run again from its start.
 
     A run started with --watch-feedback goes on watching (and serving --listen) where it was."""
-    settings = Settings.from_env()
+    if server:
+        with _client(server) as client:
+            click.echo(client.resume(run_id))
+        return
+    import threading
+
+    from controller.cli.display import TableObserver
+    from controller.cli.forges import forge_for
+    from controller.services.context import Detached
+    from controller.services.publish import Publisher
+    from controller.services.recovery import resume, stored_spec
+
+    settings = _settings()
     store = _store(settings)
     run = store.get_run(run_id)
     options = run.options
@@ -485,7 +530,9 @@ def db() -> None:
 @db.command()
 def upgrade() -> None:
     """Apply migrations to the configured database."""
-    settings = Settings.from_env()
+    from controller.store.store import Store
+
+    settings = _settings()
     if settings.database_url.startswith("sqlite"):
         settings.home.mkdir(parents=True, exist_ok=True)
     store = Store.open(settings.database_url, upgrade=True)
@@ -498,19 +545,20 @@ def upgrade() -> None:
 @click.option("--keep", "keep_dir", type=click.Path(path_type=Path), default=None, help="work here, keep it")
 def demo(turns: int, as_json: bool, keep_dir: Path | None) -> None:
     """The whole loop end to end on embedded defaults, offline."""
+    from controller.cli.display import TableObserver
     from controller.services.demo import run_demo
 
     sys.exit(run_demo(turns=turns, as_json=as_json, workdir=keep_dir, observer=TableObserver()))
 
 
-def _add_forge_commands() -> None:
-    """``crucible forge …``: the local forge is its own application; the CLI only mounts its group."""
+@cli.command("forge", context_settings={"ignore_unknown_options": True, "help_option_names": []})
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def forge_cmd(args: tuple[str, ...]) -> None:
+    """The GitHub-compatible local forge: serve, user add (crucible forge --help)."""
+    # The local forge is its own application; it is imported only when asked for.
     from controller.localforge.cli import forge_cli
 
-    cli.add_command(forge_cli, "forge")
-
-
-_add_forge_commands()
+    forge_cli.main(args=list(args), prog_name="crucible forge", standalone_mode=False)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -532,3 +580,7 @@ def main(argv: list[str] | None = None) -> None:
         _fail(EXIT_FAILED, str(exc))
     except KeyboardInterrupt:
         _fail(EXIT_CANCELLED, "cancelled")
+
+
+if __name__ == "__main__":
+    main()

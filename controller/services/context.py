@@ -20,9 +20,12 @@ from controller.engine.candidate import FeedbackQuote
 from controller.services.execute import Executor
 from controller.services.layout import RunLayout
 from controller.services.liveness import Heartbeat
+from controller.services.observer import Observer
 from controller.stats import Arm, GuardRule, KeepRule
 from controller.store.store import Store
 from controller.workspace.checkout import Checkout
+
+__all__ = ["Detached", "Observer", "RoundRule", "RunContext"]
 
 
 @dataclass(frozen=True)
@@ -37,22 +40,6 @@ class RoundRule:
 class Detached(Exception):
     """This process stopped driving the run without ending it (``RunContext.detach``, SIGTERM): the
     run stays running, its lease is handed back, and a resume or a takeover continues it."""
-
-
-class Observer:
-    """Receives progress for display; the CLI subclasses it. Every method is optional."""
-
-    def step(self, text: str) -> None:
-        """A long step started (``turn 3: measuring 2/10``)."""
-
-    def turn_decided(self, row: dict[str, object]) -> None:
-        """A turn got its decision; ``row`` is the turn as in the ``--json`` output."""
-
-    def baseline(self, value: float, samples: list[float]) -> None:
-        """The baseline was measured."""
-
-    def warn(self, text: str) -> None:
-        """Something the user should know that does not stop the run."""
 
 
 @dataclass

@@ -3,6 +3,10 @@
 Alembic is configured in code, with ``script_location`` inside the package, so migrations run the
 same from a checkout and from an installed wheel, without an ``alembic.ini``. Migrations are their
 own step (``crucible db upgrade``); ``Store.open`` refuses a database that is not at the head.
+Alembic itself is imported only to migrate or compare schemas: the startup check reads the stamped
+revision with SQLAlchemy and the revision graph from the migration files' own ``revision =`` lines, so
+a command that opens an up-to-date database (``crucible runs list``) does not pay for Alembic
+(ADR-0005 decision 6; a test checks the graph against Alembic's).
 
 ``make_engine`` lives here because migrations and the store must connect the same way: on SQLite,
 WAL journal, a 30 s busy timeout, foreign keys on, and ``BEGIN IMMEDIATE`` for every writing
@@ -18,19 +22,17 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
-from alembic import command
-from alembic.autogenerate import compare_metadata
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
 from sqlalchemy.engine import URL, Connection, Engine
 from sqlalchemy.pool import StaticPool
 
 from controller.domain.errors import SchemaOutdatedError
 from controller.store.models import Base, check_constraints
+
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 BUSY_TIMEOUT_MS = 30_000
@@ -91,6 +93,8 @@ def _sqlite_on_begin(conn: Connection) -> None:
 
 
 def _config(connection: Connection | None = None) -> Config:
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS_DIR))
     config.set_main_option("path_separator", "os")
@@ -133,6 +137,10 @@ def upgrade(target: str | Engine) -> None:
         current = current_revision(engine)
         if current is not None and current not in known_revisions():
             raise SchemaOutdatedError(_unknown_revision(current))
+        if current == head_revision():
+            return
+        from alembic import command
+
         ensure_sqlite_dir(engine.url)
         with engine.begin() as conn:
             command.upgrade(_config(conn), "head")
@@ -147,20 +155,44 @@ def current_revision(target: str | Engine) -> str | None:
     if not sqlite_file_exists(url):
         return None
     with _engine_for(target) as engine, engine.execution_options(**{READ_ONLY: True}).connect() as conn:
-        return MigrationContext.configure(conn).get_current_revision()
+        if not sa.inspect(conn).has_table(VERSION_TABLE):
+            return None
+        rows = list(conn.execute(sa.text(f"SELECT version_num FROM {VERSION_TABLE}")).scalars())
+        if len(rows) > 1:
+            raise SchemaOutdatedError(
+                f"the database is stamped with several revisions {rows}; {UPGRADE_HINT}"
+            )
+        return str(rows[0]) if rows else None
+
+
+VERSION_TABLE = "alembic_version"
+_REVISION_LINE = re.compile(r'^(down_revision|revision)\s*(?::[^=]*)?=\s*(None|"([^"]*)")', re.MULTILINE)
+
+
+@functools.cache
+def revision_graph() -> dict[str, str | None]:
+    """revision -> down_revision of every migration file, read from the files' own lines (the same
+    text Alembic reads, without importing Alembic)."""
+    graph: dict[str, str | None] = {}
+    for path in sorted((MIGRATIONS_DIR / "versions").glob("*.py")):
+        found = {m.group(1): m.group(3) for m in _REVISION_LINE.finditer(path.read_text())}
+        if found.get("revision"):
+            graph[str(found["revision"])] = found.get("down_revision")
+    return graph
 
 
 def head_revision() -> str:
     """The newest revision this version of crucible knows."""
-    head = ScriptDirectory.from_config(_config()).get_current_head()
-    if head is None:  # pragma: no cover - the package always ships migrations
-        raise RuntimeError(f"no migrations found under {MIGRATIONS_DIR}")
-    return head
+    graph = revision_graph()
+    heads = set(graph) - {down for down in graph.values() if down}
+    if len(heads) != 1:  # pragma: no cover - the package always ships one linear history
+        raise RuntimeError(f"expected one head under {MIGRATIONS_DIR}, found {sorted(heads)}")
+    return heads.pop()
 
 
 def known_revisions() -> frozenset[str]:
     """Every revision id this version of crucible ships."""
-    return frozenset(script.revision for script in ScriptDirectory.from_config(_config()).walk_revisions())
+    return frozenset(revision_graph())
 
 
 def check_at_head(target: str | Engine) -> None:
@@ -192,6 +224,9 @@ def schema_drift(target: str | Engine) -> list[str]:
     foreign keys; it ignores CHECK constraints, so those are compared here by name and by the set
     of quoted literals they allow (backends rewrite the CHECK text, the literals survive).
     """
+    from alembic.autogenerate import compare_metadata
+    from alembic.runtime.migration import MigrationContext
+
     with _engine_for(target) as engine, engine.execution_options(**{READ_ONLY: True}).connect() as conn:
         context = MigrationContext.configure(conn, opts={"compare_type": True})
         diffs = [repr(diff) for diff in compare_metadata(context, Base.metadata)]

@@ -156,3 +156,13 @@ def test_upgrade_to_0005_gives_old_runs_a_phase_and_no_lease(database_url: str) 
         assert "controller_pid" in columns and not columns & {"phase", "lease_owner", "cancel_requested"}
     finally:
         engine.dispose()
+
+
+def test_the_revision_graph_read_without_alembic_is_alembics() -> None:
+    from alembic.script import ScriptDirectory
+
+    from controller.store import migrate
+
+    scripts = ScriptDirectory.from_config(migrate._config())
+    assert migrate.revision_graph() == {s.revision: s.down_revision for s in scripts.walk_revisions()}
+    assert migrate.head_revision() == scripts.get_current_head()
