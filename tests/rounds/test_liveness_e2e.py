@@ -179,11 +179,15 @@ def test_sigterm_while_watching_then_resume_processes_the_webhook_and_answers_th
             run = store.get_run(run_id)
             assert (run.status, run.lease_owner) == (RunStatus.RUNNING, None), "running, lease handed back"
             assert store.get_run(run_id).round <= 1
+            answered_before = {d.id for d in store.pending_deliveries(limit=1000)}
 
         resumed = s.spawn("resume", run_id, "--json")
         s.wait_for(run_id, "the first round to finish", _rounds_finished(run_id, 1), resumed.proc)
         with s.store() as store:
-            assert store.pending_deliveries() == [], "every stored delivery was processed after the restart"
+            # Only the deliveries stored before SIGTERM: the round's own push sends more, which may
+            # still be on their way when the round is seen finished.
+            still = answered_before & {d.id for d in store.pending_deliveries(limit=1000)}
+            assert not still, "every delivery stored before SIGTERM was processed after the restart"
             first = [i for i in store.list_feedback(run_id) if "first:" in i.body]
             assert first and first[0].round == 1, "the review answered 2xx before SIGTERM steered round 1"
         s.wait_for(run_id, "the run to watch again", _phase(run_id, RunPhase.WATCHING), resumed.proc)
