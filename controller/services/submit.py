@@ -17,7 +17,7 @@ from controller.config.spec import Spec, parse_spec
 from controller.domain.enums import FINISHED_STATUSES, RunStatus
 from controller.domain.errors import RefusedError, SpecError
 from controller.forge.base import Forge
-from controller.services.runs import create_run
+from controller.services.runs import check_sandbox, create_run
 from controller.store.store import Store
 
 ForgeFactory = Callable[[Spec], Forge]
@@ -45,6 +45,7 @@ def submit_run(store: Store, sub: Submission, forge_for: ForgeFactory | None = N
         if exc.key:
             raise
         raise SpecError("spec", exc.message) from None  # TOML syntax: the field is the spec text
+    check_sandbox(spec)  # what this controller's sandbox cannot enforce is refused before anything is stored
     if sub.watch_feedback and not sub.publish_prs:
         raise SpecError("watch_feedback", "needs publish_prs (feedback arrives on the published PRs)")
     if sub.watch_feedback and spec.feedback is None:
