@@ -205,17 +205,20 @@ def await_takeover(
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     sleep: Callable[[float], None] = time.sleep,
     on_wait: Callable[[str, float], None] | None = None,
+    owner: str | None = None,
 ) -> None:
-    """Return once nobody holds ``run_id``'s lease any more (released, or expired without renewal).
+    """Return once nobody else holds ``run_id``'s lease (released, expired without renewal, or held
+    by ``owner``, default this process: a scheduler that claimed the run with ``claim_runs``).
 
     RefusedError naming the holder as soon as the lease is renewed while we watch: its heartbeat is
     alive, so the run is still being driven. Waits at most until the current expiry (a lease's
     length); ``on_wait(owner, seconds)`` is told once, before waiting.
     """
+    me = owner or process_owner()
     run = store.get_run(run_id)
     told = False
     seen = run.lease_expires_at
-    while run.lease_owner is not None and run.lease_expires_at is not None:
+    while run.lease_owner not in (None, me) and run.lease_expires_at is not None:
         if run.lease_expires_at != seen:
             raise RefusedError(
                 f"run {run_id} is still running: {run.lease_owner} holds its lease and keeps renewing it"

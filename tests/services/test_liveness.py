@@ -158,3 +158,10 @@ def test_one_keeper_renews_every_lease_of_the_process_in_one_beat(store: Store, 
         for beat in beats:
             beat.stop()
     assert [store.get_run(r).lease_owner for r in ("r1", "r2", "r3")] == [None, None, "thief"]
+
+
+def test_await_takeover_does_not_wait_for_a_lease_this_process_claimed(store: Store, clock: Clock) -> None:
+    """A scheduler claims expired runs with ``claim_runs(process_owner(), …)`` and then resumes them."""
+    assert store.claim_runs(process_owner(), TTL, limit=5) == ["r1"]
+    await_takeover(store, "r1", clock=clock, sleep=clock.sleep)
+    assert clock.now == T0
