@@ -13,9 +13,11 @@ from typing import TextIO
 from controller.services.observer import Observer
 
 HEADER = (
-    f"{'turn':>4}  {'outcome':<9} {'reason':<17} {'metric':>10} {'Δ champ':>9} {'p':>6} {'secs':>6} "
-    f"{'cost':>6}  hypothesis"
+    f"{'turn':>4}  {'outcome':<9} {'reason':<17} {'metric':>10} {'Δ champ':>9} {'p':>6} {'pairs':>9} "
+    f"{'secs':>6} {'cost':>6}  hypothesis"
 )
+# How a sequential measurement stopped, in the width of the table's "pairs" column.
+_STOP_SHORT = {"kept early": "early", "rejected early": "worse", "futility": "futile", "max samples": "max"}
 
 
 def _num(value: object, fmt: str = ".4g") -> str:
@@ -69,10 +71,19 @@ class TableObserver(Observer):
         self._line(
             f"{_num(row.get('turn')):>4}  {row.get('outcome')!s:<9} {row.get('reason')!s:<17} "
             f"{_num(value):>10} {_num(delta, '+.3g'):>9} {_num(row.get('p_value'), '.3f'):>6} "
-            f"{_num(row.get('duration_s'), '.1f'):>6} {_num(row.get('cost_usd'), '.2f'):>6}  {hyp}"
+            f"{_pairs(row):>9} {_num(row.get('duration_s'), '.1f'):>6} "
+            f"{_num(row.get('cost_usd'), '.2f'):>6}  {hyp}"
         )
 
     def warn(self, text: str) -> None:
         if text not in self._warned:
             self._warned.add(text)
             self._line(f"warning: {text}")
+
+
+def _pairs(row: dict[str, object]) -> str:
+    """``5 early``: the pairs a sequential measurement used and why it stopped; ``-`` for the fixed rule."""
+    pairs, stop = row.get("pairs"), row.get("sequential_stop")
+    if pairs is None:
+        return "-"
+    return f"{pairs} {_STOP_SHORT.get(str(stop), str(stop))}"

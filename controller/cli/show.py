@@ -22,6 +22,8 @@ TSV_COLUMNS = (
     "reason",
     "value",
     "p_value",
+    "pairs",
+    "sequential_stop",
     "duration_s",
     "cost_usd",
     "hypothesis",

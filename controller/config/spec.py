@@ -261,6 +261,8 @@ class MetricSpec(_Model):
     name: MetricName
     direction: Annotated[Direction, Field(strict=False)] = Direction.MINIMIZE
     samples: int = Field(default=5, ge=1, le=MAX_SAMPLES)
+    min_samples: int = Field(default=3, ge=2, le=MAX_SAMPLES)
+    sequential: bool = True
     warmups: int = Field(default=1, ge=0, le=MAX_WARMUPS)
     min_improvement: float = Field(default=0.0, ge=0)
     confidence: float = Field(default=0.95, ge=0, lt=1)
@@ -270,6 +272,11 @@ class MetricSpec(_Model):
 
     @model_validator(mode="after")
     def _distinct_names(self) -> MetricSpec:
+        # The default first look (3) is capped at a smaller ``samples``; one the user wrote is checked.
+        if self.sequential and "min_samples" in self.model_fields_set and self.min_samples > self.samples:
+            raise _KeyedError(
+                ("min_samples",), f"must be <= samples ({self.samples}) when sequential measurement is on"
+            )
         seen = {self.name}
         for index, guard in enumerate(self.guards):
             if guard.name in seen:

@@ -46,7 +46,9 @@ network = true                   # false: commands get no network
 command = "python bench.py"      # must print METRIC <name>=<number> lines
 name = "score"
 direction = "minimize"           # minimize | maximize
-samples = 5                      # measured runs per side; warmups are extra and discarded
+samples = 5                      # measured runs per side (the maximum when sequential); warmups are extra
+sequential = true                # decide after each interleaved pair: keep, reject, or measure another
+min_samples = 3                  # sequential: the first look (pairs per side)
 warmups = 1
 min_improvement = 0.0            # absolute; the improvement must be strictly greater
 confidence = 0.95                # significance required to keep; 0 disables the test

@@ -207,6 +207,15 @@ class EventKind(StrEnum):
     COMPLETED = "completed"
 
 
+class SequentialStop(StrEnum):
+    """Why a sequential measurement stopped where it did (``metric.sequential``)."""
+
+    KEPT_EARLY = "kept early"
+    REJECTED_EARLY = "rejected early"
+    FUTILITY = "futility"
+    MAX_SAMPLES = "max samples"
+
+
 class SampleArm(StrEnum):
     """Which side of an interleaved measurement a sample belongs to."""
 

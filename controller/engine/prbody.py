@@ -50,6 +50,8 @@ class PullFacts:
     points: Sequence[Point] = ()
     siblings: Sequence[Sibling] = ()
     notes: Sequence[str] = field(default_factory=tuple)
+    pairs: int | None = None
+    sequential_stop: str | None = None
 
 
 def _num(value: float | None) -> str:
@@ -87,9 +89,22 @@ def _chart(facts: PullFacts) -> list[str]:
     ]
 
 
+def _significance(facts: PullFacts) -> str:
+    """The test that kept the candidate: the fixed rule's Mann-Whitney U, or the sequential rule's
+    drift-adjusted t with how many pairs it took and why it stopped there."""
+    if facts.p_value is None:
+        return "–"
+    if facts.pairs is None:
+        return f"p = {facts.p_value:.3g} (one-sided Mann-Whitney U)"
+    return (
+        f"p = {facts.p_value:.3g} (one-sided drift-adjusted t, sequential: "
+        f"{facts.sequential_stop or 'stopped'} after {facts.pairs} interleaved pairs)"
+    )
+
+
 def render_block(facts: PullFacts, *, compact: bool = False) -> str:
     """The text between the markers, markers included."""
-    significance = "–" if facts.p_value is None else f"p = {facts.p_value:.3g} (one-sided Mann-Whitney U)"
+    significance = _significance(facts)
     lines = [
         START,
         f"### crucible: {facts.objective}",

@@ -7,7 +7,7 @@ raw sample whether or not it was valid.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -62,6 +62,10 @@ def schedule(arms: Sequence[SampleArm], samples: int, warmups: int) -> list[tupl
     return out
 
 
+PairCheck = Callable[["Measurement", int], bool]
+"""Called after each completed pair of a two-arm measurement with the pairs so far; True stops it."""
+
+
 def measure(
     executor: Executor,
     metric: MetricSpec,
@@ -69,12 +73,15 @@ def measure(
     *,
     protocol: Mapping[str, str],
     log_prefix: Path | None = None,
+    after_pair: PairCheck | None = None,
 ) -> Measurement:
-    """Run the metric command on ``arms`` following ``schedule``; stop at the first invalid sample."""
+    """Run the metric command on ``arms`` following ``schedule``; stop at the first invalid sample, or
+    when ``after_pair`` (sequential measurement) says the evidence so far decides."""
     required = [metric.name, *(g.name for g in metric.guards)]
     roots = {a.arm: a.root for a in arms}
     result = Measurement(samples={a.arm: [] for a in arms})
     index: dict[SampleArm, int] = {a.arm: 0 for a in arms}
+    pairs = 0
     for n, (arm, warmup) in enumerate(schedule([a.arm for a in arms], metric.samples, metric.warmups)):
         log = None if log_prefix is None else log_prefix.with_name(f"{log_prefix.stem}-{n:03d}-{arm}.log")
         run = executor.run(
@@ -107,4 +114,8 @@ def measure(
             result.error = f"{error} ({arm} sample {index[arm]})"
             return result
         result.samples[arm].append(sample.values)
+        if after_pair is not None and len(arms) == 2 and len(set(index.values())) == 1:
+            pairs += 1
+            if after_pair(result, pairs):
+                return result
     return result

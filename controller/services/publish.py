@@ -82,6 +82,10 @@ def _facts(
         candidate=run.champion_value if run.champion_turn else None,
         candidate_samples=values(run.champion_turn, SampleArm.CANDIDATE) if run.champion_turn else [],
         p_value=champion_turn.p_value if champion_turn else None,
+        pairs=champion_turn.pairs if champion_turn else None,
+        sequential_stop=str(champion_turn.sequential_stop)
+        if champion_turn and champion_turn.sequential_stop
+        else None,
         turn=run.champion_turn or None,
         base_sha=base_sha,
         head_sha=head_sha,

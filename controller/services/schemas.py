@@ -16,7 +16,15 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from controller.domain.enums import Direction, EventKind, Outcome, Reason, RunStatus, StopReason
+from controller.domain.enums import (
+    Direction,
+    EventKind,
+    Outcome,
+    Reason,
+    RunStatus,
+    SequentialStop,
+    StopReason,
+)
 
 
 class _View(BaseModel):
@@ -57,6 +65,12 @@ class Turn(_View):
     cost_usd: float
     duration_s: float
     detail: str
+    pairs: int | None = Field(
+        default=None, description="interleaved pairs a sequential measurement used; null for the fixed rule"
+    )
+    sequential_stop: SequentialStop | None = Field(
+        default=None, description="why a sequential measurement stopped where it did; null for the fixed rule"
+    )
 
 
 class Component(_View):

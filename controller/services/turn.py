@@ -14,19 +14,28 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from controller.domain.enums import OUTCOME_OF_REASON, EventKind, Outcome, Reason, SampleArm, TurnPhase
+from controller.domain.enums import (
+    OUTCOME_OF_REASON,
+    EventKind,
+    Outcome,
+    Reason,
+    SampleArm,
+    SequentialStop,
+    TurnPhase,
+)
 from controller.domain.errors import CrucibleError
 from controller.engine.candidate import HISTORY_LIMIT, HistoryLine, render_candidate
 from controller.engine.knobs import Proposal, apply
 from controller.engine.policy import check_paths, evaluator_paths
 from controller.engine.protocol import parse_agent_output
 from controller.services.context import Detached, RunContext
-from controller.services.measure import ArmRoot, Measurement, measure
+from controller.services.measure import ArmRoot, Measurement, PairCheck, measure
 from controller.services.parallel import run_all
 from controller.services.snapshots import Snapshot, clean_snapshot, mutations, snapshot
 from controller.services.validate import Validation, run_validation
 from controller.services.views import turn_view
-from controller.stats import Arm, KeepRule, decide_hold, decide_keep
+from controller.stats import Arm, KeepRule, KeepVerdict, decide_hold, decide_keep, guard_check
+from controller.stats.sequential import Look, LookAction, SequentialDesign, design_for, look
 from controller.store.records import ChampionUpdate, RunRecord, TurnDecision, TurnRecord
 from controller.workspace import ignored
 
@@ -51,6 +60,8 @@ class TurnWork:
     raw_samples: list[tuple[SampleArm, int, dict[str, float], bool]] = field(default_factory=list)
     # Fingerprints of the ignored files kept across turns (workspace.keep_ignored), before the agent ran.
     kept_before: dict[str, dict[str, ignored.Fingerprint]] = field(default_factory=dict)
+    pairs: int | None = None
+    stop: SequentialStop | None = None
 
     def changed_paths(self, composite: bool) -> tuple[str, ...]:
         out: list[str] = []
@@ -196,7 +207,9 @@ def _validate(ctx: RunContext, work: TurnWork) -> None:
         raise _Stop(Reason.VALIDATION_FAILED, f"validation failed {1 + retries} time(s)")
 
 
-def _measure_arms(ctx: RunContext, work: TurnWork, arms: list[ArmRoot], tag: str) -> Measurement:
+def _measure_arms(
+    ctx: RunContext, work: TurnWork, arms: list[ArmRoot], tag: str, after_pair: PairCheck | None = None
+) -> Measurement:
     """Measure ``arms``; the raw samples are kept in ``work`` and stored with the decision."""
     ctx.observer.step(f"turn {work.number}: measuring {' vs '.join(a.arm for a in arms)}")
     result = measure(
@@ -205,6 +218,7 @@ def _measure_arms(ctx: RunContext, work: TurnWork, arms: list[ArmRoot], tag: str
         arms,
         protocol=ctx.protocol_env(work.number, work.round),
         log_prefix=ctx.layout.log_file(work.number, tag),
+        after_pair=after_pair,
     )
     work.raw_samples += result.raw
     _refuse_violations(ctx)
@@ -226,7 +240,11 @@ def _evaluate(ctx: RunContext, work: TurnWork) -> tuple[bool, str, Settled | Non
     arms = [ArmRoot(SampleArm.CANDIDATE, ctx.layout.workspace_root("candidate"))]
     if metric.interleave:
         arms.insert(0, ArmRoot(SampleArm.CHAMPION, ctx.layout.workspace_root("champion")))
-    result = _measure_arms(ctx, work, arms, "metric")
+    rule = ctx.keep_rule()
+    design = _sequential_design(ctx, work)
+    looks: list[Look] = []
+    check = None if design is None else _pair_check(ctx, rule, design, looks)
+    result = _measure_arms(ctx, work, arms, "metric", after_pair=check)
     if metric.interleave:
         after, champion_after = run_all(
             [partial(snapshot, ctx, "candidate"), partial(snapshot, ctx, "champion")]
@@ -245,17 +263,70 @@ def _evaluate(ctx: RunContext, work: TurnWork) -> tuple[bool, str, Settled | Non
         champion = ctx.champion_arm
     work.samples = list(candidate.primary)
     work.reference = list(champion.primary)
-    rule = ctx.keep_rule()
     if work.round > 0 and ctx.round_rule is not None:
         return _evaluate_round(ctx, work, rule, candidate, champion)
-    verdict = decide_keep(rule, candidate, champion)
-    if verdict.keep and rule.guards:
-        verdict = decide_keep(rule, candidate, champion, _base_arm(ctx, work, champion))
+    if looks:
+        verdict = _sequential_verdict(ctx, work, rule, looks[-1], candidate, champion)
+    else:
+        verdict = decide_keep(rule, candidate, champion)
+        if verdict.keep and rule.guards:
+            verdict = decide_keep(rule, candidate, champion, _base_arm(ctx, work, champion))
     work.value = verdict.candidate_median
     work.p_value = verdict.p_value
     if verdict.keep:
         return True, verdict.detail, None
     return False, verdict.detail, Settled(verdict.reason, verdict.detail)
+
+
+def _sequential_design(ctx: RunContext, work: TurnWork) -> SequentialDesign | None:
+    """The sequential design for a search turn, or None where the fixed rule decides: refinement
+    rounds (holding a score is not an improvement test), ``interleave = false`` (no pairs) and
+    ``confidence = 0`` (no test to stop on)."""
+    metric = ctx.spec.metric
+    if not (metric.sequential and metric.interleave and metric.confidence > 0):
+        return None
+    if work.round > 0 and ctx.round_rule is not None:
+        return None
+    return design_for(metric.min_samples, metric.samples, metric.confidence)
+
+
+def _pair_check(ctx: RunContext, rule: KeepRule, design: SequentialDesign, looks: list[Look]) -> PairCheck:
+    """After each pair from the first look on: decide, and stop measuring once a look settles it."""
+    metric, guards = ctx.spec.metric.name, ctx.guard_names()
+
+    def check(result: Measurement, pairs: int) -> bool:
+        if pairs < design.min_pairs:
+            return False
+        candidate = result.arm(SampleArm.CANDIDATE, metric, guards)
+        champion = result.arm(SampleArm.CHAMPION, metric, guards)
+        looks.append(look(rule, design, candidate, champion))
+        return looks[-1].action is not LookAction.CONTINUE
+
+    return check
+
+
+def _sequential_verdict(
+    ctx: RunContext, work: TurnWork, rule: KeepRule, final: Look, candidate: Arm, champion: Arm
+) -> KeepVerdict:
+    """The last look's verdict; a keep must still pass the guards against the base (a third arm)."""
+    assert final.verdict is not None
+    work.pairs, work.stop, work.p_value = final.pairs, final.stop, final.p_value
+    verdict = final.verdict
+    if verdict.keep and rule.guards:
+        failures = guard_check(rule, candidate, champion, _base_arm(ctx, work, champion))
+        if failures:
+            detail = f"Not kept: a guard regressed: {'; '.join(failures)} ({final.pairs} pairs)"
+            verdict = KeepVerdict(
+                keep=False,
+                reason=Reason.GUARD_REGRESSED,
+                candidate_median=verdict.candidate_median,
+                champion_median=verdict.champion_median,
+                delta=verdict.delta,
+                p_value=verdict.p_value,
+                guard_failures=failures,
+                detail=detail,
+            )
+    return verdict
 
 
 def _base_arm(ctx: RunContext, work: TurnWork, champion: Arm) -> Arm:
@@ -421,6 +492,8 @@ def run_turn(
         tokens=work.tokens,
         duration_s=time.monotonic() - work.started,
         detail=ctx.executor.redact(detail),
+        pairs=work.pairs,
+        sequential_stop=work.stop,
     )
     payload: dict[str, Any] = {
         "turn": number,
@@ -429,6 +502,8 @@ def run_turn(
         "reason": str(reason),
     }
     payload.update(value=work.value, p_value=work.p_value, hypothesis=work.hypothesis, detail=decision.detail)
+    if work.stop is not None:
+        payload.update(pairs=work.pairs, sequential_stop=str(work.stop))
     if work.proposal is not None:
         p = work.proposal
         payload["proposal"] = {"file": p.knob.file, "key": p.knob.key, "old": p.old, "new": p.new}

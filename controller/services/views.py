@@ -64,6 +64,8 @@ def turn_view(record: TurnRecord, samples: list[float], reference: list[float]) 
         cost_usd=record.cost_usd,
         duration_s=round(record.duration_s, 3),
         detail=record.detail,
+        pairs=record.pairs,
+        sequential_stop=record.sequential_stop,
     )
 
 

@@ -25,6 +25,7 @@ __all__ = [
     "KeepRule",
     "KeepVerdict",
     "Tolerance",
+    "alpha_for",
     "decide_keep",
     "guard_check",
     "holds_score",
@@ -150,7 +151,7 @@ def decide_keep(rule: KeepRule, candidate: Arm, champion: Arm, base: Arm | None 
     failures = guard_check(rule, candidate, champion, base)
     if not delta > rule.min_improvement:
         reason = Reason.NOT_IMPROVED
-    elif p_value is not None and p_value > _alpha(rule.confidence):
+    elif p_value is not None and p_value > alpha_for(rule.confidence):
         reason = Reason.NOT_SIGNIFICANT
     elif failures:
         reason = Reason.GUARD_REGRESSED
@@ -188,7 +189,7 @@ def _p_value(rule: KeepRule, candidate: Sequence[float], champion: Sequence[floa
     return mann_whitney_less_p(champion, candidate)
 
 
-def _alpha(confidence: float) -> float:
+def alpha_for(confidence: float) -> float:
     """1 - confidence, computed from the decimal the user wrote, so 0.95 gives exactly the float 0.05
     (and an exact p of 1/20, also 0.05, passes) instead of 0.050000000000000044."""
     return float(1 - Fraction(repr(confidence)))
@@ -213,7 +214,7 @@ def _detail(
     if reason is Reason.NOT_SIGNIFICANT:
         return (
             f"Not kept: {medians} improves by {delta:g}, but {test} is above "
-            f"{_alpha(rule.confidence):g} (confidence {rule.confidence:g}), so it may be noise."
+            f"{alpha_for(rule.confidence):g} (confidence {rule.confidence:g}), so it may be noise."
         )
     if reason is Reason.GUARD_REGRESSED:
         regressions = "; ".join(failures)

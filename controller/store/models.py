@@ -25,6 +25,7 @@ from controller.domain.enums import (
     RunPhase,
     RunStatus,
     SampleArm,
+    SequentialStop,
     StopReason,
     TurnPhase,
 )
@@ -205,6 +206,7 @@ class TurnRow(Base):
         in_check("phase", TurnPhase),
         in_check("outcome", Outcome),
         in_check("reason", Reason),
+        in_check("sequential_stop", SequentialStop),
         sa.CheckConstraint(_PHASE_COHERENT, name="decision_iff_decided"),
     )
 
@@ -225,6 +227,8 @@ class TurnRow(Base):
     tokens: Mapped[int] = mapped_column(sa.BigInteger)
     duration_s: Mapped[float] = mapped_column(sa.Double)
     detail: Mapped[str] = mapped_column(sa.Text)
+    pairs: Mapped[int | None] = mapped_column(sa.Integer)
+    sequential_stop: Mapped[str | None] = mapped_column(sa.String(16))
 
     def to_record(self) -> TurnRecord:
         return TurnRecord(
@@ -245,6 +249,8 @@ class TurnRow(Base):
             tokens=self.tokens,
             duration_s=self.duration_s,
             detail=self.detail,
+            pairs=self.pairs,
+            sequential_stop=_opt_enum(SequentialStop, self.sequential_stop),
         )
 
 

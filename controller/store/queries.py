@@ -88,6 +88,8 @@ def decision_values(decision: TurnDecision) -> dict[str, Any]:
         "tokens": decision.tokens,
         "duration_s": decision.duration_s,
         "detail": decision.detail,
+        "pairs": decision.pairs,
+        "sequential_stop": decision.sequential_stop.value if decision.sequential_stop else None,
     }
 
 

@@ -21,6 +21,7 @@ from controller.domain.enums import (
     RunPhase,
     RunStatus,
     SampleArm,
+    SequentialStop,
     StopReason,
     TurnPhase,
 )
@@ -106,6 +107,8 @@ class TurnDecision:
     tokens: int = 0
     duration_s: float = 0.0
     detail: str = ""
+    pairs: int | None = None
+    sequential_stop: SequentialStop | None = None
 
     def __post_init__(self) -> None:
         if OUTCOME_OF_REASON[self.reason] is not self.outcome:
@@ -134,6 +137,8 @@ class TurnRecord:
     tokens: int
     duration_s: float
     detail: str
+    pairs: int | None = None
+    sequential_stop: SequentialStop | None = None
 
 
 @dataclass(frozen=True)

@@ -52,7 +52,9 @@ TURN_KEYS = {
 def finished(project: Project) -> tuple[Project, dict[str, Any], str]:
     """A finished three-turn run (kept, rejected, failed) with an interleaved 3 v 3 significance test."""
     project.make(agent=CONTRACT_AGENT)
-    project.write_spec(turns=3, metric={"samples": 3, "confidence": 0.95, "interleave": True})
+    project.write_spec(
+        turns=3, metric={"samples": 3, "confidence": 0.95, "interleave": True, "sequential": False}
+    )
     result = project.loop()
     view = ok_run(result)
     assert len(result.stdout.splitlines()) == 1, "with --json, stdout carries only the JSON object"

@@ -82,6 +82,7 @@ def test_drift_fools_only_the_comparison_with_stored_samples(
             "samples": 6,
             "confidence": 0.95,
             "interleave": interleave,
+            "sequential": False,  # the fixed rule: every arm gets its six samples (counted below)
         },
     )
 

@@ -1,0 +1,32 @@
+"""``bench/decisions.py`` still runs end to end on a tiny simulation, and what it counts is consistent.
+
+No rate assertions (a few decisions say nothing about error rates; the statistical tests are in
+``tests/stats/test_sequential.py``): every scenario is decided by both rules, rates are rates, and the
+sequential rule never uses more pairs than the maximum nor fewer than the first look.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+import pytest
+
+from tests.bench.loading import load_bench
+
+
+@pytest.fixture(scope="module")
+def bench() -> ModuleType:
+    return load_bench("decisions")
+
+
+def test_the_simulation_decides_every_scenario_with_both_rules(
+    bench: ModuleType, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = bench.run_simulation(decisions=20, samples=6, min_samples=3, noise=0.02, seed=1)
+    assert set(rows) == {s.name for s in bench.SCENARIOS}
+    for row in rows.values():
+        assert 0.0 <= row["fixed"] <= 1.0 and 0.0 <= row["seq"] <= 1.0
+        assert 3.0 <= row["n"] <= 6.0
+    assert rows["3% worse"]["seq"] == 0.0 and rows["5% better"]["fixed"] > 0.5
+    out = capsys.readouterr().out
+    assert "ratio" in out and "false keeps" in out
