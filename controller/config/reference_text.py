@@ -141,8 +141,20 @@ DOCS: dict[str, tuple[str, str]] = {
     "metric.name": ("The primary metric's name as the command prints it (no spaces, no `=`).", '"p50_ms"'),
     "metric.direction": ("Whether smaller or larger values are better.", '"maximize"'),
     "metric.samples": (
-        "Measured runs per side and turn. The significance test needs at least 3 on each side.",
-        "7",
+        "Measured runs per side and turn; with `sequential` the most a turn may take. The fixed rule's "
+        "significance test needs at least 3 on each side.",
+        "10",
+    ),
+    "metric.min_samples": (
+        "With `sequential`: the pairs measured before the first look. The default is capped at a smaller "
+        "`samples`; a value you set may not exceed it.",
+        "4",
+    ),
+    "metric.sequential": (
+        "`true` decides after each interleaved pair from `min_samples` on (keep, reject, or measure another "
+        "pair) with the error rate of a keep still at most 1 − confidence; `false` always measures "
+        "`samples` and applies the fixed rule. Only for interleaved search turns with `confidence > 0`.",
+        "false",
     ),
     "metric.warmups": ("Extra runs per side before the samples, discarded.", "2"),
     "metric.min_improvement": (
@@ -150,7 +162,8 @@ DOCS: dict[str, tuple[str, str]] = {
         "0.5",
     ),
     "metric.confidence": (
-        "Significance required to keep: the one-sided Mann-Whitney U test's p must be ≤ 1 − confidence. "
+        "Significance required to keep: 1 − confidence is the largest error rate of a keep (the fixed "
+        "rule's one-sided Mann-Whitney U p, or the sequential looks' levels, which add up to it). "
         "0 disables the test (the medians alone decide).",
         "0.99",
     ),
