@@ -37,6 +37,16 @@ def test_block_carries_scores_significance_chart_base_and_siblings() -> None:
     assert "- `lib`: [#4](http://forge/o/lib/pull/4)" in body
 
 
+def test_significance_names_the_test_and_how_a_sequential_measurement_stopped() -> None:
+    fixed = merge_body(None, _facts())
+    assert "p = 0.05 (one-sided Mann-Whitney U)" in fixed
+    sequential = merge_body(None, _facts(p_value=0.004, pairs=5, sequential_stop="kept early"))
+    assert (
+        "p = 0.004 (one-sided drift-adjusted t, sequential: kept early after 5 interleaved pairs)"
+        in sequential
+    )
+
+
 def test_peoples_text_around_the_block_is_kept_and_the_block_replaced() -> None:
     first = merge_body("Intro by a person.", _facts())
     edited = "Edited intro.\n\n" + first.split("\n\n", 1)[1] + "\n\nOutro."
