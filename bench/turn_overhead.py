@@ -47,7 +47,7 @@ samples = 1
 warmups = 0
 confidence = 0
 [budget]
-max_consecutive_failures = 1000000
+max_consecutive_failures = 10000
 [[component]]
 name = "bench"
 repo = "{repo}"
