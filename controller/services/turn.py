@@ -131,17 +131,24 @@ def _measured_tree_only(ctx: RunContext, work: TurnWork) -> None:
     those files are deleted (the next measurement rebuilds them) rather than kept for later turns.
     """
     keep = ctx.spec.workspace.keep_ignored
-    touched: list[str] = []
     prefix = "{}/" if ctx.layout.composite else ""
-    for comp in ctx.components:
-        for arm in ("candidate", "champion"):
-            root = ctx.checkout(arm, comp.name).path
-            found = ignored.scan(root, keep)
-            ignored.remove(root, found.unkept)
-            if arm == "candidate":
-                changes = ignored.changed(work.kept_before.get(comp.name, {}), found.kept)
-                ignored.remove(root, changes)  # the restore keeps these: they must not poison later turns
-                touched += [prefix.format(comp.name) + path for path in changes]
+
+    def tidy(arm: str, component: str) -> list[str]:
+        root = ctx.checkout(arm, component).path
+        found = ignored.scan(root, keep)
+        ignored.remove(root, found.unkept)
+        if arm != "candidate":
+            return []
+        changes = ignored.changed(work.kept_before.get(component, {}), found.kept)
+        ignored.remove(root, changes)  # the restore keeps these: they must not poison later turns
+        return [prefix.format(component) + path for path in changes]
+
+    for comp in ctx.components:  # create the checkouts here, not in the threads below
+        ctx.checkout("candidate", comp.name), ctx.checkout("champion", comp.name)
+    calls: list[Callable[[], list[str]]] = [
+        partial(tidy, arm, c.name) for c in ctx.components for arm in ("candidate", "champion")
+    ]
+    touched = [path for found in run_all(calls) for path in found]
     if touched:
         raise _Stop(
             Reason.EVALUATOR_MUTATED,
