@@ -200,3 +200,20 @@ def test_the_hub_thread_pumps_on_a_wake(store: Store) -> None:
         assert store.list_pulls("r1")[0].state == "closed"
     finally:
         hub.stop()
+
+
+def test_an_access_webhook_reaches_every_listening_trust_policy(store: Store) -> None:
+    # issue 11 §3: a member/repository delivery drops the cached permissions of the runs watching.
+    hub = FeedbackHub(store)
+    heard: list[str] = []
+    hub.listen_access(heard.append)
+    assert store.save_delivery(
+        "d-m", "member", "edited", {"action": "edited", "repository": {"full_name": REPO}}
+    )
+    hub.pump()
+    hub.unlisten_access(heard.append)
+    assert store.save_delivery(
+        "d-r", "repository", "renamed", {"action": "renamed", "repository": {"full_name": REPO}}
+    )
+    hub.pump()
+    assert heard == [REPO]
