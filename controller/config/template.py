@@ -18,8 +18,8 @@ _TEMPLATE = """\
 # crucible.toml: what to improve, how to measure it, and what the agent may change.
 # Check it with: crucible loop --dry-run
 # Bounds (anything beyond is refused as a typo): turns and feedback.turns <= 100000; metric.samples
-# <= 1000 (min_samples too), warmups <= 100; validation.retries <= 10; agent, metric and validation timeouts <= 168h;
-# budget.wall_clock <= 8784h, cost_usd <= 1000000, tokens <= 1000000000000, disk <= 1000TB,
+# <= 1000 (min_samples too), warmups <= 100; validation.retries <= 10; agent, metric and validation
+# timeouts <= 168h; budget.wall_clock <= 8784h, cost_usd <= 1000000, tokens <= 1000000000000, disk <= 1000TB,
 # max_consecutive_failures <= 10000; feedback.poll_interval and quiet_window <= 24h, max_rounds <= 1000;
 # agent.seed 0 .. 2^63-1. The file itself may be at most 1 MiB.
 objective = "Describe what to improve, e.g. cut the p50 latency of the request router"
