@@ -21,7 +21,7 @@ import pytest
 from kubernetes import client, config
 
 REPO = Path(__file__).resolve().parents[2]
-START_HINT = "start it with `bash scripts/k8s/up` (builds the pinned binaries once, then ~10 s)"
+START_HINT = "start it with `bash scripts/k8s/up` (builds the pinned binaries once, then 15-30 s)"
 
 
 def _required() -> bool:
