@@ -23,5 +23,6 @@ echo "== ruff format"; ruff format --check controller tests bench
 echo "== mypy";        mypy
 echo "== import contracts"; lint-imports
 
+echo "== Kubernetes control plane"; bash scripts/k8s/up; export CRUCIBLE_K8S_REQUIRED=1
 echo "== pytest"
 python -m pytest -q -n "${CRUCIBLE_TEST_WORKERS:-2}" "$@"
