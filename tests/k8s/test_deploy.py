@@ -99,6 +99,21 @@ def test_secrets_come_from_secret_references_only(kubectl: str, overlay: str) ->
         assert all(any(n.startswith(r["name"]) for n in names) for r in refs.values())
 
 
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_github_app_settings_come_together_and_point_at_the_mounted_key(kubectl: str, overlay: str) -> None:
+    docs = render(kubectl, overlay)
+    data = find(docs, "ConfigMap")["data"]
+    # controller.forge.auth refuses a key file without an App id (and an App id needs a key)
+    assert ("CRUCIBLE_GITHUB_APP_ID" in data) == ("CRUCIBLE_GITHUB_APP_PRIVATE_KEY_FILE" in data)
+    if "CRUCIBLE_GITHUB_APP_PRIVATE_KEY_FILE" in data:
+        pod = find(docs, "Deployment")["spec"]["template"]["spec"]
+        mount = next(m for m in pod["containers"][0]["volumeMounts"] if m["name"] == "github-app")
+        key = Path(data["CRUCIBLE_GITHUB_APP_PRIVATE_KEY_FILE"])
+        assert str(key.parent) == mount["mountPath"]
+        (volume,) = [v for v in pod["volumes"] if v["name"] == "github-app"]
+        assert [i["path"] for i in volume["secret"]["items"]] == [key.name]
+
+
 def test_loop_pods_may_reach_only_the_controller(kubectl: str) -> None:
     docs = render(kubectl, "production")
     policy = find(docs, "NetworkPolicy")
