@@ -24,7 +24,8 @@ def run_baseline(ctx: RunContext) -> str | None:
     if validation is Validation.CANCELLED:
         return "cancelled"
     if validation is Validation.FAILED:
-        return "validation fails on the base commit"
+        cause = f": {ctx.executor.last_start_problem}" if ctx.executor.last_start_problem else ""
+        return f"validation fails on the base commit{cause}"
     ctx.observer.step("baseline: measuring")
     metric = ctx.spec.metric
     result = measure(

@@ -62,6 +62,9 @@ class Executor:
     disk_budget: int | None = None
     disk_root: Path | None = None
     disk_exceeded: bool = False
+    # Why the last command could not start inside the sandbox, if that was it (for callers that only
+    # see an outcome, like validation with retries).
+    last_start_problem: str | None = None
 
     def run(
         self,
@@ -115,6 +118,7 @@ class Executor:
             self._undo_git_changes(guarded)
         if self.sandbox and result.returncode in (126, 127):
             result = replace(result, start_problem=start_problem(result.stderr, env.get("PATH")))
+        self.last_start_problem = result.start_problem
         if result.survivors:
             pids = ", ".join(str(pid) for pid in result.survivors)
             self.violations.append(f"processes the command started could not be killed: {pids}")

@@ -211,7 +211,8 @@ def _validate(ctx: RunContext, work: TurnWork) -> None:
         raise _cancelled(ctx, "during validation")
     if outcome is Validation.FAILED:
         retries = ctx.spec.validation.retries if ctx.spec.validation else 0
-        raise _Stop(Reason.VALIDATION_FAILED, f"validation failed {1 + retries} time(s)")
+        cause = f": {ctx.executor.last_start_problem}" if ctx.executor.last_start_problem else ""
+        raise _Stop(Reason.VALIDATION_FAILED, f"validation failed {1 + retries} time(s){cause}")
 
 
 def _measure_arms(

@@ -62,3 +62,16 @@ def test_a_program_the_sandbox_cannot_show_is_named_in_the_turn_and_by_dry_run(
     assert outcomes(view) == [("failed", "agent_failed")]
     detail = view["turns"][0]["detail"]
     assert f"{agent} exists outside but is not visible inside the sandbox (bubblewrap" in detail
+
+
+def test_a_validation_that_cannot_start_names_the_path_in_the_baseline_failure(
+    project: Project, tool_venv: Path
+) -> None:
+    tool = tool_venv / "bin" / "lower-agent"
+    project.make()
+    project.write_spec(validation={"command": '"$CHECKER"', "retries": 0})
+
+    result = project.loop(env={"CHECKER": str(tool)})
+
+    assert result.code == 1, result.describe()
+    assert f"{tool} exists outside but is not visible inside the sandbox" in result.output
