@@ -125,8 +125,8 @@ def _scan_kept(ctx: RunContext, work: TurnWork) -> None:
 def _measured_tree_only(ctx: RunContext, work: TurnWork) -> None:
     """Make each arm exactly its committed tree plus the kept ignored paths (ADR 0007).
 
-    Ignored files outside ``workspace.keep_ignored`` are removed from both arms (an agent may have
-    planted them in the candidate; the champion loses its own so both arms are alike). A kept ignored
+    Ignored files outside ``workspace.keep_ignored`` are removed from the candidate (an agent may have
+    planted them) and from the champion when it is measured beside it (so both arms are alike). A kept ignored
     file the agent created, changed or removed cannot be undone cheaply, so the turn is refused and
     those files are deleted (the next measurement rebuilds them) rather than kept for later turns.
     """
@@ -143,10 +143,13 @@ def _measured_tree_only(ctx: RunContext, work: TurnWork) -> None:
         ignored.remove(root, changes)  # the restore keeps these: they must not poison later turns
         return [prefix.format(component) + path for path in changes]
 
+    # The champion arm is measured only when interleaved; otherwise its stored samples stand in.
+    arms = ("candidate", "champion") if ctx.spec.metric.interleave else ("candidate",)
     for comp in ctx.components:  # create the checkouts here, not in the threads below
-        ctx.checkout("candidate", comp.name), ctx.checkout("champion", comp.name)
+        for arm in arms:
+            ctx.checkout(arm, comp.name)
     calls: list[Callable[[], list[str]]] = [
-        partial(tidy, arm, c.name) for c in ctx.components for arm in ("candidate", "champion")
+        partial(tidy, arm, comp.name) for comp in ctx.components for arm in arms
     ]
     touched = [path for found in run_all(calls) for path in found]
     if touched:
