@@ -244,3 +244,38 @@ def test_active_deadline_fails_the_job_and_stops_its_pod(
     cond = finished(batch, ns, "slow")
     assert (cond.type, cond.reason) == ("Failed", "DeadlineExceeded")
     wait_until(lambda: not alive(pid), what=f"process {pid} to end", timeout=30)
+
+
+def test_deleting_a_running_pod_fails_its_job_without_a_second_pod(
+    control_plane: ControlPlane, namespace: Callable[..., str], tmp_path: Path
+) -> None:
+    # What the broker sees when a loop pod is lost mid-turn (deleted, evicted, its node gone).
+    ns = namespace()
+    core, batch = client.CoreV1Api(control_plane.api), client.BatchV1Api(control_plane.api)
+    pid_file = tmp_path / "pid"
+    batch.create_namespaced_job(ns, job("lost", ["sh", "-c", f"echo $$$$ > {pid_file}; exec sleep 300"]))
+    pid = running_pid(core, ns, "lost", pid_file)
+    (pod,) = job_pods(core, ns, "lost")
+    core.delete_namespaced_pod(pod.metadata.name, ns)
+    cond = finished(batch, ns, "lost")
+    assert (cond.type, cond.reason) == ("Failed", "BackoffLimitExceeded")
+    wait_until(lambda: not alive(pid), what=f"process {pid} to end", timeout=30)
+    assert [p.metadata.uid for p in job_pods(core, ns, "lost")] in ([], [pod.metadata.uid])
+
+
+def test_following_a_pods_log_streams_until_its_process_ends(
+    control_plane: ControlPlane, namespace: Callable[..., str], tmp_path: Path
+) -> None:
+    ns = namespace()
+    core, batch = client.CoreV1Api(control_plane.api), client.BatchV1Api(control_plane.api)
+    gate = tmp_path / "gate"
+    script = f"echo $$$$ > {tmp_path / 'pid'}; echo one; while [ ! -e {gate} ]; do sleep 0.05; done; echo two"
+    batch.create_namespaced_job(ns, job("chatty", ["sh", "-c", script]))
+    running_pid(core, ns, "chatty", tmp_path / "pid")
+    (pod,) = job_pods(core, ns, "chatty")
+    stream = core.read_namespaced_pod_log(pod.metadata.name, ns, follow=True, _preload_content=False)
+    first = stream.read(4)
+    gate.touch()  # the second line is written only after the first was received
+    rest = stream.read()
+    assert first + rest == b"one\ntwo\n"
+    assert core.read_namespaced_pod_log(pod.metadata.name, ns, tail_lines=1) == "two\n"
