@@ -14,9 +14,9 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from controller.domain.enums import Outcome, RunStatus, TurnPhase
-from controller.store.models import DeliveryRow, RunRow, SampleRow, TurnRow
+from controller.store.models import DeliveryRow, PullRequestRow, RunRow, SampleRow, TurnRow
 from controller.store.queries import get_run_row
-from controller.store.records import RunRecord, SampleRecord, TurnRecord
+from controller.store.records import RunRecord, RunTally, SampleRecord, TurnRecord
 
 
 class PagedReads:
@@ -35,6 +35,33 @@ class PagedReads:
             query = query.where(RunRow.status == status.value)
         with self._session(read_only=True) as s:
             return [row.to_record() for row in s.scalars(query.limit(limit).offset(offset))]
+
+    def run_tallies(self, run_ids: Collection[str]) -> dict[str, RunTally]:
+        """Decided turns, kept turns and pull requests of each given run, in two grouped queries (the
+        runs list shows them for a page of runs without reading any run's turns)."""
+        ids = sorted(set(run_ids))
+        if not ids:
+            return {}
+        kept = sa.func.count().filter(TurnRow.outcome == Outcome.ACCEPTED.value)
+        turns = (
+            sa.select(TurnRow.run_id, sa.func.count(), kept)
+            .where(TurnRow.run_id.in_(ids), TurnRow.phase == TurnPhase.DECIDED.value)
+            .group_by(TurnRow.run_id)
+        )
+        pulls = (
+            sa.select(PullRequestRow.run_id, sa.func.count())
+            .where(PullRequestRow.run_id.in_(ids))
+            .group_by(PullRequestRow.run_id)
+        )
+        with self._session(read_only=True) as s:
+            done = {rid: (int(n), int(k or 0)) for rid, n, k in s.execute(turns)}
+            prs = {rid: int(n) for rid, n in s.execute(pulls)}
+        return {
+            rid: RunTally(
+                decided=done.get(rid, (0, 0))[0], kept=done.get(rid, (0, 0))[1], pulls=prs.get(rid, 0)
+            )
+            for rid in ids
+        }
 
     def page_turns(
         self,

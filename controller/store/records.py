@@ -209,6 +209,15 @@ class TurnCounts:
 
 
 @dataclass(frozen=True)
+class RunTally:
+    """What the runs list counts per run: decided turns, kept (accepted) turns, pull requests."""
+
+    decided: int
+    kept: int
+    pulls: int
+
+
+@dataclass(frozen=True)
 class TurnSnapshot:
     """What the turn loop reads before every turn, in one read: the run, the aggregates and the
     most recent turns (ascending)."""
