@@ -35,33 +35,37 @@ def _last_event_id(header: str | None, after: int) -> int:
     return max(after, int(header.strip()))
 
 
+async def event_stream(
+    store: Store, run_id: str, after: int, follow: bool, poll_s: float
+) -> AsyncIterator[str]:
+    """The run's events after ``after`` as SSE frames (also the dashboard's live feed)."""
+    last = after
+    idle = 0.0
+    while True:
+        batch = await run_in_threadpool(store.list_events, run_id, after_id=last, limit=BATCH)
+        for event in batch:
+            last = event.id
+            data = event_view(event).model_dump_json()
+            yield f"id: {event.id}\nevent: {event.kind}\ndata: {data}\n\n"
+        if len(batch) == BATCH:
+            continue
+        if not follow:
+            return
+        run = await run_in_threadpool(store.get_run, run_id)
+        if run.status in FINISHED_STATUSES:
+            tail = await run_in_threadpool(store.list_events, run_id, after_id=last, limit=1)
+            if not tail:
+                return
+            continue
+        if idle >= KEEPALIVE_S:
+            idle = 0.0
+            yield ": keep-alive\n\n"
+        await asyncio.sleep(poll_s)
+        idle += poll_s
+
+
 def events_router(store: Store, auth: Callable[..., None], *, poll_s: float = 0.5) -> APIRouter:
     router = APIRouter(prefix="/api/runs", tags=["runs"], dependencies=[Depends(auth)], responses=ERRORS)
-
-    async def stream(run_id: str, after: int, follow: bool) -> AsyncIterator[str]:
-        last = after
-        idle = 0.0
-        while True:
-            batch = await run_in_threadpool(store.list_events, run_id, after_id=last, limit=BATCH)
-            for event in batch:
-                last = event.id
-                data = event_view(event).model_dump_json()
-                yield f"id: {event.id}\nevent: {event.kind}\ndata: {data}\n\n"
-            if len(batch) == BATCH:
-                continue
-            if not follow:
-                return
-            run = await run_in_threadpool(store.get_run, run_id)
-            if run.status in FINISHED_STATUSES:
-                tail = await run_in_threadpool(store.list_events, run_id, after_id=last, limit=1)
-                if not tail:
-                    return
-                continue
-            if idle >= KEEPALIVE_S:
-                idle = 0.0
-                yield ": keep-alive\n\n"
-            await asyncio.sleep(poll_s)
-            idle += poll_s
 
     @router.get(
         "/{run_id}/events",
@@ -78,7 +82,7 @@ def events_router(store: Store, auth: Callable[..., None], *, poll_s: float = 0.
         start = _last_event_id(last_event_id, after)
         store.get_run(run_id)  # 404 before the stream starts
         return StreamingResponse(
-            stream(run_id, start, follow),
+            event_stream(store, run_id, start, follow, poll_s),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
