@@ -3,7 +3,8 @@
 ``create_app`` only assembles routers from what it is given (store, tokens, the run control, the
 webhook secret); it reads no environment and starts nothing but the webhook writer (through the
 router's lifespan), so tests build it with real parts and ``crucible serve`` builds it once in the
-composition root. FastAPI is imported in ``controller.api`` only. ``/`` is left free for the dashboard.
+composition root. FastAPI is imported in ``controller.api`` only. ``/`` is the dashboard
+(``controller.api.dashboard``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from fastapi import FastAPI
 
 from controller.api import errors
 from controller.api.auth import ApiTokens, BearerAuth
+from controller.api.dashboard.pages import dashboard_router
 from controller.api.events import events_router
 from controller.api.ops import ServiceStats, ops_router
 from controller.api.runs import RunControl, runs_router
@@ -50,4 +52,5 @@ def create_app(
     app.include_router(events_router(store, auth, poll_s=events_poll_s))
     app.include_router(ops_router(store, stats or ServiceStats()))
     app.include_router(webhook_router(store, webhook_secret, on_delivery=on_delivery))
+    app.include_router(dashboard_router(settings, store, tokens, control))
     return app

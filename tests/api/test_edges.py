@@ -127,7 +127,8 @@ def test_probes_and_metrics(api: Api) -> None:
         text = client.get("/metrics").text
         assert client.get("/docs").status_code == 200
         assert client.get("/openapi.json").json()["info"]["title"] == "crucible controller"
-        assert client.get("/").status_code == 404  # left free for the dashboard
+        dashboard = client.get("/", follow_redirects=False)
+        assert dashboard.status_code == 303 and dashboard.headers["location"] == "/login"
     assert 'crucible_runs{status="pending"} 1.0' in text
     assert 'crucible_turns_total{outcome="accepted"} 0.0' in text
     assert "crucible_webhook_deliveries_total 0.0" in text

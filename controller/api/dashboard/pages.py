@@ -1,0 +1,259 @@
+"""The operator dashboard at ``/``: server-rendered pages over the same views as the REST API.
+
+Pages are Jinja2 templates with autoescape on, so every user-provided text (objective, hypotheses,
+comments, branch names, diffs) is text, never markup. Each response carries a Content-Security-Policy
+that allows scripts and styles only from this origin (``/static/…``, shipped in the package: no CDN,
+no build step), no inline script, no plugin, no framing. Reads need a session (``session.py``) or a
+bearer token; operator actions need an admin session, a CSRF token and a confirmation page first, and
+are the same ``RunControl`` calls as the REST routes. A read-only session sees no buttons and is
+refused anyway. The run page's live part (chart and turn table) is a fragment that the shipped
+script re-fetches when the run's event stream (``/runs/{id}/live``, cookie-authenticated) says so.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Form, HTTPException, Query, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+
+from controller.api.auth import ApiTokens
+from controller.api.dashboard import model
+from controller.api.dashboard.chart import Point, render_chart
+from controller.api.dashboard.session import COOKIE, TTL_S, Session, Sessions
+from controller.api.events import event_stream
+from controller.api.runs import RunControl
+from controller.config.settings import Settings
+from controller.domain.enums import Direction, RunStatus
+from controller.services import schemas
+from controller.services.views import run_view
+from controller.store.store import Store
+
+HERE = Path(__file__).parent
+PAGE = 25
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+    "form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+)
+HEADERS = {
+    "Content-Security-Policy": CSP,
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
+ACTIONS = {"cancel": "Cancel this run", "resume": "Resume this run", "round": "Start a refinement round"}
+STATIC_TYPES = {".js": "text/javascript", ".css": "text/css"}
+
+
+def _environment() -> Environment:
+    env = Environment(
+        loader=FileSystemLoader(HERE / "templates"),
+        autoescape=select_autoescape(["html"], default_for_string=True),
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["fmt"] = lambda v: "" if v is None else f"{v:.6g}"
+    env.filters["usd"] = lambda v: f"${v:.2f}"
+    return env
+
+
+def chart_svg(run: schemas.Run) -> str:
+    points = [Point(t.turn, t.round, t.outcome, t.value, t.hypothesis) for t in run.turns]
+    return render_chart(
+        points,
+        baseline=run.baseline.value,
+        metric=run.metric.name,
+        minimize=run.metric.direction is Direction.MINIMIZE,
+    )
+
+
+class Dashboard:
+    """The page handlers' shared parts: templates, sessions and the store."""
+
+    def __init__(self, settings: Settings, store: Store, tokens: ApiTokens, control: RunControl) -> None:
+        self.settings, self.store, self.control = settings, store, control
+        self.sessions = Sessions(tokens)
+        self.env = _environment()
+
+    def session(self, request: Request) -> Session | None:
+        found = self.sessions.check(request.cookies.get(COOKIE))
+        if found is not None:
+            return found
+        scheme, _, value = request.headers.get("authorization", "").partition(" ")
+        role = self.sessions.role_of(value) if scheme.lower() == "bearer" and value else None
+        return Session(role, "bearer") if role else None
+
+    def render(self, name: str, http_status: int = 200, **context: Any) -> HTMLResponse:
+        html = self.env.get_template(name).render(**context)
+        return HTMLResponse(html, status_code=http_status, headers=HEADERS)
+
+    def page(self, request: Request, name: str, session: Session, **context: Any) -> HTMLResponse:
+        csrf = self.sessions.csrf(session)
+        return self.render(name, session=session, csrf=csrf, **context)
+
+    def run_context(self, run_id: str, *, with_diffs: bool) -> dict[str, Any]:
+        run = run_view(self.settings, self.store, run_id, with_diffs=with_diffs)
+        record = self.store.get_run(run_id)
+        return {
+            "run": run,
+            "record": record,
+            "chart": chart_svg(run),
+            "turns": model.turn_lines(run.turns, run.baseline.value),
+            "change": model.change_pct(run.baseline.value, run.best.value if run.best else None),
+            "stop": model.stop_sentence(run.stop_reason, run.message),
+            "duration": model.duration(run.created_at, run.finished_at),
+            "diff_lines": model.diff_lines,
+            "safe_url": model.safe_url,
+            "kept": sum(1 for t in run.turns if t.outcome == "accepted"),
+        }
+
+
+def _login_redirect() -> RedirectResponse:
+    return RedirectResponse("/login", status_code=303, headers=HEADERS)
+
+
+def dashboard_router(settings: Settings, store: Store, tokens: ApiTokens, control: RunControl) -> APIRouter:
+    dash = Dashboard(settings, store, tokens, control)
+    router = APIRouter(include_in_schema=False)
+    _session_routes(router, dash)
+    _read_routes(router, dash)
+    _action_routes(router, dash)
+    return router
+
+
+def _session_routes(router: APIRouter, dash: Dashboard) -> None:
+    @router.get("/login")
+    def login_form() -> HTMLResponse:
+        return dash.render("login.html", error=None)
+
+    @router.post("/login", response_model=None)
+    def login(request: Request, token: Annotated[str, Form(max_length=4096)] = "") -> Response:
+        role = dash.sessions.role_of(token)
+        if role is None:
+            return dash.render("login.html", http_status=401, error="That token is not valid.")
+        response = RedirectResponse("/", status_code=303, headers=HEADERS)
+        response.set_cookie(
+            COOKIE,
+            dash.sessions.issue(role),
+            max_age=TTL_S,
+            httponly=True,
+            samesite="strict",
+            secure=request.url.scheme == "https",
+            path="/",
+        )
+        return response
+
+    @router.post("/logout")
+    def logout() -> RedirectResponse:
+        response = _login_redirect()
+        response.delete_cookie(COOKIE, path="/")
+        return response
+
+    @router.get("/static/{name}")
+    def static(name: str) -> Response:
+        path = HERE / "static" / name
+        kind = STATIC_TYPES.get(path.suffix)
+        if kind is None or "/" in name or not path.is_file():
+            raise HTTPException(status_code=404, detail="not found")
+        return Response(
+            path.read_bytes(), media_type=kind, headers={**HEADERS, "Cache-Control": "max-age=300"}
+        )
+
+
+def _read_routes(router: APIRouter, dash: Dashboard) -> None:
+    @router.get("/", response_model=None)
+    def runs(
+        request: Request,
+        status: RunStatus | None = None,
+        offset: Annotated[int, Query(ge=0, le=2**31)] = 0,
+    ) -> Response:
+        session = dash.session(request)
+        if session is None:
+            return _login_redirect()
+        records = dash.store.page_runs(limit=PAGE + 1, offset=offset, status=status)
+        more = len(records) > PAGE
+        records = records[:PAGE]
+        tallies = dash.store.run_tallies([r.id for r in records])
+        lines = [model.RunLine(r, tallies[r.id]) for r in records]
+        return dash.page(
+            request,
+            "runs.html",
+            session,
+            lines=lines,
+            status=status,
+            statuses=list(RunStatus),
+            offset=offset,
+            prev_offset=max(0, offset - PAGE) if offset else None,
+            next_offset=offset + PAGE if more else None,
+        )
+
+    @router.get("/runs/{run_id}", response_model=None)
+    def run_page(request: Request, run_id: str) -> Response:
+        session = dash.session(request)
+        if session is None:
+            return _login_redirect()
+        context = dash.run_context(run_id, with_diffs=True)
+        return dash.page(request, "run.html", session, actions=ACTIONS, **context)
+
+    @router.get("/runs/{run_id}/fragment", response_model=None)
+    def fragment(request: Request, run_id: str) -> Response:
+        session = dash.session(request)
+        if session is None:
+            raise HTTPException(status_code=401, detail="log in first")
+        return dash.page(request, "live.html", session, **dash.run_context(run_id, with_diffs=False))
+
+    @router.get("/runs/{run_id}/live", response_model=None)
+    def live(request: Request, run_id: str, after: Annotated[int, Query(ge=0, le=2**62)] = 0) -> Response:
+        if dash.session(request) is None:
+            raise HTTPException(status_code=401, detail="log in first")
+        dash.store.get_run(run_id)
+        header = request.headers.get("last-event-id", "")
+        start = max(after, int(header)) if header.isdigit() else after
+        return StreamingResponse(
+            event_stream(dash.store, run_id, start, True, 0.5),
+            media_type="text/event-stream",
+            headers={**HEADERS, "X-Accel-Buffering": "no"},
+        )
+
+
+def _action_routes(router: APIRouter, dash: Dashboard) -> None:
+    def writer(request: Request) -> Session:
+        session = dash.session(request)
+        if session is None:
+            raise HTTPException(status_code=401, detail="log in first")
+        if not session.can_write:
+            raise HTTPException(status_code=403, detail="the read-only token may not change anything")
+        return session
+
+    @router.get("/runs/{run_id}/confirm/{action}")
+    def confirm(request: Request, run_id: str, action: str) -> HTMLResponse:
+        session = writer(request)
+        if action not in ACTIONS:
+            raise HTTPException(status_code=404, detail=f"action: no such action {action[:40]!r}")
+        run = dash.store.get_run(run_id)
+        return dash.page(request, "confirm.html", session, run=run, action=action, title=ACTIONS[action])
+
+    @router.post("/runs/{run_id}/do/{action}")
+    def act(
+        request: Request,
+        run_id: str,
+        action: str,
+        csrf: Annotated[str, Form(max_length=200)] = "",
+        steer: Annotated[str, Form(max_length=20000)] = "",
+    ) -> HTMLResponse:
+        session = writer(request)
+        if session.nonce == "bearer" or not dash.sessions.csrf_ok(session, csrf):
+            raise HTTPException(status_code=403, detail="csrf: the form's token is missing or stale")
+        if action == "cancel":
+            message = dash.control.cancel(run_id)
+        elif action == "resume":
+            message = dash.control.resume(run_id)
+        elif action == "round":
+            if not steer.strip():
+                raise HTTPException(status_code=422, detail="steer: say what the round should address")
+            message = dash.control.steer(run_id, steer)
+        else:
+            raise HTTPException(status_code=404, detail=f"action: no such action {action[:40]!r}")
+        return dash.page(request, "done.html", session, run_id=run_id, message=message)

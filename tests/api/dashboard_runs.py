@@ -1,0 +1,120 @@
+"""Real runs in a real store for the dashboard tests and ``bench/dashboard.py``: turns decided through
+``Store.decide_turn``, a candidate clone with a real commit (so the page shows a real diff), a pull
+request, feedback with verdicts, a round and a drafted reply, every text field carrying ``text``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from controller.config.settings import Settings
+from controller.domain.enums import EventKind, Outcome, Reason, SampleArm
+from controller.forge.base import FeedbackEvent
+from controller.services.layout import RunLayout
+from controller.store import NewRun, Store
+from controller.store.records import ChampionUpdate, ComponentRecord, PullRecord, TurnDecision
+from tests.conftest import git, make_repo
+
+
+def seeded_run(
+    store: Store, settings: Settings, run_id: str, *, turns: int, text: str = "", component: str = "app"
+) -> str:
+    """A run of ``turns`` decided turns (every third kept, every seventh failed) with PRs and feedback."""
+    store.create_run(
+        NewRun(
+            id=run_id,
+            spec_text="",
+            spec_fingerprint="f",
+            spec_path=None,
+            objective=f"make it faster {text}",
+            metric_name="m",
+            direction="minimize",
+            turns_planned=turns + 2,
+        )
+    )
+    clone = RunLayout(settings.run_dir(run_id), (component,)).checkout("candidate", component)
+    make_repo(clone, {"src/a.py": "x = 1\n"})
+    base = git(clone, "rev-parse", "HEAD")
+    (clone / "src/a.py").write_text(f"x = 2  # {text}\n")
+    git(clone, "commit", "-qam", "kept")
+    head = git(clone, "rev-parse", "HEAD")
+    store.add_component(ComponentRecord(run_id, component, str(clone), "main", base, base))
+    store.start_baseline(run_id)
+    store.set_baseline(run_id, 100.0, {"value": 100.0})
+    best = 100.0
+    for n in range(1, turns + 1):
+        store.start_turn(run_id, n, 1 if n > turns * 0.8 else 0)
+        kept, failed = n % 3 == 0, n % 7 == 0 and n % 3 != 0
+        value = None if failed else (best * 0.99 if kept else best * 1.01)
+        outcome = Outcome.ACCEPTED if kept else Outcome.FAILED if failed else Outcome.REJECTED
+        reason = Reason.IMPROVED if kept else Reason.AGENT_FAILED if failed else Reason.NOT_IMPROVED
+        decision = TurnDecision(
+            outcome=outcome,
+            reason=reason,
+            value=value,
+            p_value=0.01 if kept else 0.4,
+            hypothesis=f"hypothesis {n} {text}",
+            commits={component: head} if kept else {},
+            cost_usd=0.01,
+            duration_s=1.5,
+        )
+        samples = [] if value is None else [(SampleArm.CANDIDATE, i, {"m": value}, True) for i in range(3)]
+        champion = ChampionUpdate(value, n) if kept and value is not None else None
+        heads = {component: head} if kept else {}
+        event = (EventKind(str(outcome)), {"turn": n})
+        store.decide_turn(
+            run_id, n, decision, champion=champion, component_heads=heads, event=event, samples=samples
+        )
+        if kept and value is not None:
+            best = value
+    store.save_pull(
+        PullRecord(
+            run_id,
+            component,
+            "o/app",
+            7,
+            f"javascript:alert(1)//{text}",
+            f"crucible/{text}",
+            head,
+            head,
+            base,
+        )
+    )
+    item = store.add_feedback(
+        run_id,
+        component,
+        FeedbackEvent(
+            "o/app",
+            7,
+            "issue_comment",
+            1,
+            None,
+            "rev",
+            "User",
+            "OWNER",
+            f"please {text}",
+            None,
+            None,
+            "created",
+            "2026-01-01T00:00:00Z",
+        ),
+    )
+    assert item is not None
+    store.set_feedback_verdict(item.id, trusted=False, verdict="rejected", reason=f"untrusted {text}")
+    store.append_event(
+        run_id,
+        EventKind.ROUND_FINISHED,
+        {
+            "round": 1,
+            "component": component,
+            "feedback": [item.id],
+            "kept": True,
+            "head": head,
+            "detail": text,
+        },
+    )
+    store.append_event(run_id, EventKind.REPLY_DRAFTED, {"feedback": item.id, "author": "rev", "reply": text})
+    return run_id
+
+
+def settings_of(home: Path, database_url: str) -> Settings:
+    return Settings(home=home, database_url=database_url)

@@ -1,0 +1,171 @@
+"""The dashboard over real HTTP (uvicorn) on a real store with real runs: login into a session cookie,
+the runs list (tallies, filter, pages), the run page (chart, turns, PRs, feedback, rounds, replies,
+diff), the live fragment and stream, operator actions behind CSRF and a confirmation, and escaping of
+every user-provided field (planted ``<script>``, ``javascript:`` and ``"><img onerror>`` probes)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import httpx
+
+from controller.api.dashboard.session import COOKIE
+from controller.config.settings import Settings
+from controller.domain.enums import EventKind, Outcome, Reason, RunStatus, StopReason
+from controller.store.records import TurnDecision
+from tests.api.conftest import ADMIN, READER, Api, new_run
+from tests.api.dashboard_runs import seeded_run
+
+PROBE = '<script>alert(1)</script> javascript:alert(2) "><img src=x onerror=alert(3)>'
+
+
+def _settings(api: Api) -> Settings:
+    return Settings(home=api.repo.parent / "crucible-home", database_url=api.store.url)
+
+
+@contextmanager
+def _login(api: Api, token: str) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=api.url, timeout=30) as client:
+        response = client.post("/login", data={"token": token})
+        assert response.status_code == 303 and response.headers["location"] == "/"
+        yield client
+
+
+def _csrf(html: str) -> str:
+    found = re.search(r'name="csrf" value="([0-9a-f]+)"', html)
+    assert found, html
+    return found.group(1)
+
+
+def test_login_sets_a_strict_httponly_session_and_a_wrong_token_gets_none(api: Api) -> None:
+    with httpx.Client(base_url=api.url, timeout=30) as client:
+        assert client.get("/").status_code == 303  # to /login
+        page = client.get("/login")
+        assert page.status_code == 200 and 'name="token"' in page.text
+        wrong = client.post("/login", data={"token": "nope"})
+        assert wrong.status_code == 401 and COOKIE not in wrong.cookies
+        ok = client.post("/login", data={"token": ADMIN})
+        cookie = ok.headers["set-cookie"].lower()
+        assert "httponly" in cookie and "samesite=strict" in cookie
+        assert client.get("/").status_code == 200
+        value = client.cookies[COOKIE]
+        tampered = value[:-1] + ("0" if value[-1] != "0" else "1")
+        client.cookies.set(COOKIE, tampered)  # the signature no longer matches
+        assert client.get("/").status_code == 303
+
+
+def test_pages_send_a_csp_without_inline_scripts_and_ship_their_script(api: Api) -> None:
+    with _login(api, ADMIN) as client:
+        page = client.get("/")
+        csp = page.headers["content-security-policy"]
+        assert "script-src 'self'" in csp and "unsafe-inline" not in csp and "frame-ancestors 'none'" in csp
+        assert '<script src="/static/live.js"></script>' in page.text
+        assert "<script>" not in page.text
+        script = client.get("/static/live.js")
+        assert script.status_code == 200 and script.headers["content-type"].startswith("text/javascript")
+        assert "EventSource" in script.text
+        assert client.get("/static/../app.py").status_code == 404
+
+
+def test_the_runs_list_shows_tallies_filters_by_status_and_pages(api: Api) -> None:
+    settings = _settings(api)
+    seeded_run(api.store, settings, "r-seeded", turns=9)
+    for i in range(30):
+        new_run(api.store, f"r-{i:02d}", objective=f"objective {i}")
+    api.store.set_run_status("r-seeded", RunStatus.RUNNING)
+    api.store.set_run_status("r-seeded", RunStatus.COMPLETED, stop_reason=StopReason.MAX_TURNS)
+    with _login(api, READER) as client:
+        first = client.get("/")
+        assert first.status_code == 200 and 'rel="next" href="/?offset=25"' in first.text
+        assert first.text.count("<tr>") == 25 + 1  # the header row and a page of runs
+        completed = client.get("/", params={"status": "completed"})
+        row = completed.text.split('href="/runs/r-seeded"')[1].split("</tr>")[0]
+        assert "objective" not in completed.text.split("<tbody>")[1].split("r-seeded")[0]
+        cells = re.findall(r"<td>([^<]*)</td>", row)
+        assert "9/11" in cells and "3" in cells and "1" in cells  # turns done/asked, kept, PRs
+        assert "100 → 97.0299" in row and "-3.0%" in row and "max_turns" in row
+        second = client.get("/", params={"offset": 25})
+        assert second.text.count('href="/runs/') == 31 - 25
+        assert client.get("/", params={"status": "nonsense"}).status_code == 422
+
+
+def test_the_run_page_tells_the_whole_story(api: Api) -> None:
+    settings = _settings(api)
+    seeded_run(api.store, settings, "story", turns=10)
+    api.store.set_run_status("story", RunStatus.RUNNING)
+    api.store.set_run_status("story", RunStatus.COMPLETED, stop_reason=StopReason.MAX_TURNS)
+    with _login(api, READER) as client:
+        page = client.get("/runs/story")
+    assert page.status_code == 200
+    html = page.text
+    assert html.count('class="kept"') == 3 and html.count('class="failed"') >= 1
+    assert 'class="best"' in html and 'class="baseline"' in html and "round 1" in html
+    assert html.count("<tr class=") == 10
+    assert "It ran every turn it was asked for." in html
+    assert '<span class="add">+x = 2  # </span>' in html  # the real diff, coloured
+    assert "untrusted" in html and "rejected" in html and "Copy" in html
+    assert "Round 1 on app: kept" in html
+    assert "confirm/cancel" not in html  # a read-only session sees no buttons
+
+
+def test_every_user_field_renders_as_text(api: Api) -> None:
+    settings = _settings(api)
+    seeded_run(api.store, settings, "xss", turns=6, text=PROBE, component="app")
+    with _login(api, ADMIN) as client:
+        pages = [client.get("/").text, client.get("/runs/xss").text, client.get("/runs/xss/fragment").text]
+    for html in pages:
+        assert "<script>alert" not in html and "<img" not in html and 'href="javascript:' not in html
+    run_page = pages[1]
+    escaped = (
+        "&lt;script&gt;alert(1)&lt;/script&gt; javascript:alert(2) "
+        "&#34;&gt;&lt;img src=x onerror=alert(3)&gt;"
+    )
+    # objective, hypotheses (table and chart labels/tooltips), branch, comment, reason, reply, round, diff
+    assert run_page.count(escaped) >= 10, run_page
+    assert "crucible/&lt;script&gt;" in run_page
+    assert "#7 javascript:alert(1)//" in run_page  # the PR url stays text, not a link
+
+
+def test_actions_need_a_write_session_a_confirmation_and_the_csrf_token(api: Api) -> None:
+    seeded_run(api.store, _settings(api), "act", turns=3)
+    with _login(api, READER) as reader:
+        assert reader.get("/runs/act/confirm/cancel").status_code == 403
+        assert reader.post("/runs/act/do/cancel", data={"csrf": "x"}).status_code == 403
+    with httpx.Client(base_url=api.url, headers={"Authorization": f"Bearer {ADMIN}"}) as bearer:
+        assert bearer.post("/runs/act/do/cancel", data={"csrf": "x"}).status_code == 403
+    with _login(api, ADMIN) as admin:
+        assert 'href="/runs/act/confirm/cancel"' in admin.get("/runs/act").text
+        confirm = admin.get("/runs/act/confirm/cancel")
+        assert confirm.status_code == 200 and "Cancel this run?" in confirm.text
+        assert admin.post("/runs/act/do/cancel", data={"csrf": "0" * 64}).status_code == 403
+        assert api.control.calls == []
+        done = admin.post("/runs/act/do/cancel", data={"csrf": _csrf(confirm.text)})
+        assert done.status_code == 200 and "cancelling" in done.text
+        token = _csrf(admin.get("/runs/act/confirm/round").text)
+        assert admin.post("/runs/act/do/round", data={"csrf": token, "steer": " "}).status_code == 422
+        assert admin.post("/runs/act/do/round", data={"csrf": token, "steer": "fix it"}).status_code == 200
+    assert api.control.calls == [("cancel", "act"), ("steer", "act")]
+
+
+def test_the_live_stream_and_fragment_follow_the_run(api: Api) -> None:
+    run_id = seeded_run(api.store, _settings(api), "live", turns=2)
+    with _login(api, READER) as client:
+        before = client.get(f"/runs/{run_id}/fragment").text
+        assert before.count("<tr class=") == 2
+        api.store.start_turn(run_id, 3, 0)
+        decision = TurnDecision(Outcome.REJECTED, Reason.NOT_IMPROVED, value=120.0, hypothesis="a third idea")
+        event = (EventKind.REJECTED, {"turn": 3})
+        api.store.decide_turn(run_id, 3, decision, champion=None, component_heads={}, event=event)
+        api.store.set_run_status(run_id, RunStatus.RUNNING)
+        api.store.set_run_status(run_id, RunStatus.COMPLETED, stop_reason=StopReason.MAX_TURNS)
+        with client.stream("GET", f"/runs/{run_id}/live") as stream:
+            assert stream.headers["content-type"].startswith("text/event-stream")
+            kinds = [line[7:] for line in stream.iter_lines() if line.startswith("event: ")]
+        assert kinds[-1] == "rejected"
+        after = client.get(f"/runs/{run_id}/fragment").text
+        assert after.count("<tr class=") == 3 and "a third idea" in after
+    with httpx.Client(base_url=api.url) as anonymous:
+        assert anonymous.get(f"/runs/{run_id}/live").status_code == 401
+        assert anonymous.get(f"/runs/{run_id}/fragment").status_code == 401
