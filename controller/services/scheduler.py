@@ -26,7 +26,13 @@ from dataclasses import dataclass, field
 from controller.config.settings import Settings
 from controller.config.spec import Spec
 from controller.domain.enums import EventKind, RunStatus, StopReason
-from controller.domain.errors import CrucibleError, LeaseHeldError, RefusedError
+from controller.domain.errors import (
+    ConflictError,
+    CrucibleError,
+    LeaseHeldError,
+    LeaseLostError,
+    RefusedError,
+)
 from controller.forge.base import Forge
 from controller.services.context import Detached, Observer
 from controller.services.feedback_hub import FeedbackHub
@@ -162,6 +168,10 @@ class Scheduler:
         if room <= 0 or self._stopping.is_set():
             return []
         claimed = self.store.claim_runs(self.owner, self.settings.lease_ttl_s, limit=room)
+        with self._lock:
+            # A run this process drives whose renewal lagged past its expiry is claimed again: it is
+            # still ours and still driven (the claim renewed its lease); never start it twice.
+            claimed = [run_id for run_id in claimed if run_id not in self._driving]
         for run_id in claimed:
             driven = _Driven(
                 threading.Thread(target=self._drive, args=(run_id,), name=f"crucible-run-{run_id}")
@@ -186,6 +196,10 @@ class Scheduler:
                 log.info("run %s: driven elsewhere: %s", run_id, error)
             else:  # its spec or bases changed: no replica can resume it, so it must not be claimed again
                 self._fail(run_id, f"stopped: cannot be resumed: {error}")
+        except (ConflictError, LeaseLostError) as error:
+            # Another driver won a race on this run (its lease expired under load and was taken
+            # over): the store refused our write, the run is theirs; nothing to record.
+            log.warning("run %s: lost to another driver: %s", run_id, error)
         except CrucibleError as error:
             log.exception("run %s: stopped on an error", run_id)
             self._fail(run_id, f"stopped: {error}")
