@@ -12,6 +12,8 @@ from collections.abc import Callable
 from typing import Annotated, Protocol
 
 from fastapi import APIRouter, Depends, Query
+from fastapi.responses import Response
+from pydantic import BaseModel
 
 from controller.api.bodies import ERRORS, Created, Message, Patch, RoundCreate, RunCreate, RunPage, TurnPage
 from controller.config.settings import Settings
@@ -23,6 +25,12 @@ from controller.services.views import feedback_view, pulls_view, run_view, runs_
 from controller.store.store import Store
 
 MAX_PAGE = 500
+
+
+def _json(model: BaseModel) -> Response:
+    """A page already validated by its own model, serialised once: FastAPI would validate and
+    serialise it a second time through ``response_model`` (which stays declared for the document)."""
+    return Response(content=model.model_dump_json(), media_type="application/json")
 
 
 class RunControl(Protocol):
@@ -73,11 +81,11 @@ def runs_router(
         limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
         offset: Annotated[int, Query(ge=0, le=2**31)] = 0,
         status: RunStatus | None = None,
-    ) -> RunPage:
+    ) -> Response:
         """Runs, newest first."""
         items = runs_list(store, limit=limit + 1, offset=offset, status=status)
         more = len(items) > limit
-        return RunPage(items=items[:limit], next_offset=offset + limit if more else None)
+        return _json(RunPage(items=items[:limit], next_offset=offset + limit if more else None))
 
     @router.get("/{run_id}", response_model=schemas.Run)
     def show(run_id: str) -> schemas.Run:
@@ -101,12 +109,12 @@ def runs_router(
         limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
         round: Annotated[int | None, Query(ge=0, le=2**31)] = None,
         outcome: Outcome | None = None,
-    ) -> TurnPage:
+    ) -> Response:
         """Decided turns in number order, a page at a time."""
         items = turns_page(store, run_id, after=after, limit=limit + 1, round=round, outcome=outcome)
         more = len(items) > limit
         items = items[:limit]
-        return TurnPage(items=items, next_after=items[-1].turn if more else None)
+        return _json(TurnPage(items=items, next_after=items[-1].turn if more else None))
 
     @router.get("/{run_id}/patch", response_model=Patch)
     def patch(run_id: str) -> Patch:

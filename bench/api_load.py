@@ -1,0 +1,215 @@
+"""Read latency of the operator API under load, as a ratio against ``/healthz`` measured in the same run.
+
+A database holds ``--runs`` runs with ``--turns`` decided turns in all (each with two samples); the app
+of ``crucible serve`` is served by uvicorn, and ``--clients`` threads request for ``--seconds``:
+  floor  ``GET /healthz`` (no I/O: the cost of HTTP, auth-free routing and the client itself)
+  runs   ``GET /api/runs`` (the first page, 50 runs)
+  turns  ``GET /api/runs/{id}/turns`` (a page of 100 turns from the middle of the largest run)
+Each arm runs alone, one after the other. Printed: p50/p99 per arm and p99 against the floor's.
+
+    python bench/api_load.py [--database-url postgresql+psycopg://…] [--runs 100] [--turns 50000]
+                             [--clients 16] [--seconds 10]
+
+Target (issue 8): p99 <= 50 ms for runs and turns at 16 clients on PostgreSQL with 100 runs and
+50,000 turns. Without --database-url a temporary SQLite file is used.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import httpx
+import sqlalchemy as sa
+
+from controller.api.app import create_app
+from controller.api.auth import ApiTokens
+from controller.config.settings import Settings
+from controller.localforge.server import serve_in_thread
+from controller.store import NewRun, Store
+from controller.store.models import SampleRow, TurnRow
+
+TOKEN = "bench-token"
+TARGET_MS = 50.0
+
+
+@dataclass(frozen=True)
+class Arm:
+    name: str
+    latencies: list[float]
+
+    def pct(self, q: float) -> float:
+        ordered = sorted(self.latencies)
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
+
+
+class _NoScheduler:
+    def cancel(self, run_id: str) -> str:
+        raise NotImplementedError
+
+    def resume(self, run_id: str) -> str:
+        raise NotImplementedError
+
+    def steer(self, run_id: str, text: str) -> str:
+        raise NotImplementedError
+
+    def wake(self) -> None:
+        pass
+
+
+def populate(url: str, runs: int, turns: int) -> list[str]:
+    """``runs`` runs (run 0 holds half the turns, the rest share the other half), turns inserted in bulk."""
+    now = datetime.now(UTC)
+    ids = [f"bench-{i:04d}" for i in range(runs)]
+    with Store.open(url, upgrade=True) as store:
+        for run_id in ids:
+            store.create_run(
+                NewRun(
+                    id=run_id,
+                    spec_text="",
+                    spec_fingerprint="f",
+                    spec_path=None,
+                    objective=f"benchmark {run_id}",
+                    metric_name="m",
+                    direction="minimize",
+                    turns_planned=turns,
+                )
+            )
+    share = [turns // 2] + [max(1, (turns - turns // 2) // max(1, runs - 1))] * (runs - 1)
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        for run_id, count in zip(ids, share, strict=True):
+            rows, samples = [], []
+            for n in range(1, count + 1):
+                rows.append(
+                    {
+                        "run_id": run_id,
+                        "number": n,
+                        "round": 0,
+                        "phase": "decided",
+                        "started_at": now,
+                        "decided_at": now,
+                        "outcome": "rejected",
+                        "reason": "not_improved",
+                        "value": float(n),
+                        "p_value": 0.5,
+                        "hypothesis": f"try {n}",
+                        "changed_paths": ["src/a.py"],
+                        "commits": {},
+                        "cost_usd": 0.0,
+                        "tokens": 0,
+                        "duration_s": 1.0,
+                        "detail": "",
+                    }
+                )
+                for arm in ("candidate", "champion"):
+                    samples.append(
+                        {
+                            "run_id": run_id,
+                            "turn": n,
+                            "arm": arm,
+                            "sample_index": 0,
+                            "values": {"m": 1.0},
+                            "valid": True,
+                        }
+                    )
+            conn.execute(sa.insert(TurnRow), rows)
+            conn.execute(sa.insert(SampleRow), samples)
+    engine.dispose()
+    return ids
+
+
+def load(base: str, path: str, clients: int, seconds: float) -> Arm:
+    latencies: list[float] = []
+    lock = threading.Lock()
+    deadline = time.monotonic() + seconds
+
+    def client() -> None:
+        mine = []
+        with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30) as http:
+            while time.monotonic() < deadline:
+                start = time.perf_counter()
+                response = http.get(path)
+                mine.append(time.perf_counter() - start)
+                response.raise_for_status()
+        with lock:
+            latencies.extend(mine)
+
+    threads = [threading.Thread(target=client) for _ in range(clients)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return Arm(path, latencies)
+
+
+def run(args: argparse.Namespace) -> list[Arm]:
+    with tempfile.TemporaryDirectory(prefix="crucible-apiload-") as tmp:
+        url = args.database_url or f"sqlite:///{Path(tmp) / 'crucible.db'}"
+        ids = populate(url, args.runs, args.turns)
+        middle = max(1, args.turns // 4)
+        with Store.open(url) as store:
+            settings = Settings(home=Path(tmp) / "home", database_url=url)
+            # The API without the scheduler: reads are measured, and the benchmark's runs are never driven.
+            app = create_app(settings, store, ApiTokens(TOKEN), _NoScheduler())
+            with serve_in_thread(app) as base:
+                paths = {
+                    "floor": "/healthz",
+                    "runs": "/api/runs",
+                    "turns": f"/api/runs/{ids[0]}/turns?after={middle}&limit=100",
+                }
+                load(base, paths["floor"], args.clients, min(1.0, args.seconds))  # warm up
+                arms = [
+                    Arm(name, load(base, path, args.clients, args.seconds).latencies)
+                    for name, path in paths.items()
+                ]
+        if args.database_url:
+            engine = sa.create_engine(url)
+            with engine.begin() as conn:
+                for table in ("samples", "turns", "events", "runs"):
+                    conn.execute(
+                        sa.text(
+                            f"DELETE FROM {table} WHERE run_id LIKE 'bench-%'"
+                            if table != "runs"
+                            else "DELETE FROM runs WHERE id LIKE 'bench-%'"
+                        )
+                    )
+            engine.dispose()
+    return arms
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--database-url", default=None)
+    parser.add_argument("--runs", type=int, default=100)
+    parser.add_argument("--turns", type=int, default=50_000)
+    parser.add_argument("--clients", type=int, default=16)
+    parser.add_argument("--seconds", type=float, default=10.0)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    arms = run(args)
+    floor = arms[0]
+    print(f"{'arm':<6} {'requests':>8} {'p50 ms':>8} {'p99 ms':>8} {'p99/floor':>9}")
+    for arm in arms:
+        print(
+            f"{arm.name:<6} {len(arm.latencies):>8} {arm.pct(0.5):>8.1f} {arm.pct(0.99):>8.1f} "
+            f"{arm.pct(0.99) / floor.pct(0.99):>9.2f}"
+        )
+    worst = max(arm.pct(0.99) for arm in arms[1:])
+    print(f"worst p99 {worst:.1f} ms (target <= {TARGET_MS:g} ms at {args.clients} clients)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
