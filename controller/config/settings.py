@@ -1,46 +1,210 @@
-"""Process-wide settings, built once from the environment at the edge and passed in (STYLE.md rule 7)."""
+"""Process-wide settings: one typed tree, read from the environment once at the edge and passed in.
+
+STYLE.md rule 7 and ADR-0003: the composition root (``controller.wiring``) calls ``Settings.from_env``
+with the process environment exactly once; every other module receives the settings (or the one
+group it needs). Nothing else in ``controller`` reads the environment. The groups follow kopf's
+settings: one small frozen model per concern, each field documented with its unit and its reason.
+The variables keep their flat ``CRUCIBLE_*`` names (``CRUCIBLE_GITHUB_TOKEN``, not
+``CRUCIBLE_FORGE__TOKEN``) because users and CI already set them.
+
+Building a group from its constructor never reads the environment (so tests state what they use);
+only ``from_env(mapping)`` does, and a bad value is a ``SpecError`` naming the variable.
+"""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated, Any, ClassVar, Self
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings, EnvSettingsSource, NoDecode, SettingsConfigDict
+from pydantic_settings.sources import PydanticBaseSettingsSource
 
 from controller.config.units import parse_duration
 from controller.domain.errors import SpecError
 
+PREFIX = "CRUCIBLE_"
 
-@dataclass(frozen=True)
-class Settings:
-    """Where crucible keeps its state.
 
-    home: CRUCIBLE_HOME; worktrees, logs, artifacts and the default SQLite database live here, never in
-        the user's checkout. Default ``~/.local/share/crucible``.
-    database_url: CRUCIBLE_DATABASE_URL; default SQLite at ``<home>/crucible.db``.
-    lease_ttl_s: CRUCIBLE_LEASE_TTL (``30s``): how long a run's lease outlives its holder's last
-        heartbeat (renewed every third of it), so how soon a dead holder's run is taken over.
+class _MappingSource(EnvSettingsSource):
+    """pydantic-settings' environment source over a mapping the edge hands in, not ``os.environ``."""
+
+    def __init__(self, settings_cls: type[BaseSettings], environ: Mapping[str, str]) -> None:
+        self._environ = dict(environ)
+        super().__init__(settings_cls, case_sensitive=False, env_prefix=PREFIX)
+
+    def _load_env_vars(self) -> Mapping[str, str | None]:
+        # Only the documented upper-case names count (``crucible_home`` is not ``CRUCIBLE_HOME``);
+        # the source matches field names lower-cased.
+        return {k.lower(): v for k, v in self._environ.items() if k.startswith(PREFIX)}
+
+
+class SettingsGroup(BaseSettings):
+    """Base of every group: frozen, unknown fields refused, and no implicit environment reads."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=PREFIX, case_sensitive=False, frozen=True, extra="forbid", use_attribute_docstrings=True
+    )
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings,)  # from_env feeds the environment in explicitly
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str]) -> Self:
+        """The group as ``environ`` sets it; SpecError naming the variable for a bad value."""
+        values = _MappingSource(cls, environ)()
+        try:
+            return cls(**values)
+        except ValidationError as exc:
+            raise _spec_error(cls, exc) from None
+
+
+def _spec_error(cls: type[BaseModel], exc: ValidationError) -> SpecError:
+    error = exc.errors()[0]
+    name = str(error["loc"][0]) if error["loc"] else ""
+    var = PREFIX + name.upper() if name in cls.model_fields else name
+    return SpecError(var, error["msg"])
+
+
+def _split_commas(value: Any) -> Any:
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    return value
+
+
+class ForgeSettings(SettingsGroup):
+    """How crucible talks to GitHub (or GitHub Enterprise, or the local forge).
+
+    Credentials come only from here, never from the run spec, so they never sit in a committed or
+    stored file (``forge.auth.ForgeCredentials`` checks that exactly one kind is configured)."""
+
+    github_token: SecretStr | None = None
+    """CRUCIBLE_GITHUB_TOKEN: a token the forge accepts (personal access token, installation token)."""
+    github_app_id: str | None = None
+    """CRUCIBLE_GITHUB_APP_ID: authenticate as this GitHub App instead of with a token."""
+    github_app_private_key: SecretStr | None = None
+    """CRUCIBLE_GITHUB_APP_PRIVATE_KEY: the App's private key as PEM text."""
+    github_app_private_key_file: Path | None = None
+    """CRUCIBLE_GITHUB_APP_PRIVATE_KEY_FILE: or the path of that PEM file."""
+    forge_write_interval: float = Field(default=1.0, ge=0)
+    """CRUCIBLE_FORGE_WRITE_INTERVAL, seconds between two write calls to the forge; GitHub asks
+    integrations for at least one second to stay clear of its secondary rate limits."""
+    own_logins: Annotated[tuple[str, ...], NoDecode] = ()
+    """CRUCIBLE_OWN_LOGINS, comma-separated: crucible's own accounts, whose activity never triggers a
+    round (needed when the token's login is not the only one crucible writes as)."""
+
+    @field_validator("own_logins", mode="before")
+    @classmethod
+    def _split(cls, value: Any) -> Any:
+        return _split_commas(value)
+
+
+class WebhookSettings(SettingsGroup):
+    """The webhook endpoint (``crucible loop --listen`` and ``crucible serve``)."""
+
+    webhook_secret: SecretStr | None = None
+    """CRUCIBLE_WEBHOOK_SECRET: the HMAC secret GitHub signs deliveries with; without it the
+    endpoint refuses every delivery (503), so an unsigned request can never steer a run."""
+
+
+class ApiSettings(SettingsGroup):
+    """The operator REST API of ``crucible serve`` and the client side of ``--server``."""
+
+    api_token: SecretStr | None = None
+    """CRUCIBLE_API_TOKEN: bearer token for every route (and what ``--server`` sends)."""
+    api_readonly_token: SecretStr | None = None
+    """CRUCIBLE_API_READONLY_TOKEN: bearer token for GET routes only (dashboards, monitoring)."""
+
+
+class SchedulerSettings(SettingsGroup):
+    """How many runs one controller drives at once."""
+
+    max_concurrent_runs: int = Field(default=4, ge=1)
+    """CRUCIBLE_MAX_CONCURRENT_RUNS, runs: each local run's turns run commands that compete for the
+    machine's cores and disk; more replicas, not a higher number, scale a shared database."""
+
+
+class Settings(BaseModel):
+    """The whole tree. ``home`` and ``database_url`` are top-level because every command needs them.
+
+    home: CRUCIBLE_HOME; worktrees, logs, artifacts and the default SQLite database live here, never
+        in the user's checkout. Default ``$XDG_DATA_HOME/crucible`` or ``~/.local/share/crucible``.
+    database_url: CRUCIBLE_DATABASE_URL; default SQLite at ``<home>/crucible.db``. PostgreSQL
+        (``postgresql+psycopg://…``) for a server with replicas.
+    lease_ttl_s: CRUCIBLE_LEASE_TTL (a duration, ``30s``): how long a run's lease outlives its
+        holder's last heartbeat (renewed every third of it), so how soon a dead holder's run is
+        taken over; top-level because every process that drives a run holds a lease.
     """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     home: Path
     database_url: str
-    lease_ttl_s: float = 30.0
+    lease_ttl_s: float = Field(default=30.0, gt=0)
+    forge: ForgeSettings = Field(default_factory=ForgeSettings)
+    webhooks: WebhookSettings = Field(default_factory=WebhookSettings)
+    api: ApiSettings = Field(default_factory=ApiSettings)
+    scheduler: SchedulerSettings = Field(default_factory=SchedulerSettings)
+
+    GROUPS: ClassVar[dict[str, type[SettingsGroup]]] = {
+        "forge": ForgeSettings,
+        "webhooks": WebhookSettings,
+        "api": ApiSettings,
+        "scheduler": SchedulerSettings,
+    }
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
-        env = os.environ if environ is None else environ
-        raw_home = env.get("CRUCIBLE_HOME")
+    def from_env(cls, environ: Mapping[str, str]) -> Settings:
+        """Every group from ``environ`` (the edge passes ``os.environ`` once); SpecError if bad."""
+        raw_home = environ.get("CRUCIBLE_HOME")
         if raw_home:
             home = Path(raw_home).expanduser().resolve()
         else:
-            base = env.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+            base = environ.get("XDG_DATA_HOME") or str(_user_home(environ) / ".local" / "share")
             home = Path(base).expanduser().resolve() / "crucible"
-        url = env.get("CRUCIBLE_DATABASE_URL") or f"sqlite:///{home / 'crucible.db'}"
-        ttl = parse_duration(env.get("CRUCIBLE_LEASE_TTL") or "30s", "CRUCIBLE_LEASE_TTL")
+        url = environ.get("CRUCIBLE_DATABASE_URL") or f"sqlite:///{home / 'crucible.db'}"
+        ttl = parse_duration(environ.get("CRUCIBLE_LEASE_TTL") or "30s", "CRUCIBLE_LEASE_TTL")
         if ttl <= 0:
             raise SpecError("CRUCIBLE_LEASE_TTL", "must be a positive duration")
-        return cls(home=home, database_url=url, lease_ttl_s=ttl)
+        groups = {name: group.from_env(environ) for name, group in cls.GROUPS.items()}
+        return cls(home=home, database_url=url, lease_ttl_s=ttl, **groups)
 
     def run_dir(self, run_id: str) -> Path:
         """Everything one run owns: workspaces, logs, CANDIDATE.md."""
         return self.home / "runs" / run_id
+
+    @property
+    def database_is_sqlite(self) -> bool:
+        return self.database_url.startswith("sqlite")
+
+
+def _user_home(environ: Mapping[str, str]) -> Path:
+    home = environ.get("HOME")
+    return Path(home) if home else Path.home()
+
+
+def describe() -> list[tuple[str, str, str]]:
+    """(variable, default, documentation) for every setting: for docs and ``--help`` texts."""
+    rows = [
+        ("CRUCIBLE_HOME", "~/.local/share/crucible", "state directory (runs, clones, SQLite)"),
+        ("CRUCIBLE_DATABASE_URL", "sqlite:///<home>/crucible.db", "the database"),
+        ("CRUCIBLE_LEASE_TTL", "30s", "how long a run's lease outlives its holder's last heartbeat"),
+    ]
+    for group in Settings.GROUPS.values():
+        for name, info in group.model_fields.items():
+            rows.append((PREFIX + name.upper(), _default(info), (info.description or "").strip()))
+    return rows
+
+
+def _default(info: FieldInfo) -> str:
+    return "-" if info.default is None or info.is_required() else repr(info.default)

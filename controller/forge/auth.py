@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from controller.config.settings import ForgeSettings
 from controller.domain.errors import SpecError
 
 TOKEN_VAR = "CRUCIBLE_GITHUB_TOKEN"
@@ -85,6 +86,20 @@ class ForgeCredentials:
             if environ.get(name, "").strip():
                 raise SpecError(APP_ID_VAR, f"{name} is set but {APP_ID_VAR} is not")
         return None
+
+
+def from_settings(settings: ForgeSettings) -> ForgeCredentials | None:
+    """The credentials the settings name (read from the environment once, by the composition root),
+    with the same checks and errors as ``ForgeCredentials.from_env``."""
+    values = {
+        TOKEN_VAR: settings.github_token.get_secret_value() if settings.github_token else "",
+        APP_ID_VAR: settings.github_app_id or "",
+        APP_KEY_VAR: settings.github_app_private_key.get_secret_value()
+        if settings.github_app_private_key
+        else "",
+        APP_KEY_FILE_VAR: str(settings.github_app_private_key_file or ""),
+    }
+    return ForgeCredentials.from_env(values)
 
 
 def from_env(environ: Mapping[str, str]) -> ForgeCredentials | None:
