@@ -18,9 +18,7 @@ from sqlalchemy.orm import Session
 from controller.domain.enums import EventKind, SampleArm, TurnPhase
 from controller.domain.errors import NotFoundError
 from controller.store.models import ComponentRow, EventRow, RunRow, SampleRow, TurnRow
-from controller.store.records import ComponentRecord, TurnCounts, TurnDecision, TurnRecord
-
-Sample = tuple[SampleArm, int, Mapping[str, float], bool]
+from controller.store.records import ComponentRecord, Sample, TurnCounts, TurnDecision, TurnRecord
 
 
 def require_finite(name: str, value: float | None) -> None:

@@ -26,6 +26,9 @@ from controller.domain.enums import (
     TurnPhase,
 )
 
+Sample = tuple[SampleArm, int, Mapping[str, float], bool]
+"""One raw measurement as the turn path stores it: (arm, index, values by metric name, valid)."""
+
 
 @dataclass(frozen=True)
 class NewRun:

@@ -1,0 +1,272 @@
+"""The ledger contract (``controller.store.ledger.Ledger``'s docstring), for every implementation.
+
+Only the ledger's own methods are called here (seeding aside), so an implementation that talks to
+the controller over HTTP is held to exactly what the SQL store promises the turn path.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+
+import pytest
+
+from controller.domain.enums import EventKind, Outcome, Reason, RunStatus, SampleArm, StopReason, TurnPhase
+from controller.domain.errors import ConflictError, NotFoundError
+from controller.store import ChampionUpdate, TurnDecision
+from tests.ledger.conftest import LedgerHarness
+
+KEEP = TurnDecision(
+    outcome=Outcome.ACCEPTED,
+    reason=Reason.IMPROVED,
+    value=90.0,
+    p_value=0.01,
+    hypothesis="cache it",
+    changed_paths=("src/a.py",),
+    commits={"app": "b" * 40},
+    cost_usd=0.5,
+    tokens=100,
+    duration_s=3.0,
+    detail="improved",
+)
+FAIL = TurnDecision(Outcome.FAILED, Reason.AGENT_FAILED, cost_usd=0.25, tokens=7, detail="exit 1")
+
+
+def _samples(arm: SampleArm, *values: float) -> list[tuple[SampleArm, int, dict[str, float], bool]]:
+    return [(arm, i, {"p50_ms": v}, True) for i, v in enumerate(values)]
+
+
+def _keep(h: LedgerHarness, run_id: str, number: int) -> None:
+    h.ledger.decide_turn(
+        run_id,
+        number,
+        KEEP,
+        champion=ChampionUpdate(value=90.0, turn=number),
+        component_heads={"app": "b" * 40},
+        event=(EventKind.ACCEPTED, {"turn": number}),
+        samples=_samples(SampleArm.CANDIDATE, 90.0, 91.0, 89.0),
+    )
+
+
+# -- reads ------------------------------------------------------------------------------------
+
+
+def test_every_method_names_an_unknown_run(harness: LedgerHarness) -> None:
+    ledger = harness.ledger
+    calls = [
+        lambda: ledger.get_run("nope"),
+        lambda: ledger.turn_snapshot("nope", last=3),
+        lambda: ledger.start_baseline("nope"),
+        lambda: ledger.set_baseline("nope", 1.0, {}),
+        lambda: ledger.add_samples("nope", 0, _samples(SampleArm.BASELINE, 1.0)),
+        lambda: ledger.list_samples("nope"),
+        lambda: ledger.start_turn("nope", 1, 0),
+        lambda: ledger.append_event("nope", EventKind.RESUMED, {}),
+        lambda: ledger.list_events("nope"),
+        lambda: ledger.set_run_status("nope", RunStatus.CANCELLED),
+    ]
+    for call in calls:
+        with pytest.raises(NotFoundError):
+            call()
+
+
+def test_a_fresh_run_has_no_turns_and_no_baseline(harness: LedgerHarness) -> None:
+    run_id = harness.seed_run()
+    snap = harness.ledger.turn_snapshot(run_id, last=5)
+    assert snap.run.id == run_id and snap.run.status is RunStatus.RUNNING
+    assert snap.run.baseline_value is None and snap.run.champion_turn is None
+    assert snap.counts.highest == 0 and snap.counts.started == () and dict(snap.counts.decided) == {}
+    assert snap.recent == ()
+
+
+# -- baseline ---------------------------------------------------------------------------------
+
+
+def test_the_baseline_is_recorded_once_with_its_event_and_samples(harness: LedgerHarness) -> None:
+    ledger, run_id = harness.ledger, harness.seed_run()
+    ledger.start_baseline(run_id)
+    ledger.add_samples(run_id, 0, _samples(SampleArm.BASELINE, 100.0, 101.0, 99.0))
+    ledger.set_baseline(run_id, 100.0, {"value": 100.0})
+    run = ledger.get_run(run_id)
+    assert (run.baseline_value, run.champion_value, run.champion_turn) == (100.0, 100.0, 0)
+    assert [e.kind for e in ledger.list_events(run_id)] == [EventKind.BASELINE]
+    assert [s.values["p50_ms"] for s in ledger.list_samples(run_id, 0)] == [100.0, 101.0, 99.0]
+    with pytest.raises(ConflictError):
+        ledger.set_baseline(run_id, 50.0, {})
+    with pytest.raises(ConflictError):
+        ledger.start_baseline(run_id)
+    with pytest.raises(ConflictError):
+        ledger.add_samples(run_id, 0, _samples(SampleArm.BASELINE, 1.0))
+    assert ledger.get_run(run_id).baseline_value == 100.0, "a refused write changes nothing"
+
+
+def test_start_baseline_drops_the_samples_of_a_cut_off_attempt(harness: LedgerHarness) -> None:
+    ledger, run_id = harness.ledger, harness.seed_run()
+    ledger.start_baseline(run_id)
+    ledger.add_samples(run_id, 0, _samples(SampleArm.BASELINE, 100.0))
+    ledger.start_baseline(run_id)  # recovery: the attempt was cut off
+    assert ledger.list_samples(run_id, 0) == []
+
+
+def test_measurements_must_be_finite(harness: LedgerHarness) -> None:
+    ledger, run_id = harness.ledger, harness.seed_run()
+    with pytest.raises(ValueError):
+        ledger.set_baseline(run_id, math.nan, {})
+    with pytest.raises(ValueError):
+        ledger.add_samples(run_id, 0, _samples(SampleArm.BASELINE, math.inf))
+    assert ledger.get_run(run_id).baseline_value is None
+    assert ledger.list_samples(run_id) == []
+
+
+# -- turns ------------------------------------------------------------------------------------
+
+
+def test_a_turn_is_started_then_decided_exactly_once(harness: LedgerHarness) -> None:
+    ledger, run_id = harness.ledger, harness.seed_run()
+    started = ledger.start_turn(run_id, 1, 0, event=(EventKind.TURN_STARTED, {"turn": 1}))
+    assert (started.number, started.round, started.phase) == (1, 0, TurnPhase.STARTED)
+    _keep(harness, run_id, 1)
+    turn = ledger.turn_snapshot(run_id, last=1).recent[0]
+    assert (turn.phase, turn.outcome, turn.reason, turn.value) == (
+        TurnPhase.DECIDED,
+        Outcome.ACCEPTED,
+        Reason.IMPROVED,
+        90.0,
+    )
+    run = ledger.get_run(run_id)
+    assert (run.champion_value, run.champion_turn, run.cost_usd, run.tokens) == (90.0, 1, 0.5, 100)
+    kinds = [e.kind for e in ledger.list_events(run_id)]
+    assert kinds == [EventKind.TURN_STARTED, EventKind.ACCEPTED]
+    assert [s.values["p50_ms"] for s in ledger.list_samples(run_id, 1)] == [90.0, 91.0, 89.0]
+    with pytest.raises(ConflictError):
+        _keep(harness, run_id, 1)
+    with pytest.raises(ConflictError):
+        ledger.start_turn(run_id, 1, 0)
+    with pytest.raises(ConflictError):
+        ledger.add_samples(run_id, 1, _samples(SampleArm.CANDIDATE, 1.0))
+    assert ledger.get_run(run_id).cost_usd == 0.5, "the refused second decision added nothing"
+    assert len(ledger.list_events(run_id)) == 2
+
+
+def test_restarting_a_started_turn_returns_it_and_drops_its_samples(harness: LedgerHarness) -> None:
+    ledger, run_id = harness.ledger, harness.seed_run()
+    ledger.start_turn(run_id, 1, 0)
+    ledger.add_samples(run_id, 1, _samples(SampleArm.CANDIDATE, 1.0, 2.0))
+    again = ledger.start_turn(run_id, 1, 0, event=(EventKind.TURN_STARTED, {"turn": 1}))
+    assert again.phase is TurnPhase.STARTED
+    assert ledger.list_samples(run_id, 1) == []
+    with pytest.raises(ConflictError):
+        ledger.start_turn(run_id, 1, 1)  # started in round 0, not 1
+    snap = ledger.turn_snapshot(run_id, last=5)
+    assert snap.counts.started == (1,) and snap.counts.highest == 1
+
+
+def test_deciding_an_unknown_turn_is_not_found_and_turn_zero_is_a_caller_bug(harness: LedgerHarness) -> None:
+    ledger, run_id = harness.ledger, harness.seed_run()
+    with pytest.raises(NotFoundError):
+        _keep(harness, run_id, 7)
+    with pytest.raises(ValueError):
+        ledger.start_turn(run_id, 0, 0)
+
+
+def test_a_failed_turn_adds_its_usage_and_keeps_the_champion(harness: LedgerHarness) -> None:
+    ledger, run_id = harness.ledger, harness.seed_run()
+    ledger.set_baseline(run_id, 100.0, {})
+    ledger.start_turn(run_id, 1, 0)
+    ledger.decide_turn(
+        run_id, 1, FAIL, champion=None, component_heads={}, event=(EventKind.FAILED, {"turn": 1})
+    )
+    run = ledger.get_run(run_id)
+    assert (run.champion_value, run.champion_turn, run.cost_usd, run.tokens) == (100.0, 0, 0.25, 7)
+
+
+def test_the_snapshot_counts_rounds_and_bounds_the_recent_turns(harness: LedgerHarness) -> None:
+    ledger, run_id = harness.ledger, harness.seed_run()
+    for number in (1, 2, 3):
+        ledger.start_turn(run_id, number, 0)
+        ledger.decide_turn(
+            run_id, number, FAIL, champion=None, component_heads={}, event=(EventKind.FAILED, {})
+        )
+    ledger.start_turn(run_id, 4, 1)
+    snap = ledger.turn_snapshot(run_id, last=2)
+    assert [t.number for t in snap.recent] == [3, 4]
+    assert dict(snap.counts.decided) == {0: 3}
+    assert snap.counts.started == (4,) and snap.counts.highest == 4
+
+
+# -- events and status ------------------------------------------------------------------------
+
+
+def test_events_page_in_id_order(harness: LedgerHarness) -> None:
+    ledger, run_id = harness.ledger, harness.seed_run()
+    appended = [ledger.append_event(run_id, EventKind.RESUMED, {"n": n}) for n in range(5)]
+    ids = [e.id for e in appended]
+    assert ids == sorted(ids) and len(set(ids)) == 5
+    page = ledger.list_events(run_id, after_id=ids[1], limit=2)
+    assert [e.payload["n"] for e in page] == [2, 3]
+    assert ledger.list_events(run_id, after_id=ids[-1]) == []
+
+
+def test_concurrent_appends_get_distinct_increasing_ids(harness: LedgerHarness) -> None:
+    ledger, run_id = harness.ledger, harness.seed_run()
+    errors: list[BaseException] = []
+
+    def append(n: int) -> None:
+        try:
+            for i in range(5):
+                ledger.append_event(run_id, EventKind.RESUMED, {"writer": n, "i": i})
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=append, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    events = ledger.list_events(run_id)
+    assert len(events) == 20 and len({e.id for e in events}) == 20
+    for writer in range(4):
+        mine = [e.payload["i"] for e in events if e.payload["writer"] == writer]
+        assert mine == list(range(5)), "one writer's events keep their order"
+
+
+def test_run_status_follows_the_transition_table(harness: LedgerHarness) -> None:
+    ledger, run_id = harness.ledger, harness.seed_run()
+    done = ledger.set_run_status(
+        run_id, RunStatus.COMPLETED, stop_reason=StopReason.MAX_TURNS, stop_message="turn budget spent"
+    )
+    assert (done.status, done.stop_reason, done.stop_message) == (
+        RunStatus.COMPLETED,
+        StopReason.MAX_TURNS,
+        "turn budget spent",
+    )
+    with pytest.raises(ConflictError):
+        ledger.set_run_status(run_id, RunStatus.RUNNING)
+    with pytest.raises(ValueError):
+        ledger.set_run_status(run_id, RunStatus.FAILED, stop_reason=StopReason.MAX_TURNS)
+    assert ledger.get_run(run_id).status is RunStatus.COMPLETED
+
+
+def test_two_writers_racing_to_decide_one_turn_one_wins(harness: LedgerHarness) -> None:
+    ledger, run_id = harness.ledger, harness.seed_run()
+    ledger.start_turn(run_id, 1, 0)
+    outcomes: list[str] = []
+    barrier = threading.Barrier(2)
+
+    def decide() -> None:
+        barrier.wait()
+        try:
+            _keep(harness, run_id, 1)
+            outcomes.append("won")
+        except ConflictError:
+            outcomes.append("conflict")
+
+    threads = [threading.Thread(target=decide) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(outcomes) == ["conflict", "won"]
+    assert ledger.get_run(run_id).cost_usd == 0.5
+    assert [e.kind for e in ledger.list_events(run_id)] == [EventKind.ACCEPTED]
