@@ -1,0 +1,93 @@
+"""The broker seam: where a round's turns execute (ADR-0003, DESIGN §8).
+
+A broker launches one round of one run (a ``RoundJob``), reports where it is, waits for it, and
+cancels it. That is all: scheduling, leases, retries and feedback belong to the run service above.
+Prefect's 2,000-line worker base class is the warning; four methods and a capabilities record are
+the whole surface every broker (local now, Kubernetes next) implements and the contract suite
+(``tests/brokers``) checks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from controller.domain.enums import RunStatus, StopReason
+from controller.domain.jobs import FINISHED_ROUND_STATES, RoundJob, RoundState
+
+
+@dataclass(frozen=True)
+class RoundOutcome:
+    """What executing a round concluded, as the code that ran it reports it.
+
+    run_status: the run's status after the round (RUNNING when the run goes on: a search round that
+        hands over to the feedback watch, any refinement round that did not stop the run).
+    stop_reason: why the round stopped (a budget, the search being done, a failure), if it did.
+    message: one sentence for people ("stopped: turn budget spent (20/20)").
+    kept: whether the round kept a turn (a refinement round pushed something).
+    """
+
+    run_status: RunStatus
+    stop_reason: StopReason | None
+    message: str
+    kept: bool = False
+
+
+@dataclass(frozen=True)
+class RoundReport:
+    """A launched round as its broker sees it. ``outcome`` is set once the round ran to its end
+    (SUCCEEDED, or CANCELLED after the runner stopped); ``error`` says why a FAILED round failed."""
+
+    run_id: str
+    round: int
+    state: RoundState
+    outcome: RoundOutcome | None = None
+    error: str | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.state in FINISHED_ROUND_STATES
+
+
+@dataclass(frozen=True)
+class BrokerCapabilities:
+    """Optional abilities, stated instead of discovered by trying.
+
+    remote: rounds run in another process or machine, so the turn path there reaches the run's
+        record through the ledger API and its commits come back as a bundle (Kubernetes).
+    concurrent: several rounds (of different runs) may run at once.
+    """
+
+    remote: bool
+    concurrent: bool
+
+
+class Broker(Protocol):
+    """Launches and tracks rounds. Every implementation passes ``tests/brokers``.
+
+    Identity: a round is named by ``(run_id, round)`` (``RoundJob.key``).
+
+    - ``launch(job)``: start the round and return its report. Idempotent: launching a key that is
+      already known returns that round's current report and starts nothing (even if it finished);
+      the same key with a different job is a ConflictError. A broker may run the round before
+      returning (the inline local broker does); callers use ``wait``/``status`` either way.
+    - ``status(run_id, round)``: the current report; NotFoundError for a round never launched.
+    - ``wait(run_id, round, timeout)``: block until the round is finished or ``timeout`` seconds
+      passed (None: no limit), then return the current report; NotFoundError as ``status``.
+    - ``cancel(run_id, round)``: ask the round to stop (its running command is killed, the turn
+      restored, by the code running it); returns the current report at once. On a finished round
+      it changes nothing and returns the final report; NotFoundError for an unknown round.
+
+    A round whose runner raised is FAILED with the error's text; a round cancelled before it
+    started never runs. Other errors: RetryLaterError when the backend is unreachable.
+    """
+
+    capabilities: BrokerCapabilities
+
+    def launch(self, job: RoundJob) -> RoundReport: ...
+
+    def status(self, run_id: str, round: int) -> RoundReport: ...
+
+    def wait(self, run_id: str, round: int, timeout: float | None = None) -> RoundReport: ...
+
+    def cancel(self, run_id: str, round: int) -> RoundReport: ...
