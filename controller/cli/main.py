@@ -21,10 +21,10 @@ from controller.domain.errors import CrucibleError, NotFoundError, RefusedError,
 
 if TYPE_CHECKING:
     from controller.cli.remote import ApiClient
-    from controller.config.settings import Settings
-    from controller.services.loop import Handover, LoopResult
-    from controller.services.publish import Publisher
-    from controller.store.store import Store
+    from controller.config.options import RunOptions
+    from controller.services.context import RunContext
+    from controller.services.loop import LoopResult
+    from controller.wiring import Root
 
 # Imports of the layers below happen inside the commands: ``crucible --help`` and ``crucible runs list``
 # must not pay for FastAPI, the forge, Alembic or (until a command touches the store) SQLAlchemy
@@ -39,21 +39,11 @@ def _fail(code: int, message: str) -> NoReturn:
     sys.exit(code)
 
 
-def _settings() -> Settings:
-    from controller.config.settings import Settings
+def _root() -> Root:
+    """The composition root for this command: settings read from the environment once (ADR-0003)."""
+    from controller.wiring import build
 
-    return Settings.from_env()
-
-
-def _store(settings: Settings) -> Store:
-    from controller.store.store import Store
-
-    # A first run must just work, so the default SQLite database is created and upgraded on open;
-    # any other database must be upgraded on purpose with `crucible db upgrade`.
-    auto = settings.database_url.startswith("sqlite")
-    if auto:
-        settings.home.mkdir(parents=True, exist_ok=True)
-    return Store.open(settings.database_url, upgrade=auto)
+    return build()
 
 
 def _emit_json(data: Any) -> None:
@@ -69,11 +59,10 @@ def _exit_for(status: str) -> int:
 
 
 def _client(server: str) -> ApiClient:
-    import os
-
     from controller.cli.remote import ApiClient
 
-    return ApiClient(server, os.environ.get("CRUCIBLE_API_TOKEN"))
+    token = _root().settings.api.api_token
+    return ApiClient(server, token.get_secret_value() if token is not None else None)
 
 
 server_option = click.option(
@@ -123,12 +112,11 @@ def _detached(run_id: str) -> NoReturn:
     )
 
 
-def _finish_run(settings: Settings, store: Store, run_id: str, result: LoopResult, as_json: bool) -> int:
+def _finish_run(root: Root, run_id: str, result: LoopResult, as_json: bool) -> int:
     from controller.services.schemas import dump
-    from controller.services.views import run_view
 
     click.echo(result.message, err=True)
-    view = dump(run_view(settings, store, run_id))
+    view = dump(root.service().view(run_id))
     if as_json:
         _emit_json(view)
     else:
@@ -203,88 +191,77 @@ def loop(
     if dry_run:
         plan = _dry(spec, turns)
         sys.exit(EXIT_OK if plan else EXIT_FAILED)
-    from controller.cli.display import TableObserver
-    from controller.cli.forges import forge_for
-    from controller.services.context import Detached
-    from controller.services.loop import run_loop
-    from controller.services.publish import Publisher
-    from controller.services.runs import create_run, open_context
+    from controller.config.options import RunOptions
 
-    settings = _settings()
-    publisher = Publisher(forge_for(spec)) if publish_prs else None
-    store = _store(settings)
-    run_id = create_run(
-        store,
-        spec,
-        spec_path.read_text(),
-        spec_path.resolve(),
-        turns=turns,
-        options={
+    options = RunOptions.parse(
+        {
+            "turns": turns,
             "publish_prs": publish_prs,
             "watch_feedback": watch_feedback,
             "listen": listen,
             "live_steer": live_steer,
-        },
-        forge=publisher.forge if publisher else None,
+        }
     )
+    root = _root()
+    run_id = root.service().create(spec, spec_path.read_text(), spec_path.resolve(), options)
     click.echo(f"run {run_id} started", err=True)
-    observer = TableObserver()
-    ctx = open_context(settings, store, run_id, spec, observer=observer)
-    if publisher is not None:
-        ctx.on_champion = publisher.publish
-    undo = _interrupts_cancel(ctx.executor.cancel, ctx.detach, ctx.wakeup)
+    result = _drive(root, run_id, options, resume=False)
+    sys.exit(_finish_run(root, run_id, result, as_json))
+
+
+def _announce_watch(ctx: RunContext, searched: LoopResult) -> None:
+    click.echo(f"{searched.message}; now watching the pull requests for feedback", err=True)
+
+
+def _drive(root: Root, run_id: str, options: RunOptions, *, resume: bool) -> LoopResult:
+    """Drive (or resume) ``run_id`` through the run service with the live table, Ctrl-C as cancel,
+    SIGTERM as detach, and the webhook endpoint when the run's options name one."""
+    import threading
+
+    from controller.cli.display import TableObserver
+    from controller.cli.listen import parse_listen, webhook_server
+    from controller.services.context import Detached
+    from controller.services.service import Signals
+
+    service = root.service()
+    cancel_event, detach, wakeup = threading.Event(), threading.Event(), threading.Event()
+    undo = _interrupts_cancel(cancel_event, detach, wakeup)
+    signals = Signals(cancel=cancel_event, detach=detach, wakeup=wakeup)
+
+    def waiting(owner: str, seconds: float) -> None:
+        click.echo(
+            f"run {run_id} is leased by {owner}: waiting up to {seconds:.0f} s to see whether it "
+            "is still alive (a live holder renews its lease)",
+            err=True,
+        )
+
+    def go() -> LoopResult:
+        observer = TableObserver()
+        try:
+            if resume:
+                return service.resume(run_id, observer=observer, signals=signals, on_wait=waiting)
+            return service.drive(run_id, observer=observer, signals=signals, before_watch=_announce_watch)
+        except Detached:
+            _detached(run_id)
+
     try:
-        if watch_feedback and publisher is not None:
-            result = _watching(store, publisher, listen, live_steer, lambda then: run_loop(ctx, then=then))
-        else:
-            result = run_loop(ctx)
-    except Detached:
-        _detached(run_id)
+        if options.listen is None:
+            return go()
+        try:
+            host, port = parse_listen(options.listen)
+        except ValueError as exc:
+            _fail(EXIT_USAGE, str(exc))
+        secret = root.settings.webhooks.webhook_secret
+        if secret is None:
+            click.echo(
+                "warning: CRUCIBLE_WEBHOOK_SECRET is not set: the endpoint refuses every delivery", err=True
+            )
+        plain = secret.get_secret_value() if secret is not None else None
+        with webhook_server(root.store(), plain, host, port, service.hub.wake) as url:
+            click.echo(f"webhooks: {url}/webhooks/github", err=True)
+            return go()
     finally:
         undo()
-    sys.exit(_finish_run(settings, store, run_id, result, as_json))
-
-
-def _watching(
-    store: Store,
-    publisher: Publisher,
-    listen: str | None,
-    live_steer: bool,
-    drive: Callable[[Handover], LoopResult],
-) -> LoopResult:
-    """``drive`` the run with the feedback watch as its handover: round 0, then refinement rounds
-    from feedback until the PRs close or a budget stops the run; with ``listen``, webhooks are
-    served meanwhile (a delivery wakes the run)."""
-    import os
-
-    from controller.cli.listen import parse_listen, webhook_server
-    from controller.services.feedback_hub import FeedbackHub
-    from controller.services.watch import Watch, watch_feedback
-
-    own = [login for login in os.environ.get("CRUCIBLE_OWN_LOGINS", "").split(",") if login]
-    # The process's intake; with one run it is the degenerate case of the server's (no thread of its
-    # own: the run's watch pumps it, and a webhook wakes the run).
-    hub = FeedbackHub(store, own_logins=own)
-    watch = Watch(forge=publisher.forge, own_logins=own, live_steer=live_steer, hub=hub)
-
-    def then(context: Any, searched: LoopResult) -> LoopResult:
-        click.echo(f"{searched.message}; now watching the pull requests for feedback", err=True)
-        return watch_feedback(context, searched, watch)
-
-    if listen is None:
-        return drive(then)
-    try:
-        host, port = parse_listen(listen)
-    except ValueError as exc:
-        _fail(EXIT_USAGE, str(exc))
-    secret = os.environ.get("CRUCIBLE_WEBHOOK_SECRET")
-    if not secret:
-        click.echo(
-            "warning: CRUCIBLE_WEBHOOK_SECRET is not set: the endpoint refuses every delivery", err=True
-        )
-    with webhook_server(store, secret, host, port, hub.wake) as url:
-        click.echo(f"webhooks: {url}/webhooks/github", err=True)
-        return drive(then)
 
 
 def _dry(spec: Any, turns: int | None) -> bool:
@@ -335,9 +312,8 @@ def runs_list_cmd(as_json: bool = False, limit: int = 50, server: str | None = N
             rows = client.runs(limit)
     else:
         from controller.services.schemas import dump
-        from controller.services.views import runs_list
 
-        rows = dump(runs_list(_store(_settings()), limit=limit))
+        rows = dump(_root().service().list_runs(limit=limit))
     if as_json:
         _emit_json(rows)
         return
@@ -361,14 +337,12 @@ def runs_show(run_id: str, as_json: bool, events: bool, tsv: bool, server: str |
             view = client.run(run_id)
     else:
         from controller.services.schemas import dump
-        from controller.services.views import events_jsonl, run_view
 
-        settings = _settings()
-        store = _store(settings)
+        service = _root().service()
         if events:
-            click.echo(events_jsonl(store, run_id), nl=False)
+            click.echo(service.events_jsonl(run_id), nl=False)
             return
-        view = dump(run_view(settings, store, run_id, with_diffs=not tsv))
+        view = dump(service.view(run_id, with_diffs=not tsv))
     if tsv:
         click.echo(turns_tsv(view["turns"]), nl=False)
     elif as_json:
@@ -382,17 +356,7 @@ def runs_show(run_id: str, as_json: bool, events: bool, tsv: bool, server: str |
 @click.argument("component")
 def runs_resume_pr(run_id: str, component: str) -> None:
     """Lift a pause on a PR: adopt its current head (never rewritten) and let crucible write again."""
-    from controller.cli.forges import forge_for
-    from controller.services.publish import Publisher, resume_pull
-    from controller.services.recovery import stored_spec
-    from controller.services.runs import open_context
-
-    settings = _settings()
-    store = _store(settings)
-    spec = stored_spec(store, run_id)
-    publisher = Publisher(forge_for(spec))
-    ctx = open_context(settings, store, run_id, spec)
-    record = resume_pull(ctx, publisher, component)
+    record = _root().service().resume_pull(run_id, component)
     click.echo(f"resumed {record.url} at {record.pushed_sha[:12]}")
 
 
@@ -408,9 +372,8 @@ def feedback_cmd(run_id: str, replies: bool, as_json: bool, server: str | None) 
             view = client.feedback(run_id)
     else:
         from controller.services.schemas import dump
-        from controller.services.views import feedback_view
 
-        view = dump(feedback_view(_store(_settings()), run_id))
+        view = dump(_root().service().feedback(run_id))
     if as_json:
         _emit_json(view)
         return
@@ -426,20 +389,14 @@ def patch(run_id: str, server: str | None) -> None:
         with _client(server) as client:
             click.echo(client.patch(run_id), nl=False)
         return
-    from controller.services.patching import patch_text
-
-    settings = _settings()
-    click.echo(patch_text(settings, _store(settings), run_id), nl=False)
+    click.echo(_root().service().patch(run_id), nl=False)
 
 
 @cli.command("accept")
 @click.argument("run_id")
 def accept_cmd(run_id: str) -> None:
     """Apply the final patch to your checkout as uncommitted changes."""
-    from controller.services.patching import accept
-
-    settings = _settings()
-    applied = accept(settings, _store(settings), run_id)
+    applied = _root().service().accept(run_id)
     click.echo(f"applied to: {', '.join(applied)}" if applied else "nothing to apply: the run kept no change")
 
 
@@ -452,10 +409,7 @@ def cancel_cmd(run_id: str, server: str | None) -> None:
         with _client(server) as client:
             click.echo(client.cancel(run_id))
         return
-    from controller.services.recovery import cancel
-
-    settings = _settings()
-    click.echo(cancel(settings, _store(settings), run_id))
+    click.echo(_root().service().cancel(run_id))
 
 
 @cli.command("resume")
@@ -470,56 +424,9 @@ def resume_cmd(run_id: str, as_json: bool, server: str | None) -> None:
         with _client(server) as client:
             click.echo(client.resume(run_id))
         return
-    import threading
-
-    from controller.cli.display import TableObserver
-    from controller.cli.forges import forge_for
-    from controller.services.context import Detached
-    from controller.services.publish import Publisher
-    from controller.services.recovery import resume, stored_spec
-
-    settings = _settings()
-    store = _store(settings)
-    run = store.get_run(run_id)
-    options = run.options
-    publisher = Publisher(forge_for(stored_spec(store, run_id))) if options.get("publish_prs") else None
-
-    def waiting(owner: str, seconds: float) -> None:
-        click.echo(
-            f"run {run_id} is leased by {owner}: waiting up to {seconds:.0f} s to see whether it "
-            "is still alive (a live holder renews its lease)",
-            err=True,
-        )
-
-    cancel_event, detach, wakeup = threading.Event(), threading.Event(), threading.Event()
-
-    def drive(then: Handover | None) -> LoopResult:
-        return resume(
-            settings,
-            store,
-            run_id,
-            observer=TableObserver(),
-            cancel_event=cancel_event,
-            publisher=publisher,
-            then=then,
-            on_wait=waiting,
-            detach=detach,
-            wakeup=wakeup,
-        )
-
-    undo = _interrupts_cancel(cancel_event, detach, wakeup)
-    try:
-        if options.get("watch_feedback") and publisher is not None:
-            listen = options.get("listen")
-            live = bool(options.get("live_steer"))
-            result = _watching(store, publisher, str(listen) if listen else None, live, drive)
-        else:
-            result = drive(None)
-    except Detached:
-        _detached(run_id)
-    finally:
-        undo()
-    sys.exit(_finish_run(settings, store, run_id, result, as_json))
+    root = _root()
+    result = _drive(root, run_id, root.service().options(run_id), resume=True)
+    sys.exit(_finish_run(root, run_id, result, as_json))
 
 
 @cli.command()
@@ -585,12 +492,7 @@ def db() -> None:
 @db.command()
 def upgrade() -> None:
     """Apply migrations to the configured database."""
-    from controller.store.store import Store
-
-    settings = _settings()
-    if settings.database_url.startswith("sqlite"):
-        settings.home.mkdir(parents=True, exist_ok=True)
-    store = Store.open(settings.database_url, upgrade=True)
+    store = _root().upgraded_store()
     click.echo(f"database at revision {store.current_revision()}")
 
 
@@ -601,9 +503,26 @@ def upgrade() -> None:
 def demo(turns: int, as_json: bool, keep_dir: Path | None) -> None:
     """The whole loop end to end on embedded defaults, offline."""
     from controller.cli.display import TableObserver
+    from controller.config.settings import Settings
+    from controller.forge.base import Forge
     from controller.services.demo import run_demo
+    from controller.services.service import RunService
+    from controller.wiring import build
 
-    sys.exit(run_demo(turns=turns, as_json=as_json, workdir=keep_dir, observer=TableObserver()))
+    root = _root()
+
+    def services(settings: Settings, forge: Forge) -> RunService:
+        return build(root.environ, settings=settings, forge_for=lambda spec: forge).service()
+
+    code = run_demo(
+        turns=turns,
+        as_json=as_json,
+        workdir=keep_dir,
+        observer=TableObserver(),
+        environ=root.environ,
+        services=services,
+    )
+    sys.exit(code)
 
 
 @cli.command("forge", context_settings={"ignore_unknown_options": True, "help_option_names": []})

@@ -10,7 +10,6 @@ candidate as a draft PR, and prints the PR, its score table and the final patch.
 from __future__ import annotations
 
 import json
-import os
 import secrets
 import socket
 import subprocess
@@ -18,37 +17,33 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from importlib import resources
 from pathlib import Path
 
-from controller.config.settings import Settings
+from controller.config.options import RunOptions
+from controller.config.settings import ForgeSettings, Settings
 from controller.config.spec import Spec, load_spec
 from controller.domain.enums import RunStatus
 from controller.forge.auth import ForgeCredentials
 from controller.forge.base import Forge
 from controller.forge.github import GithubForge
 from controller.services.context import Observer, RunContext
-from controller.services.loop import Handover, LoopResult, run_loop
-from controller.services.patching import patch_text
-from controller.services.publish import Publisher
-from controller.services.runs import create_run, open_context
+from controller.services.loop import LoopResult
 from controller.services.schemas import dump
-from controller.services.views import run_view
-from controller.services.watch import Watch, watch_feedback
-from controller.store.store import Store
+from controller.services.service import BeforeWatch, RunService
 
 DEMO_FILES = ("config.toml", "router.py", "bench.py", "test_router.py", "agent.py", "crucible.toml")
 
 
-def make_demo_repo(target: Path) -> Path:
+def make_demo_repo(target: Path, environ: Mapping[str, str]) -> Path:
     """A committed git repository holding the bundled example at ``target``."""
     target.mkdir(parents=True, exist_ok=True)
     source = resources.files("controller") / "examples" / "demo"
     for name in DEMO_FILES:
         (target / name).write_text(source.joinpath(name).read_text())
     (target / ".gitignore").write_text("__pycache__/\n")
-    env = {**os.environ, "GIT_AUTHOR_NAME": "Demo", "GIT_AUTHOR_EMAIL": "demo@example.com"}
+    env = {**environ, "GIT_AUTHOR_NAME": "Demo", "GIT_AUTHOR_EMAIL": "demo@example.com"}
     env.update(GIT_COMMITTER_NAME="Demo", GIT_COMMITTER_EMAIL="demo@example.com")
     for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "toy router"]):
         subprocess.run(["git", *args], cwd=target, env=env, check=True, capture_output=True)
@@ -70,8 +65,9 @@ def _free_port() -> int:
 class DemoForge:
     """The local forge in a child process, with one admin user; talked to over HTTP and git only."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, environ: Mapping[str, str]) -> None:
         self.root = root
+        self.environ = environ
         self.token = "demo-" + secrets.token_hex(16)
         self.reviewer_token = "reviewer-" + secrets.token_hex(16)
         _crucible("forge", "user", "add", "demo", "--root", str(root), "--admin", "--token", self.token)
@@ -104,7 +100,7 @@ class DemoForge:
         clone_url = _crucible("forge", "create-repo", name, "--url", self.url, "--token", self.token).split()[
             -1
         ]
-        env = {**os.environ, "GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "http.extraHeader"}
+        env = {**self.environ, "GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "http.extraHeader"}
         env["GIT_CONFIG_VALUE_0"] = f"Authorization: Bearer {self.token}"
         subprocess.run(
             ["git", "push", "-q", clone_url, "main:refs/heads/main"], cwd=source, env=env, check=True
@@ -147,16 +143,29 @@ def _demo_spec(repo: Path, upstream: str, api_url: str) -> str:
     return text + f'\n[publish]\nforge = "{api_url}"\n'
 
 
-def run_demo(*, turns: int, as_json: bool, workdir: Path | None, observer: Observer) -> int:
+DemoServices = Callable[[Settings, Forge], RunService]
+"""Builds the run service for the demo's settings, publishing through the given forge client
+(the composition root does it; the demo only says which home and which forge)."""
+
+
+def run_demo(
+    *,
+    turns: int,
+    as_json: bool,
+    workdir: Path | None,
+    observer: Observer,
+    environ: Mapping[str, str],
+    services: DemoServices,
+) -> int:
     """Run the demo; return the process exit code."""
     root = workdir or Path(tempfile.mkdtemp(prefix="crucible-demo-"))
     root.mkdir(parents=True, exist_ok=True)
-    repo = make_demo_repo(root / "router")
+    repo = make_demo_repo(root / "router", environ)
     home = root / "crucible-home"
     home.mkdir(exist_ok=True)
     say = print if not as_json else (lambda *a, **k: None)
     say(f"demo: toy router in {repo}; crucible state in {home}")
-    forge = DemoForge(root / "forge")
+    forge = DemoForge(root / "forge", environ)
     try:
         upstream = forge.create_repo("router", repo)
         forge.add_reviewer(upstream)
@@ -164,7 +173,13 @@ def run_demo(*, turns: int, as_json: bool, workdir: Path | None, observer: Obser
         spec_path = root / "crucible.toml"
         spec_path.write_text(_demo_spec(repo, upstream, forge.api_url))
         client = GithubForge(forge.api_url, ForgeCredentials.for_token(forge.token), write_interval=0)
-        return _run(home, spec_path, client, forge, turns=turns, as_json=as_json, observer=observer)
+        settings = Settings(
+            home=home,
+            database_url=f"sqlite:///{home / 'crucible.db'}",
+            forge=ForgeSettings(own_logins=("demo",), forge_write_interval=0),
+        )
+        service = services(settings, client)
+        return _run(service, spec_path, client, forge, turns=turns, as_json=as_json, observer=observer)
     finally:
         forge.stop()
 
@@ -173,20 +188,19 @@ REVIEW_BODY = "Nice speed-up. One request before this leaves draft."
 REVIEW_COMMENT = "Could we use batch.size = 4 here? Bigger batches amortise the backend round trip."
 
 
-def _reviewer_then_watch(store: Store, client: Forge, forge: DemoForge, say: Callable[..., None]) -> Handover:
-    """After round 0: the simulated reviewer reviews the draft PR, then crucible watches for feedback."""
+def _reviewer(forge: DemoForge, say: Callable[..., None]) -> BeforeWatch:
+    """After round 0 and before crucible watches for feedback: the simulated reviewer reviews the PR."""
 
-    def then(ctx: RunContext, searched: LoopResult) -> LoopResult:
-        pulls = store.list_pulls(ctx.run_id)
+    def review(ctx: RunContext, searched: LoopResult) -> None:
+        pulls = ctx.store.list_pulls(ctx.run_id)
         if not pulls:
-            return searched
+            return
         pull = pulls[0]
         line = _line_of(ctx, pull.component, "size = ", after="[batch]")
         forge.review(pull.repo, pull.number, REVIEW_BODY, f"config.toml:{line}:{REVIEW_COMMENT}")
         say(f"demo: @reviewer reviewed PR #{pull.number}: config.toml line {line}: {REVIEW_COMMENT!r}")
-        return watch_feedback(ctx, searched, Watch(forge=client, own_logins=["demo"]))
 
-    return then
+    return review
 
 
 def _line_of(ctx: RunContext, component: str, prefix: str, *, after: str) -> int:
@@ -197,7 +211,7 @@ def _line_of(ctx: RunContext, component: str, prefix: str, *, after: str) -> int
 
 
 def _run(
-    home: Path,
+    service: RunService,
     spec_path: Path,
     client: Forge,
     forge: DemoForge,
@@ -206,25 +220,13 @@ def _run(
     as_json: bool,
     observer: Observer,
 ) -> int:
-    settings = Settings(home=home, database_url=f"sqlite:///{home / 'crucible.db'}")
-    store = Store.open(settings.database_url, upgrade=True)
     spec = load_spec(spec_path)
     say = print if not as_json else (lambda *a, **k: None)
     say(f"demo: objective: {spec.objective}")
-    publisher = Publisher(client)
-    run_id = create_run(
-        store,
-        spec,
-        spec_path.read_text(),
-        spec_path,
-        turns=turns,
-        options={"publish_prs": True},
-        forge=client,
-    )
-    ctx = open_context(settings, store, run_id, spec, observer=observer)
-    ctx.on_champion = publisher.publish
-    result = run_loop(ctx, then=_reviewer_then_watch(store, client, forge, say))
-    view = dump(run_view(settings, store, run_id))
+    options = RunOptions(turns=turns, publish_prs=True, watch_feedback=spec.feedback is not None)
+    run_id = service.create(spec, spec_path.read_text(), spec_path, options)
+    result = service.drive(run_id, observer=observer, before_watch=_reviewer(forge, say))
+    view = dump(service.view(run_id))
     if as_json:
         print(json.dumps(view, default=str))
     else:
@@ -245,11 +247,12 @@ def _run(
             print(f"refinement round {done['round']}: {outcome} ({done['detail']})")
         for reply in view["replies"]:
             print(f"drafted reply (not posted) to @{reply['author']}: {reply['reply']}")
-        patch = patch_text(settings, store, run_id)
+        patch = service.patch(run_id)
         print("final patch (crucible patch):" if patch else "no change was kept")
         print(patch, end="")
+        home = service.settings.home
         print(f"run {run_id}; inspect it with CRUCIBLE_HOME={home} crucible runs show {run_id}")
-    store.close()
+    service.store.close()
     return 0 if result.status == RunStatus.COMPLETED else 1
 
 

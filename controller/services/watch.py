@@ -22,7 +22,7 @@ from controller.forge.base import FeedbackEvent, Forge
 from controller.services.context import RunContext
 from controller.services.feedback_hub import FeedbackHub
 from controller.services.loop import LoopResult, budgets_of, finish
-from controller.services.rounds import current_versions, ready_batches, resume_round, run_round
+from controller.services.rounds import Batch, current_versions, ready_batches, resume_round, run_round
 from controller.services.trust import TrustPolicy
 from controller.store.records import FeedbackRecord
 
@@ -39,6 +39,8 @@ class Watch:
     live_steer: bool = False  # append feedback arriving mid-round to CRUCIBLE_STEER_FILE
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
     sleep_until_woken: Callable[[threading.Event, float], bool] = lambda event, timeout: event.wait(timeout)
+    # How a refinement round is run: the run service launches it through the broker (ADR-0003).
+    round_runner: Callable[[RunContext, Batch], bool | None] = run_round
     # The process's shared intake (``feedback_hub``); None: a private one for this run alone.
     hub: FeedbackHub | None = None
 
@@ -131,9 +133,9 @@ def _watch(ctx: RunContext, watch: Watch, hub: FeedbackHub, trust: TrustPolicy) 
         if batches:
             if watch.live_steer:
                 with _LiveSteer(ctx, hub, trust, batches[0].component, feedback.poll_interval):
-                    run_round(ctx, batches[0])
+                    watch.round_runner(ctx, batches[0])
             else:
-                run_round(ctx, batches[0])
+                watch.round_runner(ctx, batches[0])
             continue
         # News for the run (a webhook, a poll), a cancel or a shutdown wakes the watch early
         # (ctx.wakeup); otherwise look again when the next poll is due, but at least every poll

@@ -1,0 +1,313 @@
+"""The run service: the one object every way of running a run goes through (ADR-0003).
+
+``crucible loop``, ``resume``, ``cancel``, the demo and ``crucible serve`` all create, drive,
+resume and cancel runs here; only the composition root (``controller.wiring``) builds it. Driving
+a run means describing each round as a ``RoundJob`` and launching it through the broker, so the
+same code drives rounds on this machine (``LocalBroker``) or, next issue, in loop pods. Between
+rounds the service itself runs the feedback watch, which launches each refinement round through
+the broker as well.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from controller.brokers.base import Broker, RoundReport
+from controller.brokers.local import RoundRunner
+from controller.config.options import RunOptions
+from controller.config.settings import Settings
+from controller.config.spec import Spec, parse_spec
+from controller.domain.enums import EventKind, RunStatus, StopReason
+from controller.domain.errors import CrucibleError, LeaseHeldError, RefusedError, SpecError
+from controller.domain.jobs import RoundState
+from controller.forge.base import Forge
+from controller.services import schemas
+from controller.services.context import Detached, Observer, RunContext
+from controller.services.feedback_hub import FeedbackHub
+from controller.services.liveness import Heartbeat
+from controller.services.loop import LoopResult, finish, heartbeat_for
+from controller.services.patching import accept, patch_text
+from controller.services.publish import Publisher, resume_pull
+from controller.services.recovery import cancel as cancel_stored
+from controller.services.recovery import check_resumable, kill_leftovers, stored_spec
+from controller.services.roundjobs import LocalRounds, refinement_job, search_job
+from controller.services.rounds import Batch
+from controller.services.runs import create_run, open_context
+from controller.services.views import events_jsonl, feedback_view, run_view, runs_list
+from controller.services.watch import Watch, watch_feedback
+from controller.store.records import PullRecord
+from controller.store.store import Store
+
+ForgeFor = Callable[[Spec], Forge]
+"""The forge client for a spec's ``publish.forge`` (one per forge and credential; SpecError if unusable)."""
+
+BrokerFactory = Callable[[RoundRunner], Broker]
+"""Builds the broker around the runner of this process's rounds (the local broker uses it)."""
+
+OnWait = Callable[[str, float], None]
+"""Told the holder and the seconds a resume waits for a silent holder's lease to run out."""
+
+BeforeWatch = Callable[[RunContext, LoopResult], None]
+"""Called with round 0's result once its search is done, before the feedback watch starts (the CLI
+says so; the demo's reviewer reviews the draft PR)."""
+
+
+@dataclass(frozen=True)
+class Signals:
+    """What the edge tells a run's driver from outside (the CLI's signal handlers, the server's
+    shutdown): ``cancel`` ends the run cancelled; ``detach`` with ``cancel`` stops driving it without
+    ending it (SIGTERM: the lease is handed back, a resume continues); ``wakeup`` wakes a waiting
+    watch at once (a webhook delivery, a cancel)."""
+
+    cancel: threading.Event = field(default_factory=threading.Event)
+    detach: threading.Event = field(default_factory=threading.Event)
+    wakeup: threading.Event = field(default_factory=threading.Event)
+
+
+class RunService:
+    """Creates, drives, resumes and cancels runs; see the module docstring."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        store: Store,
+        *,
+        environ: Mapping[str, str],
+        forge_for: ForgeFor,
+        broker: BrokerFactory,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self._environ = dict(environ)
+        self._forge_for = forge_for
+        self.rounds = LocalRounds()
+        self.broker = broker(self.rounds)
+        # The process's feedback intake, shared by every run it watches (one poller per forge
+        # client); the webhook endpoint wakes it (``hub.wake``).
+        self.hub = FeedbackHub(store, own_logins=settings.forge.own_logins)
+        self._current: dict[str, int] = {}  # run id -> round being driven here
+
+    # -- creating -----------------------------------------------------------------------------
+
+    def create(self, spec: Spec, spec_text: str, spec_path: Path | None, options: RunOptions) -> str:
+        """Validate ``options`` against ``spec`` and record a pending run with both; return its id."""
+        if options.watch_feedback and spec.feedback is None:
+            raise SpecError("feedback", "a [feedback] table is required with --watch-feedback")
+        forge = self._forge_for(spec) if options.publish_prs else None
+        return create_run(
+            self.store,
+            spec,
+            spec_text,
+            spec_path,
+            turns=options.turns,
+            options=options.to_json(),
+            forge=forge,
+        )
+
+    def options(self, run_id: str) -> RunOptions:
+        """The options the run was started with (``resume`` restores every one of them)."""
+        return RunOptions.stored(self.store.get_run(run_id).options)
+
+    def forge_for_run(self, run_id: str) -> Forge | None:
+        """The run's forge client when it publishes, else None."""
+        if not self.options(run_id).publish_prs:
+            return None
+        return self._forge_for(stored_spec(self.store, run_id))
+
+    # -- driving ------------------------------------------------------------------------------
+
+    def drive(
+        self,
+        run_id: str,
+        *,
+        observer: Observer | None = None,
+        signals: Signals | None = None,
+        before_watch: BeforeWatch | None = None,
+        heartbeat: Heartbeat | None = None,
+    ) -> LoopResult:
+        """Drive a pending or resumed run to its stop, holding its lease throughout: round 0 through
+        the broker, then (with ``watch_feedback``) the watch, whose refinement rounds go through the
+        broker too. A run resumed after its search goes on watching (or continues its round).
+
+        ``heartbeat``: a lease the caller already holds (``resume``); otherwise one is claimed here
+        (LeaseHeldError if a live process drives the run). Detached when ``signals.detach`` stopped
+        this process driving the run without ending it."""
+        signals = signals or Signals()
+        options = self.options(run_id)
+        spec = stored_spec(self.store, run_id)
+        forge = self._forge_for(spec) if options.publish_prs else None
+        ctx = open_context(
+            self.settings,
+            self.store,
+            run_id,
+            spec,
+            environ=self._environ,
+            observer=observer,
+            cancel=signals.cancel,
+        )
+        ctx.detach, ctx.wakeup = signals.detach, signals.wakeup
+        if forge is not None:
+            ctx.on_champion = Publisher(forge).publish
+        watch = None
+        if options.watch_feedback and forge is not None:
+            watch = Watch(
+                forge=forge,
+                own_logins=list(self.settings.forge.own_logins),
+                live_steer=options.live_steer,
+                hub=self.hub,
+                round_runner=self._refine,
+            )
+        beat = heartbeat or heartbeat_for(ctx)
+        if heartbeat is None:
+            beat.start()
+        beat.on_cancel = ctx.wakeup.set
+        ctx.heartbeat = beat
+        self.rounds.register(ctx, hand_over=watch is not None)
+        try:
+            searched = self._launch_search(ctx)
+            if watch is None or searched.status != RunStatus.RUNNING:
+                return searched
+            return self._watch(ctx, searched, watch, before_watch)
+        finally:
+            self.rounds.forget(run_id)
+            self._current.pop(run_id, None)
+            if heartbeat is None:
+                beat.stop()
+
+    def _launch_search(self, ctx: RunContext) -> LoopResult:
+        job = search_job(ctx)
+        self._current[ctx.run_id] = job.round
+        report = self._finished(ctx, self.broker.launch(job))
+        assert report.outcome is not None
+        outcome = report.outcome
+        reason = outcome.stop_reason or StopReason.ERROR
+        return LoopResult(outcome.run_status, reason, outcome.message)
+
+    def _watch(
+        self, ctx: RunContext, searched: LoopResult, watch: Watch, before_watch: BeforeWatch | None
+    ) -> LoopResult:
+        try:
+            if before_watch is not None:
+                before_watch(ctx, searched)
+            return watch_feedback(ctx, searched, watch)
+        except KeyboardInterrupt:
+            ctx.executor.cancel.set()
+            return finish(ctx, StopReason.CANCELLED, "stopped: cancelled by the user")
+
+    def _refine(self, ctx: RunContext, batch: Batch) -> bool | None:
+        """One refinement round through the broker; True when it kept (and pushed) a turn, None
+        when a cancel cut it off (as ``rounds.run_round``)."""
+        job = refinement_job(ctx, batch)
+        self.rounds.expect_batch(job, batch)
+        self._current[ctx.run_id] = job.round
+        report = self._finished(ctx, self.broker.launch(job))
+        if report.outcome is None or report.outcome.run_status is RunStatus.CANCELLED:
+            return None
+        return report.outcome.kept
+
+    def _finished(self, ctx: RunContext, report: RoundReport) -> RoundReport:
+        """Wait for a launched round to end; a failed round is the run's error, a detached one
+        (SIGTERM) stops this process driving the run."""
+        try:
+            report = self.broker.wait(report.run_id, report.round)
+        except KeyboardInterrupt:
+            self.broker.cancel(report.run_id, report.round)
+            report = self.broker.wait(report.run_id, report.round)
+        if ctx.detach.is_set() and ctx.executor.cancel.is_set():
+            raise Detached(f"run {ctx.run_id} detached from this process; it goes on when resumed")
+        if report.state == RoundState.FAILED:
+            raise CrucibleError(report.error or f"round {report.round} of run {report.run_id} failed")
+        return report
+
+    # -- resuming and cancelling --------------------------------------------------------------
+
+    def check_resumable(self, run_id: str, on_wait: OnWait | None = None) -> Spec:
+        """RefusedError naming the mismatch unless the run may be resumed (waiting for a silent
+        holder's lease to run out, ``on_wait`` told who and how long); its spec otherwise."""
+        return check_resumable(self.store, run_id, self.forge_for_run(run_id), on_wait=on_wait)
+
+    def resume(
+        self,
+        run_id: str,
+        *,
+        observer: Observer | None = None,
+        signals: Signals | None = None,
+        on_wait: OnWait | None = None,
+    ) -> LoopResult:
+        """Continue a run after a crash, a cancel or a lost holder, with every option it was
+        started with: claim its lease, kill what a dead driver left on this host, then drive."""
+        signals = signals or Signals()
+        self.check_resumable(run_id, on_wait)
+        beat = Heartbeat(self.store, run_id, cancel=signals.cancel, ttl_s=self.settings.lease_ttl_s)
+        try:
+            beat.start()
+        except LeaseHeldError as exc:  # someone else took it over between the check and the claim
+            raise RefusedError(f"run {run_id} is still running: {exc}") from exc
+        try:
+            killed = kill_leftovers(self.settings, self.store, run_id)
+            self.store.set_run_status(run_id, RunStatus.RUNNING)
+            self.store.append_event(run_id, EventKind.RESUMED, {"killed_process_groups": killed})
+            return self.drive(run_id, observer=observer, signals=signals, heartbeat=beat)
+        finally:
+            beat.stop()
+
+    def cancel(self, run_id: str) -> str:
+        """Cancel a run: the round driven here is cancelled through the broker; a run driven by
+        another process is stopped the stored way (``recovery.cancel``)."""
+        current = self._current.get(run_id)
+        if current is not None:
+            self.broker.cancel(run_id, current)
+            ctx = self.rounds.context(run_id)
+            if ctx is not None:
+                ctx.executor.cancel.set()
+            return "cancelling"
+        return cancel_stored(self.settings, self.store, run_id)
+
+    def resume_pull(self, run_id: str, component: str) -> PullRecord:
+        """Lift a pause on a PR: adopt its current head and let crucible write to it again."""
+        spec = stored_spec(self.store, run_id)
+        publisher = Publisher(self._forge_for(spec))
+        ctx = open_context(self.settings, self.store, run_id, spec, environ=self._environ)
+        return resume_pull(ctx, publisher, component)
+
+    # -- views --------------------------------------------------------------------------------
+
+    def view(self, run_id: str, *, with_diffs: bool = True) -> schemas.Run:
+        """One run as in ``--json`` (DESIGN §6)."""
+        return run_view(self.settings, self.store, run_id, with_diffs=with_diffs)
+
+    def list_runs(self, *, limit: int = 50) -> list[schemas.RunSummary]:
+        return runs_list(self.store, limit=limit)
+
+    def events_jsonl(self, run_id: str, *, after_id: int = 0) -> str:
+        return events_jsonl(self.store, run_id, after_id)
+
+    def feedback(self, run_id: str) -> schemas.Feedback:
+        return feedback_view(self.store, run_id)
+
+    def patch(self, run_id: str) -> str:
+        """The final patch, one unified diff per component (read-only)."""
+        return patch_text(self.settings, self.store, run_id)
+
+    def accept(self, run_id: str) -> list[str]:
+        """Apply the final patch to the user's checkouts; the components it was applied to."""
+        return accept(self.settings, self.store, run_id)
+
+    def submit_spec(self, spec_text: str, spec_dir: Path, options: RunOptions) -> str:
+        """A run from spec text (the API's ``POST /api/runs``); SpecError naming the key if bad."""
+        spec = parse_spec(spec_text, spec_dir)
+        return self.create(spec, spec_text, None, options)
+
+    def refuse_unless_pending(self, run_id: str) -> None:
+        run = self.store.get_run(run_id)
+        if run.status != RunStatus.PENDING:
+            raise RefusedError(f"run {run_id} is {run.status}, not pending")
+
+    def describe(self) -> dict[str, Any]:
+        """What this service drives with (for ``/readyz`` and logs; no secrets)."""
+        caps = self.broker.capabilities
+        return {"broker": type(self.broker).__name__, "remote": caps.remote, "concurrent": caps.concurrent}

@@ -1,0 +1,153 @@
+"""The composition root: the one place that builds settings, store, forge clients, broker and services.
+
+STYLE.md ("one composition root") and ADR-0003. ``crucible loop``/``resume``/``cancel``/``demo``
+and ``crucible serve`` each call ``build`` once and receive what they need from the ``Root``; no
+command or route assembles a store, a forge client or a broker itself. This is also the only
+module of ``controller`` that reads the process environment: once, into the settings and into the
+explicit mapping handed to child processes (scrubbed again per run before any command sees it).
+
+It sits above ``services`` and below ``cli``/``api`` in the layer contract. Heavy modules
+(SQLAlchemy, PyGithub, the services) are imported when first needed, so ``crucible --help``
+does not pay for them.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from controller.config.settings import ForgeSettings, Settings
+from controller.config.spec import Spec
+from controller.domain.errors import SpecError
+
+if TYPE_CHECKING:
+    from controller.forge.base import Forge
+    from controller.services.service import ForgeFor, RunService
+    from controller.store.store import Store
+
+
+def process_environment() -> dict[str, str]:
+    """The process environment, read here and nowhere else in ``controller``."""
+    return dict(os.environ)
+
+
+class ForgeClients:
+    """One forge client per forge API URL, all with the credential from the settings.
+
+    A client carries the pacing of its credential (write interval, rate-limit waits), so every run
+    of this process that talks to one forge shares one client rather than racing separate ones."""
+
+    def __init__(self, settings: ForgeSettings) -> None:
+        self._settings = settings
+        self._clients: dict[str, Forge] = {}
+        self._lock = threading.Lock()
+
+    def for_spec(self, spec: Spec) -> Forge:
+        """The client for ``spec``'s ``publish.forge``; SpecError naming what is missing."""
+        if spec.publish is None:
+            raise SpecError("publish.forge", "required with --publish-prs (the forge API URL)")
+        if not any(c.upstream for c in spec.components):
+            raise SpecError(
+                "component[0].upstream",
+                "required with --publish-prs (owner/name of the repository PRs target)",
+            )
+        return self.for_url(spec.publish.forge)
+
+    def for_url(self, api_url: str) -> Forge:
+        # Imported here: PyGithub is slow to import and only publishing runs need it.
+        from controller.forge.auth import from_settings
+        from controller.forge.github import GithubForge
+
+        with self._lock:
+            client = self._clients.get(api_url)
+            if client is not None:
+                return client
+            credentials = from_settings(self._settings)
+            if credentials is None:
+                raise SpecError(
+                    "CRUCIBLE_GITHUB_TOKEN",
+                    "publishing needs CRUCIBLE_GITHUB_TOKEN, or CRUCIBLE_GITHUB_APP_ID with "
+                    "CRUCIBLE_GITHUB_APP_PRIVATE_KEY or CRUCIBLE_GITHUB_APP_PRIVATE_KEY_FILE",
+                )
+            client = GithubForge(api_url, credentials, write_interval=self._settings.forge_write_interval)
+            self._clients[api_url] = client
+            return client
+
+
+@dataclass
+class Root:
+    """Everything a command or the server needs, built on first use from one settings tree."""
+
+    settings: Settings
+    environ: Mapping[str, str]
+    forges: ForgeClients
+    forge_for: ForgeFor | None = None  # overrides forges.for_spec (the demo's local forge)
+    inline: bool = True  # rounds in the caller's thread (crucible loop) or one thread each (serve)
+    _store: Store | None = field(default=None, repr=False)
+    _service: RunService | None = field(default=None, repr=False)
+
+    def store(self) -> Store:
+        """The store, opened once. The default SQLite database is created and upgraded on open so a
+        first run just works; any other database must be upgraded on purpose (``crucible db upgrade``)."""
+        if self._store is None:
+            from controller.store.store import Store
+
+            auto = self.settings.database_is_sqlite
+            if auto:
+                self.settings.home.mkdir(parents=True, exist_ok=True)
+            self._store = Store.open(self.settings.database_url, upgrade=auto)
+        return self._store
+
+    def upgraded_store(self) -> Store:
+        """The store after applying every migration (``crucible db upgrade``)."""
+        from controller.store.store import Store
+
+        if self.settings.database_is_sqlite:
+            self.settings.home.mkdir(parents=True, exist_ok=True)
+        self._store = Store.open(self.settings.database_url, upgrade=True)
+        return self._store
+
+    def service(self) -> RunService:
+        """The run service over the local broker."""
+        if self._service is None:
+            from controller.brokers.local import LocalBroker
+            from controller.services.service import RunService
+
+            inline = self.inline
+            self._service = RunService(
+                self.settings,
+                self.store(),
+                environ=self.environ,
+                forge_for=self.forge_for or self.forges.for_spec,
+                broker=lambda runner: LocalBroker(runner, inline=inline),
+            )
+        return self._service
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+        self._service = None
+
+
+def build(
+    environ: Mapping[str, str] | None = None,
+    *,
+    settings: Settings | None = None,
+    forge_for: ForgeFor | None = None,
+    inline: bool = True,
+) -> Root:
+    """The root for this process. ``environ`` defaults to the process environment (read once);
+    ``settings`` defaults to the settings that environment names."""
+    env = process_environment() if environ is None else dict(environ)
+    resolved = settings if settings is not None else Settings.from_env(env)
+    return Root(
+        settings=resolved,
+        environ=env,
+        forges=ForgeClients(resolved.forge),
+        forge_for=forge_for,
+        inline=inline,
+    )
