@@ -16,7 +16,7 @@ from controller.stats import median
 
 def run_baseline(ctx: RunContext) -> str | None:
     """Measure the champion arm (== the base); return None on success, else why the baseline failed."""
-    ctx.store.start_baseline(ctx.run_id)  # drops samples of a baseline cut off by a crash
+    ctx.ledger.start_baseline(ctx.run_id)  # drops samples of a baseline cut off by a crash
     root = ctx.layout.workspace_root("champion")
     protocol = ctx.protocol_env(0, 0, arm="champion")
     before = clean_snapshot(ctx)
@@ -35,7 +35,7 @@ def run_baseline(ctx: RunContext) -> str | None:
         protocol=protocol,
         log_prefix=ctx.layout.log_file(0, "metric"),
     )
-    ctx.store.add_samples(ctx.run_id, 0, result.raw)
+    ctx.ledger.add_samples(ctx.run_id, 0, result.raw)
     violations = ctx.executor.take_violations()
     if violations:
         return "the metric or validation command misbehaved: " + "; ".join(violations[:10])
@@ -46,7 +46,7 @@ def run_baseline(ctx: RunContext) -> str | None:
         return "the metric or validation command changed tracked files: " + ", ".join(mutated[:20])
     arm = result.arm(SampleArm.BASELINE, metric.name, ctx.guard_names())
     value = median(arm.primary)
-    ctx.store.set_baseline(ctx.run_id, value, {"value": value, "samples": list(arm.primary)})
+    ctx.ledger.set_baseline(ctx.run_id, value, {"value": value, "samples": list(arm.primary)})
     ctx.champion_arm = arm
     ctx.observer.baseline(value, list(arm.primary))
     return None

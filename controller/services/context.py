@@ -22,6 +22,7 @@ from controller.services.layout import RunLayout
 from controller.services.liveness import Heartbeat
 from controller.services.observer import Observer
 from controller.stats import Arm, GuardRule, KeepRule
+from controller.store.ledger import Ledger
 from controller.store.store import Store
 from controller.workspace.checkout import Checkout
 
@@ -68,6 +69,13 @@ class RunContext:
     # (SIGTERM): the turn cut off stays undecided and the run stays running, for a resume or a takeover.
     detach: threading.Event = field(default_factory=threading.Event)
     _checkouts: dict[tuple[str, str], Checkout] = field(default_factory=dict)
+    # Another ledger for the turn path (the HTTP client in a loop pod, next issue); None: the store.
+    _ledger: Ledger | None = None
+
+    @property
+    def ledger(self) -> Ledger:
+        """The run's record as the turn path sees it (ADR-0003): only the ``Ledger`` methods."""
+        return self._ledger if self._ledger is not None else self.store
 
     @property
     def direction(self) -> Direction:
@@ -135,7 +143,7 @@ class RunContext:
 
     def arm_from_store(self, turn: int, arm: SampleArm) -> Arm:
         """The stored samples of one arm of one turn, as the keep rule wants them."""
-        rows = [s for s in self.store.list_samples(self.run_id, turn) if s.arm == arm and s.valid]
+        rows = [s for s in self.ledger.list_samples(self.run_id, turn) if s.arm == arm and s.valid]
         metric = self.spec.metric.name
         return Arm(
             primary=tuple(r.values[metric] for r in rows),

@@ -41,7 +41,7 @@ class LoopResult:
 
 def budgets_of(ctx: RunContext) -> Budgets:
     b = ctx.spec.budget
-    run = ctx.store.get_run(ctx.run_id)
+    run = ctx.ledger.get_run(ctx.run_id)
     return Budgets(
         turns=run.turns_planned,
         wall_clock_s=b.wall_clock,
@@ -68,7 +68,7 @@ def progress_of(
     ctx: RunContext, counts: TurnCounts, recent: list[TurnRecord], run: RunRecord | None = None
 ) -> Progress:
     """Counters for the stop rules; ``recent`` must hold at least max_consecutive_failures turns."""
-    run = run or ctx.store.get_run(ctx.run_id)
+    run = run or ctx.ledger.get_run(ctx.run_id)
     failures = 0
     for t in reversed([t for t in recent if t.phase == TurnPhase.DECIDED]):
         if t.reason in FAILURE_REASONS:
@@ -102,7 +102,7 @@ def knob_history(ctx: RunContext, knobs: list[Knob]) -> list[tuple[Proposal, boo
     by_id = {k.ident: k for k in knobs}
     decided = {EventKind.ACCEPTED, EventKind.REJECTED, EventKind.FAILED, EventKind.NO_CHANGE}
     history: list[tuple[Proposal, bool]] = []
-    for event in ctx.store.list_events(ctx.run_id, kinds=decided):
+    for event in ctx.ledger.list_events(ctx.run_id, kinds=decided):
         p = event.payload.get("proposal")
         if not isinstance(p, dict):
             continue
@@ -124,8 +124,8 @@ def finish(ctx: RunContext, reason: StopReason, message: str) -> LoopResult:
     status = status_for_stop(reason)
     if reason not in (StopReason.BASELINE_FAILED, StopReason.CANCELLED, StopReason.ERROR):
         notify_champion(ctx)  # publishing is idempotent: this repairs anything a crash or outage left
-    ctx.store.set_run_status(ctx.run_id, status, stop_reason=reason, stop_message=message)
-    ctx.store.append_event(
+    ctx.ledger.set_run_status(ctx.run_id, status, stop_reason=reason, stop_message=message)
+    ctx.ledger.append_event(
         ctx.run_id,
         EventKind.COMPLETED,
         {"status": str(status), "stop_reason": str(reason), "message": message},
@@ -170,9 +170,9 @@ def heartbeat_for(ctx: RunContext) -> Heartbeat:
 
 
 def _run_held(ctx: RunContext, then: Handover | None) -> LoopResult:
-    run = ctx.store.get_run(ctx.run_id)
+    run = ctx.ledger.get_run(ctx.run_id)
     if run.status != RunStatus.RUNNING:
-        ctx.store.set_run_status(ctx.run_id, RunStatus.RUNNING)
+        ctx.ledger.set_run_status(ctx.run_id, RunStatus.RUNNING)
     budgets = budgets_of(ctx)
     try:
         result = _drive(ctx, budgets, hand_over=then is not None)
@@ -185,7 +185,7 @@ def _run_held(ctx: RunContext, then: Handover | None) -> LoopResult:
 
 
 def _drive(ctx: RunContext, budgets: Budgets, *, hand_over: bool = False) -> LoopResult:
-    run = ctx.store.get_run(ctx.run_id)
+    run = ctx.ledger.get_run(ctx.run_id)
     if run.baseline_value is None:
         failure = run_baseline(ctx)
         if failure is not None:
@@ -201,7 +201,7 @@ def _drive(ctx: RunContext, budgets: Budgets, *, hand_over: bool = False) -> Loo
     # Per-turn reads stay bounded: aggregates plus the last few turns, however long the run.
     window = max(HISTORY_LIMIT, budgets.max_consecutive_failures) + 1
     while True:
-        snapshot = ctx.store.turn_snapshot(ctx.run_id, last=window)
+        snapshot = ctx.ledger.turn_snapshot(ctx.run_id, last=window)
         counts, recent, latest = snapshot.counts, list(snapshot.recent), snapshot.run
         progress = progress_of(ctx, counts, recent, latest)
         if ctx.executor.cancel.is_set():

@@ -423,7 +423,7 @@ def write_candidate_file(
 
     ``turns`` (the most recent ones) and ``decided_total`` save queries when the caller has them."""
     if run is None or turns is None or decided_total is None:  # the caller's reads are current
-        snapshot = ctx.store.turn_snapshot(ctx.run_id, last=HISTORY_LIMIT)
+        snapshot = ctx.ledger.turn_snapshot(ctx.run_id, last=HISTORY_LIMIT)
         run = run or snapshot.run
         turns = snapshot.recent if turns is None else turns
         decided_total = sum(snapshot.counts.decided.values()) if decided_total is None else decided_total
@@ -460,7 +460,7 @@ def run_turn(
 ) -> TurnRecord:
     """Run turn ``number`` from its start and write its decision exactly once."""
     started = (EventKind.TURN_STARTED, {"turn": number, "round": round_number})
-    ctx.store.start_turn(ctx.run_id, number, round_number, event=started)
+    ctx.ledger.start_turn(ctx.run_id, number, round_number, event=started)
     # No restore here: every turn ends restored or kept, and open_context reconciles after a crash.
     write_candidate_file(ctx, round_number, turns, decided_total, run)
     work = TurnWork(number, round_number)
@@ -524,7 +524,7 @@ def run_turn(
         Outcome.FAILED: EventKind.FAILED,
         Outcome.NO_CHANGE: EventKind.NO_CHANGE,
     }[outcome]
-    record = ctx.store.decide_turn(
+    record = ctx.ledger.decide_turn(
         ctx.run_id,
         number,
         decision,

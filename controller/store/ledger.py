@@ -12,7 +12,7 @@ Those belong to the controller that owns the run, not to whoever executes one of
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Protocol
 
 from controller.domain.enums import EventKind, RunStatus, StopReason
@@ -103,8 +103,15 @@ class Ledger(Protocol):
         """Append one event; ids increase in the order events become visible."""
         ...
 
-    def list_events(self, run_id: str, *, after_id: int = 0, limit: int | None = None) -> list[EventRecord]:
-        """Events with id > ``after_id``, oldest first."""
+    def list_events(
+        self,
+        run_id: str,
+        *,
+        after_id: int = 0,
+        limit: int | None = None,
+        kinds: Collection[EventKind] | None = None,
+    ) -> list[EventRecord]:
+        """Events with id > ``after_id``, oldest first; only of ``kinds`` when given."""
         ...
 
     def set_run_status(

@@ -205,6 +205,9 @@ def test_events_page_in_id_order(harness: LedgerHarness) -> None:
     page = ledger.list_events(run_id, after_id=ids[1], limit=2)
     assert [e.payload["n"] for e in page] == [2, 3]
     assert ledger.list_events(run_id, after_id=ids[-1]) == []
+    ledger.append_event(run_id, EventKind.BASELINE, {"n": 5})
+    assert [e.payload["n"] for e in ledger.list_events(run_id, kinds={EventKind.BASELINE})] == [5]
+    assert ledger.list_events(run_id, kinds=set()) == []
 
 
 def test_concurrent_appends_get_distinct_increasing_ids(harness: LedgerHarness) -> None:

@@ -6,7 +6,6 @@ Real parts only: the local forge over HTTP, git, SQLite, the agent as a shell sc
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from controller.domain.errors import SpecError
 from controller.domain.jobs import RoundState
 from controller.services.context import RunContext
 from controller.services.loop import LoopResult
+from controller.services.service import Signals
 from controller.wiring import Root, build
 from tests.forgekit import (
     REVIEW_AGENT,
@@ -70,13 +70,13 @@ def test_resume_restores_publish_and_watch_without_flags(tmp_path: Path, forge: 
     service = first.service()
     options = RunOptions(publish_prs=True, watch_feedback=True, live_steer=True)
     run_id = service.create(load_spec(spec_path), spec_text, spec_path, options)
-    cancel = threading.Event()
+    signals = Signals()
 
     def cancel_once_watching(ctx: RunContext, searched: LoopResult) -> None:
         assert searched.status == RunStatus.RUNNING and searched.stop_reason == StopReason.MAX_TURNS
-        cancel.set()  # Ctrl-C as the watch begins
+        signals.cancel.set()  # Ctrl-C as the watch begins
 
-    result = service.drive(run_id, cancel=cancel, before_watch=cancel_once_watching)
+    result = service.drive(run_id, signals=signals, before_watch=cancel_once_watching)
     assert result.stop_reason == StopReason.CANCELLED, result.message
     [pull] = first.store().list_pulls(run_id)
     first.close()
