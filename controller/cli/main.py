@@ -443,42 +443,30 @@ def serve(host: str, port: int, max_concurrent_runs: int | None) -> None:
     PostgreSQL). Needs CRUCIBLE_API_TOKEN; CRUCIBLE_API_READONLY_TOKEN and CRUCIBLE_WEBHOOK_SECRET
     are optional."""
     import logging
-    import os
 
     from controller.api.auth import ApiTokens
     from controller.api.serve import run_server, serve_app
-    from controller.cli.forges import forge_for
 
-    admin = os.environ.get("CRUCIBLE_API_TOKEN")
-    if not admin:
+    root = _root()
+    settings = root.settings
+    if settings.api.api_token is None:
         _fail(EXIT_USAGE, "CRUCIBLE_API_TOKEN: required (the bearer token of the operator API)")
-    raw = os.environ.get("CRUCIBLE_MAX_CONCURRENT_RUNS", "4")
-    if max_concurrent_runs is None:
-        if not raw.isdigit() or int(raw) < 1:
-            _fail(EXIT_USAGE, f"CRUCIBLE_MAX_CONCURRENT_RUNS: must be a whole number >= 1, got {raw!r}")
-        max_concurrent_runs = int(raw)
-    settings = _settings()
-    store = _store(settings)
-    own = tuple(login for login in os.environ.get("CRUCIBLE_OWN_LOGINS", "").split(",") if login)
-    secret = os.environ.get("CRUCIBLE_WEBHOOK_SECRET") or None
+    readonly = settings.api.api_readonly_token
+    secret = settings.webhooks.webhook_secret
     if secret is None:
         click.echo("warning: CRUCIBLE_WEBHOOK_SECRET is not set: webhooks are refused (503)", err=True)
-
-    def forge_factory(spec: Any) -> Any:
-        try:
-            return forge_for(spec)
-        except SystemExit as exc:  # forge_for exits on missing credentials at the CLI edge
-            raise SpecError("publish_prs", "this controller has no usable forge credentials") from exc
-
     app, _scheduler = serve_app(
         settings,
-        store,
-        ApiTokens(admin, os.environ.get("CRUCIBLE_API_READONLY_TOKEN") or None),
-        max_concurrent_runs=max_concurrent_runs,
-        webhook_secret=secret,
-        own_logins=own,
-        forge_for=forge_factory,
-        environ=dict(os.environ),
+        root.store(),
+        ApiTokens(
+            settings.api.api_token.get_secret_value(),
+            readonly.get_secret_value() if readonly is not None else None,
+        ),
+        max_concurrent_runs=max_concurrent_runs or settings.scheduler.max_concurrent_runs,
+        webhook_secret=secret.get_secret_value() if secret is not None else None,
+        own_logins=settings.forge.own_logins,
+        forge_for=root.forges.for_spec,
+        environ=dict(root.environ),
     )
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     run_server(app, host, port)
