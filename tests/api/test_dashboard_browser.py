@@ -1,0 +1,163 @@
+"""The dashboard in a real browser: Playwright driving Debian's Chromium, headless, against the app served
+by uvicorn on a real store. Pages load without console errors (a CSP violation is one), the planted XSS
+probes run nothing, the runs list filters, the run page updates live when a turn is decided (no reload),
+an action works with the write token and is absent with the read-only one, and the run page fits 390 px.
+Screenshots go to ``$CRUCIBLE_TEST_ARTIFACTS`` (else the test's tmp dir).
+
+Chromium is found at ``$CRUCIBLE_CHROMIUM`` or on PATH (``apt-get install chromium``; ``.ci/run`` installs
+it). Without it the tests skip, except where a browser is expected (``CI``, ``CRUCIBLE_BROWSER_REQUIRED=1``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from controller.config.settings import Settings
+from controller.domain.enums import EventKind, Outcome, Reason, RunStatus
+from controller.store.records import TurnDecision
+from tests.api.conftest import ADMIN, READER, Api
+from tests.api.dashboard_runs import seeded_run
+
+playwright_api = pytest.importorskip("playwright.sync_api")
+
+pytestmark = pytest.mark.slow
+# Read at import: the autouse ``_isolated_env`` fixture removes CRUCIBLE_* variables before each test.
+CHROMIUM = os.environ.get("CRUCIBLE_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+REQUIRED = bool(os.environ.get("CI")) or os.environ.get("CRUCIBLE_BROWSER_REQUIRED") == "1"
+ARTIFACTS = os.environ.get("CRUCIBLE_TEST_ARTIFACTS")
+PROBE = '<script>alert(1)</script> javascript:alert(2) "><img src=x onerror=alert(3)>'
+
+
+def _chromium() -> str:
+    if CHROMIUM:
+        return CHROMIUM
+    reason = "no chromium (apt-get install chromium, or set CRUCIBLE_CHROMIUM)"
+    if REQUIRED:
+        pytest.fail(f"a browser is required here but there is {reason}")
+    pytest.skip(reason)
+
+
+@pytest.fixture
+def browser() -> Iterator[playwright_api.Browser]:
+    """Ask for it after ``api``: it closes first, so no page holds the server's event streams open."""
+    path = _chromium()
+    with playwright_api.sync_playwright() as pw:
+        launched = pw.chromium.launch(executable_path=path, headless=True, args=["--no-sandbox"])
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def artifacts(tmp_path: Path) -> Path:
+    out = Path(ARTIFACTS or tmp_path) / "dashboard"
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+class Watched:
+    """A page with its console errors and dialogs recorded."""
+
+    def __init__(self, page: playwright_api.Page) -> None:
+        self.page = page
+        self.errors: list[str] = []
+        self.dialogs: list[str] = []
+        page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: self.errors.append(str(e)))
+        page.on("dialog", self._dialog)
+
+    def _dialog(self, dialog: playwright_api.Dialog) -> None:
+        self.dialogs.append(dialog.message)
+        dialog.dismiss()
+
+
+def _open(browser: playwright_api.Browser, api: Api, token: str, width: int = 1280) -> Watched:
+    context = browser.new_context(viewport={"width": width, "height": 900})
+    watched = Watched(context.new_page())
+    page = watched.page
+    page.goto(f"{api.url}/")
+    assert page.url.endswith("/login")
+    page.fill("#token", token)
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{api.url}/")
+    return watched
+
+
+def _settings(api: Api) -> Settings:
+    return Settings(home=api.repo.parent / "crucible-home", database_url=api.store.url)
+
+
+def test_pages_load_clean_and_the_probes_run_nothing(
+    api: Api, browser: playwright_api.Browser, artifacts: Path
+) -> None:
+    seeded_run(api.store, _settings(api), "xss", turns=12, text=PROBE)
+    seeded_run(api.store, _settings(api), "done", turns=4)
+    api.store.set_run_status("done", RunStatus.RUNNING)
+    watched = _open(browser, api, READER)
+    page = watched.page
+    page.screenshot(path=str(artifacts / "runs.png"), full_page=True)
+    assert page.locator("table.runs tbody tr").count() == 2
+    page.click("nav.filters >> text=running")
+    page.wait_for_url("**/?status=running")
+    assert page.locator("table.runs tbody tr").count() == 1
+    page.goto(f"{api.url}/runs/xss")
+    page.wait_for_selector("#live[data-following=yes]")
+    page.screenshot(path=str(artifacts / "run-xss.png"), full_page=True)
+    assert page.locator("p.objective").inner_text().endswith(PROBE)
+    assert page.locator("img").count() == 0 and page.locator("main script").count() == 0
+    assert page.locator("a[href^='javascript:']").count() == 0
+    assert page.locator("svg.chart circle.kept").count() == 4
+    assert watched.dialogs == [] and watched.errors == []
+
+
+def test_the_run_page_updates_live_when_a_turn_is_decided(
+    api: Api, browser: playwright_api.Browser, artifacts: Path
+) -> None:
+    run_id = seeded_run(api.store, _settings(api), "live", turns=5)
+    api.store.set_run_status(run_id, RunStatus.RUNNING)
+    watched = _open(browser, api, READER)
+    page = watched.page
+    page.goto(f"{api.url}/runs/{run_id}")
+    page.wait_for_selector("#live[data-following=yes]")
+    assert page.locator("table.turns tbody tr").count() == 5
+    page.evaluate("window.__sameDocument = true")
+    api.store.start_turn(run_id, 6, 1)
+    decision = TurnDecision(Outcome.REJECTED, Reason.NOT_IMPROVED, value=150.0, hypothesis="a sixth idea")
+    api.store.decide_turn(
+        run_id, 6, decision, champion=None, component_heads={}, event=(EventKind.REJECTED, {})
+    )
+    playwright_api.expect(page.locator("table.turns tbody tr")).to_have_count(6, timeout=20000)
+    assert page.evaluate("window.__sameDocument") is True  # no reload
+    assert "a sixth idea" in page.locator("table.turns").inner_text()
+    page.screenshot(path=str(artifacts / "run-live.png"), full_page=True)
+    assert watched.errors == []
+
+
+def test_an_action_works_with_the_write_token_and_is_absent_for_a_reader(
+    api: Api, browser: playwright_api.Browser, artifacts: Path
+) -> None:
+    seeded_run(api.store, _settings(api), "act", turns=3)
+    reader = _open(browser, api, READER).page
+    reader.goto(f"{api.url}/runs/act")
+    assert reader.locator("nav.actions").count() == 0
+    admin = _open(browser, api, ADMIN)
+    admin.page.goto(f"{api.url}/runs/act")
+    admin.page.click("text=Cancel this run")
+    admin.page.click("text=Confirm: cancel this run")
+    assert "cancelling" in admin.page.locator("main").inner_text()
+    assert api.control.calls == [("cancel", "act")]
+    assert admin.errors == []
+
+
+def test_the_run_page_fits_a_small_screen(api: Api, browser: playwright_api.Browser, artifacts: Path) -> None:
+    seeded_run(api.store, _settings(api), "small", turns=20)
+    watched = _open(browser, api, ADMIN, width=390)
+    page = watched.page
+    page.goto(f"{api.url}/runs/small")
+    page.screenshot(path=str(artifacts / "run-390.png"), full_page=True)
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    assert watched.errors == []
