@@ -13,6 +13,10 @@ echo "== bubblewrap"
 source scripts/testenv/bwrap.sh
 ensure_bwrap
 
+echo "== browser (chromium, axe-core)"
+source scripts/testenv/browser.sh
+ensure_browser
+
 echo "== PostgreSQL"
 source scripts/testenv/postgres.sh
 trap pg_throwaway_stop EXIT

@@ -30,6 +30,7 @@ pytestmark = pytest.mark.slow
 CHROMIUM = os.environ.get("CRUCIBLE_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
 REQUIRED = bool(os.environ.get("CI")) or os.environ.get("CRUCIBLE_BROWSER_REQUIRED") == "1"
 ARTIFACTS = os.environ.get("CRUCIBLE_TEST_ARTIFACTS")
+AXE = os.environ.get("CRUCIBLE_AXE")  # axe.min.js of npm's axe-core (scripts/testenv/axe.sh installs it)
 PROBE = '<script>alert(1)</script> javascript:alert(2) "><img src=x onerror=alert(3)>'
 
 
@@ -161,3 +162,29 @@ def test_the_run_page_fits_a_small_screen(api: Api, browser: playwright_api.Brow
     page.screenshot(path=str(artifacts / "run-390.png"), full_page=True)
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
     assert watched.errors == []
+
+
+def test_axe_finds_no_serious_violation_on_any_page(api: Api, browser: playwright_api.Browser) -> None:
+    if not AXE or not Path(AXE).is_file():
+        reason = "no axe-core (scripts/testenv/axe.sh installs it and sets CRUCIBLE_AXE)"
+        if REQUIRED:
+            pytest.fail(f"axe-core is required here but there is {reason}")
+        pytest.skip(reason)
+    seeded_run(api.store, _settings(api), "a11y", turns=8, text="<b>x</b>")
+    # The CSP forbids the injected (inline) script; this context alone bypasses it, for axe only.
+    context = browser.new_context(bypass_csp=True)
+    page = context.new_page()
+    found: dict[str, list[str]] = {}
+    for path in ["/login", "/", "/runs/a11y", "/runs/a11y/confirm/cancel"]:
+        if path == "/":
+            page.fill("#token", ADMIN)
+            page.click("button[type=submit]")
+            page.wait_for_url(f"{api.url}/")
+        else:
+            page.goto(f"{api.url}{path}")
+        page.add_script_tag(path=AXE)
+        result = page.evaluate("async () => (await axe.run()).violations")
+        serious = [f"{v['id']}: {v['help']}" for v in result if v["impact"] in ("serious", "critical")]
+        found[path] = serious
+    context.close()
+    assert found == {path: [] for path in found}
