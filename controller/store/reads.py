@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from controller.domain.enums import Outcome, RunStatus, TurnPhase
-from controller.store.models import DeliveryRow, PullRequestRow, RunRow, SampleRow, TurnRow
+from controller.store.models import DeliveryRow, EventRow, PullRequestRow, RunRow, SampleRow, TurnRow
 from controller.store.queries import get_run_row
 from controller.store.records import RunRecord, RunTally, SampleRecord, TurnRecord
 
@@ -62,6 +62,12 @@ class PagedReads:
             )
             for rid in ids
         }
+
+    def last_event_id(self, run_id: str) -> int:
+        """The id of the run's newest event (0: none): where a page rendered now should follow from."""
+        query = sa.select(sa.func.max(EventRow.id)).where(EventRow.run_id == run_id)
+        with self._session(read_only=True) as s:
+            return int(s.execute(query).scalar() or 0)
 
     def page_turns(
         self,

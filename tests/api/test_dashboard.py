@@ -154,18 +154,20 @@ def test_the_live_stream_and_fragment_follow_the_run(api: Api) -> None:
     with _login(api, READER) as client:
         before = client.get(f"/runs/{run_id}/fragment").text
         assert before.count("<tr class=") == 2
+        after = re.search(r'data-after="(\d+)"', client.get(f"/runs/{run_id}").text)
+        assert after is not None and int(after.group(1)) == api.store.list_events(run_id)[-1].id
         api.store.start_turn(run_id, 3, 0)
         decision = TurnDecision(Outcome.REJECTED, Reason.NOT_IMPROVED, value=120.0, hypothesis="a third idea")
         event = (EventKind.REJECTED, {"turn": 3})
         api.store.decide_turn(run_id, 3, decision, champion=None, component_heads={}, event=event)
         api.store.set_run_status(run_id, RunStatus.RUNNING)
         api.store.set_run_status(run_id, RunStatus.COMPLETED, stop_reason=StopReason.MAX_TURNS)
-        with client.stream("GET", f"/runs/{run_id}/live") as stream:
+        with client.stream("GET", f"/runs/{run_id}/live", params={"after": after.group(1)}) as stream:
             assert stream.headers["content-type"].startswith("text/event-stream")
             kinds = [line[7:] for line in stream.iter_lines() if line.startswith("event: ")]
-        assert kinds[-1] == "rejected"
-        after = client.get(f"/runs/{run_id}/fragment").text
-        assert after.count("<tr class=") == 3 and "a third idea" in after
+        assert kinds == ["rejected"]  # only what happened after the page was rendered
+        fragment = client.get(f"/runs/{run_id}/fragment").text
+        assert fragment.count("<tr class=") == 3 and "a third idea" in fragment
     with httpx.Client(base_url=api.url) as anonymous:
         assert anonymous.get(f"/runs/{run_id}/live").status_code == 401
         assert anonymous.get(f"/runs/{run_id}/fragment").status_code == 401

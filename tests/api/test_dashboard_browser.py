@@ -134,6 +134,7 @@ def test_the_run_page_updates_live_when_a_turn_is_decided(
     playwright_api.expect(page.locator("table.turns tbody tr")).to_have_count(6, timeout=20000)
     assert page.evaluate("window.__sameDocument") is True  # no reload
     assert "a sixth idea" in page.locator("table.turns").inner_text()
+    assert page.locator("#live-step").inner_text() == "last event: rejected"  # nothing older replayed
     page.screenshot(path=str(artifacts / "run-live.png"), full_page=True)
     assert watched.errors == []
 

@@ -94,11 +94,13 @@ class Dashboard:
         return self.render(name, session=session, csrf=csrf, **context)
 
     def run_context(self, run_id: str, *, with_diffs: bool) -> dict[str, Any]:
+        after = self.store.last_event_id(run_id)  # read first: an event in between is re-sent, not lost
         run = run_view(self.settings, self.store, run_id, with_diffs=with_diffs)
         record = self.store.get_run(run_id)
         return {
             "run": run,
             "record": record,
+            "after": after,
             "chart": chart_svg(run),
             "turns": model.turn_lines(run.turns, run.baseline.value),
             "change": model.change_pct(run.baseline.value, run.best.value if run.best else None),

@@ -20,9 +20,16 @@
     var runId = live.dataset.run;
     var step = document.getElementById("live-step");
     var pending = null;
-    var source = new EventSource("/runs/" + encodeURIComponent(runId) + "/live");
+    var url = "/runs/" + encodeURIComponent(runId) + "/live?after=" + encodeURIComponent(live.dataset.after || "0");
+    var source = new EventSource(url);  // only what happened after the page was rendered
     var handler = function (event) {
-      if (step) { step.textContent = "last event: " + event.type; }
+      if (step) {
+        var data = {};
+        try { data = JSON.parse(event.data); } catch (e) { data = {}; }
+        step.textContent = event.type === "turn_started" && data.turn
+          ? "turn " + data.turn + " is running (proposing, validating, measuring, deciding)"
+          : "last event: " + event.type + (data.turn ? " (turn " + data.turn + ")" : "");
+      }
       if (REFRESH.indexOf(event.type) >= 0 && pending === null) {
         pending = window.setTimeout(function () { pending = null; refresh(live, runId); }, 200);
       }
