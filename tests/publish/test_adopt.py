@@ -25,6 +25,7 @@ from controller.services.context import RunContext
 from controller.services.loop import run_loop
 from controller.services.publish import Publisher, branch_name
 from controller.services.recovery import resume
+from controller.services.schemas import dump
 from controller.services.views import run_view
 from tests.conftest import git, make_repo
 from tests.forgekit import (
@@ -140,7 +141,7 @@ def test_a_later_champion_is_built_on_the_collaborators_commit_and_pushed(team: 
     assert team.descends(branch, bobs), "pushed as a fast-forward: bob's commit is kept"
     assert team.branch_file(branch, "src/NOTE.md") == "a note from bob"
     assert team.branch_file(branch, "src/value.txt") == "43"
-    view = run_view(run.settings, run.store, run.run_id, with_diffs=False)
+    view = dump(run_view(run.settings, run.store, run.run_id, with_diffs=False))
     assert view["best"]["value"] == 83.0
     [pull] = view["pull_requests"]
     assert (pull["component"], pull["head_sha"], pull["published_value"], pull["note"]) == (
@@ -175,7 +176,7 @@ def test_a_conflict_with_the_collaborator_pushes_nothing_says_needs_merge_and_th
     result = run_loop(ctx)
 
     assert result.stop_reason == "max_turns", result.message
-    view = run_view(run.settings, run.store, run.run_id, with_diffs=False)
+    view = dump(run_view(run.settings, run.store, run.run_id, with_diffs=False))
     assert [t["outcome"] for t in view["turns"]] == ["accepted", "accepted", "accepted"]
     assert view["best"]["value"] == 81.0
     repo = team.github.get_repo("alice/alpha")
@@ -223,5 +224,5 @@ def test_a_resumed_run_keeps_building_on_the_adopted_lineage(team: Team) -> None
     assert [p.sha for p in head.parents] == [merged.sha], "turn 3 is a plain fast-forward on the merge"
     assert team.branch_file(branch, "src/NOTE.md") == "a note from bob"
     assert team.branch_file(branch, "src/value.txt") == "41"
-    [pull] = run_view(run.settings, run.store, run.run_id, with_diffs=False)["pull_requests"]
+    [pull] = dump(run_view(run.settings, run.store, run.run_id, with_diffs=False))["pull_requests"]
     assert (pull["head_sha"], pull["published_value"], pull["note"]) == (head.sha, 81.0, None)
