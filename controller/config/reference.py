@@ -24,6 +24,7 @@ from pydantic import BaseModel, BeforeValidator
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
+from controller.config.broker import whole_seconds_value
 from controller.config.reference_text import DOCS, EXAMPLE_INTRO, INTRO, SECTIONS
 from controller.config.spec import Spec
 from controller.config.template import render_template
@@ -109,6 +110,7 @@ def _validator(meta: list[Any]) -> Any:
 def _type_text(annotation: Any, meta: list[Any]) -> str:
     special = {
         duration_value: 'duration (`"90s"`, `"20m"`, `"4h"` or seconds)',
+        whole_seconds_value: 'duration (`"90s"`, `"20m"`, `"4h"` or seconds), rounded up to whole seconds',
         size_value: 'size (`"500MB"`, `"20GB"`, `"1GiB"` or bytes)',
         tolerance_value: 'tolerance (`"5%"` relative, or an absolute number)',
     }
@@ -125,6 +127,8 @@ def _type_text(annotation: Any, meta: list[Any]) -> str:
         return "array of " + (", ".join(words[:-1]) + " or " + words[-1] if len(words) > 1 else words[0])
     if get_origin(annotation) is tuple:
         return "array `[min, max, step]` of numbers"
+    if get_origin(annotation) is dict:
+        return "table of strings"
     names = {str: "string", int: "integer", float: "number", bool: "boolean"}
     if annotation in names:
         return names[annotation]
@@ -138,7 +142,9 @@ def _type_text(annotation: Any, meta: list[Any]) -> str:
 
 def _bounds_text(meta: list[Any]) -> str:
     words = []
-    show: Any = {duration_value: _seconds, size_value: _bytes}.get(_validator(meta), str)
+    show: Any = {duration_value: _seconds, whole_seconds_value: _seconds, size_value: _bytes}.get(
+        _validator(meta), str
+    )
     for item in meta:
         if isinstance(item, annotated_types.Ge):
             words.append(f"≥ {item.ge}")
@@ -168,6 +174,8 @@ def _toml(value: Any) -> str:
         return f"{value:g}" if not value.is_integer() else f"{value:.1f}"
     if isinstance(value, list):
         return "[" + ", ".join(_toml(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k} = {_toml(v)}" for k, v in value.items()) + "}"
     return str(value)
 
 
@@ -195,7 +203,7 @@ def _default_text(key: Key) -> str:
     if isinstance(value, BaseModel):
         return "all defaults"
     _, meta, _ = _parts(field.annotation, field.metadata)
-    if _validator(meta) is duration_value and isinstance(value, int | float):
+    if _validator(meta) in (duration_value, whole_seconds_value) and isinstance(value, int | float):
         return f"`{_seconds(float(value))}`"
     return f"`{_toml(value)}`"
 

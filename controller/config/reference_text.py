@@ -86,6 +86,22 @@ SECTIONS: dict[str, str] = {
         "Needed for `crucible loop --watch-feedback`: how review feedback on the published pull requests "
         "turns into refinement rounds. See [publishing and feedback](github.md)."
     ),
+    "broker": (
+        'Where rounds run. `kind = "local"` (the default) runs them on the controller\'s machine; '
+        '`kind = "kubernetes"` runs each round in a Job whose pod runs `crucible worker` (Pod Security '
+        '"restricted", no service-account token, the per-round token in a Secret owned by the Job). '
+        "Every key but `kind` and `parallel` describes that Job. `crucible loop --dry-run` prints the Job "
+        "it would create. See [Kubernetes](kubernetes.md)."
+    ),
+    "broker.resources": (
+        "Requests and limits of the loop pod's container, as Kubernetes quantities. A table without "
+        '`requests`/`limits` (`resources = { cpu = "2", memory = "4Gi" }`) sets both to the same values; '
+        "a request above its limit is an error."
+    ),
+    "broker.tolerations": (
+        "Tolerations of the loop pod, as Kubernetes spells them (`toleration_seconds` in snake case); "
+        'written inline: `tolerations = [{ key = "gpu", operator = "Exists", effect = "NoSchedule" }]`.'
+    ),
 }
 
 DOCS: dict[str, tuple[str, str]] = {
@@ -270,5 +286,52 @@ DOCS: dict[str, tuple[str, str]] = {
         'When someone else pushes to the PR branch: `"adopt"` builds on their head; `"pause"` stops '
         "touching the PR until `crucible runs resume-pr`.",
         '"pause"',
+    ),
+    "broker.kind": (
+        '`"local"` runs rounds in the controller\'s process; `"kubernetes"` runs each in a Job.',
+        '"kubernetes"',
+    ),
+    "broker.image": (
+        "The loop pod's image: crucible's image plus the project's toolchain and agent (`FROM` it). "
+        'Required with `kind = "kubernetes"`.',
+        '"ghcr.io/acme/router-loop:1"',
+    ),
+    "broker.namespace": ("The namespace the Jobs are created in.", '"crucible-loops"'),
+    "broker.node_selector": ("Node labels the loop pod must run on.", '{ "kubernetes.io/arch" = "amd64" }'),
+    "broker.agent_secret": (
+        "A Secret in `namespace` whose keys become the agent's environment, filtered by `agent.env_allow` "
+        "as locally. Unset: the agent gets no credentials.",
+        '"router-agent"',
+    ),
+    "broker.parallel": (
+        "Hypotheses tried at once per turn, each in its own pod (or process), each measured against the "
+        "champion; at most one is kept per turn.",
+        "4",
+    ),
+    "broker.deadline": (
+        "How long one round's pod may run (`activeDeadlineSeconds`); past it the round fails with "
+        "`deadline_exceeded`.",
+        '"6h"',
+    ),
+    "broker.ttl": (
+        "How long a finished Job (and its pod and Secret) is kept for inspection "
+        "(`ttlSecondsAfterFinished`); 0 deletes it at once.",
+        '"10m"',
+    ),
+    "broker.resources.requests": (
+        "What the scheduler reserves for the pod, resource name to quantity.",
+        '{ cpu = "500m", memory = "1Gi" }',
+    ),
+    "broker.resources.limits": (
+        "What the pod may use at most; past the memory limit it is OOM-killed and the round fails.",
+        '{ cpu = "2", memory = "4Gi" }',
+    ),
+    "broker.tolerations.key": ('The taint\'s key; unset only with `operator = "Exists"`.', '"gpu"'),
+    "broker.tolerations.operator": ("`Equal` matches `value`; `Exists` any value.", '"Exists"'),
+    "broker.tolerations.value": ("The taint's value (with `Equal`).", '"a100"'),
+    "broker.tolerations.effect": ("The taint effect tolerated; unset: every effect.", '"NoSchedule"'),
+    "broker.tolerations.toleration_seconds": (
+        'With `effect = "NoExecute"`: how long the pod stays after the taint appears.',
+        "300",
     ),
 }

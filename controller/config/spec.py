@@ -26,12 +26,13 @@ from pydantic import (
     AfterValidator,
     BaseModel,
     BeforeValidator,
-    ConfigDict,
     Field,
     ValidationError,
     model_validator,
 )
 
+from controller.config.broker import BrokerSpec
+from controller.config.model import _KeyedError, _Model
 from controller.config.units import Tolerance, duration_value, size_value, tolerance_value, toml_repr
 from controller.domain.enums import Direction
 from controller.domain.errors import NotFoundError, SpecError
@@ -56,18 +57,6 @@ MAX_WALL_CLOCK_S = 366 * DAY
 MAX_INTERVAL_S = DAY  # feedback.poll_interval and quiet_window
 MAX_KNOB_CANDIDATES = 10_000  # a range that expands to more is almost certainly a typo in its step
 KNOB_FILE_SUFFIXES = (".toml", ".yaml", ".yml", ".json")
-
-
-class _KeyedError(ValueError):
-    """A cross-field error raised by a model validator, for a key below that model (``("knob", 0, "key")``).
-
-    Pydantic places model-level errors at the model itself; the error converter appends ``path`` so the
-    user still sees the exact key.
-    """
-
-    def __init__(self, path: tuple[str | int, ...], message: str) -> None:
-        super().__init__(message)
-        self.path = path
 
 
 # ---------------------------------------------------------------------------------------------- field types
@@ -157,19 +146,6 @@ ForgeRepo = Annotated[str, _pattern(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+", 'of the 
 ComponentName = Annotated[str, _pattern(r"[A-Za-z0-9][A-Za-z0-9._-]*", "letters, digits, '.', '_', '-'")]
 KnobValue = Annotated[int | float | str | bool, BeforeValidator(_knob_scalar)]
 Number = int | float
-
-
-class _Model(BaseModel):
-    """Frozen, strict (``"5"`` is not an integer), finite, and no unknown keys anywhere."""
-
-    model_config = ConfigDict(
-        extra="forbid",
-        frozen=True,
-        strict=True,
-        allow_inf_nan=False,
-        validate_by_alias=True,
-        validate_by_name=True,
-    )
 
 
 # -------------------------------------------------------------------------------------------------- models
@@ -376,6 +352,7 @@ class Spec(_Model):
     publish: PublishSpec | None = None
     workspace: WorkspaceSpec = Field(default_factory=WorkspaceSpec)
     feedback: FeedbackSpec | None = None
+    broker: BrokerSpec = Field(default_factory=BrokerSpec)
     spec_dir: Path
 
     @model_validator(mode="after")
@@ -483,6 +460,8 @@ def _key(error: Mapping[str, Any]) -> str:
     loc = (*error["loc"], *(cause.path if isinstance(cause, _KeyedError) else ()))
     key = ""
     for part in loc:
+        if part == "[key]":  # pydantic's marker for a bad dict key; the key itself precedes it
+            continue
         key += f"[{part}]" if isinstance(part, int) else f".{part}" if key else str(part)
     return key
 

@@ -105,6 +105,19 @@ keep_ignored = [".venv", "target", "node_modules"]   # ignored caches kept acros
 #max_rounds = 5
 #trusted_bots = []               # bot logins allowed to steer, besides writers of the repo
 #on_foreign_push = "adopt"       # adopt (build later results on a person's push) | pause (stop writing)
+
+# Where rounds run: local processes (the default) or one Kubernetes Job per round:
+#[broker]
+#kind = "kubernetes"             # local | kubernetes
+#image = "ghcr.io/acme/{bare}-loop:1"   # crucible's image plus your toolchain and agent
+#namespace = "crucible-loops"
+#resources = {{ requests = {{ cpu = "1", memory = "2Gi" }}, limits = {{ cpu = "2", memory = "4Gi" }} }}
+#node_selector = {{}}
+#tolerations = []                # e.g. [{{ key = "gpu", operator = "Exists", effect = "NoSchedule" }}]
+#agent_secret = "loop-agent"     # a Secret whose keys become agent env, filtered by agent.env_allow
+#parallel = 1                    # hypotheses tried at once per turn, each in its own pod
+#deadline = "24h"                # the most one round's pod may run
+#ttl = "1h"                      # how long a finished Job is kept
 """
 
 

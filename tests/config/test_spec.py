@@ -98,6 +98,16 @@ quiet_window = "90s"             # lone comments are batched until this much qui
 max_rounds = 5
 trusted_bots = []                # bot logins allowed to steer, besides writers of the repo
 on_foreign_push = "adopt"        # adopt | pause (section 7)
+
+[broker]                         # where rounds run (section 8)
+kind = "local"                   # local (embedded default) | kubernetes
+image = "ghcr.io/acme/router-loop:1"   # kubernetes: crucible's image plus the project's toolchain and agent
+namespace = "crucible-loops"
+resources = { cpu = "2", memory = "4Gi" }
+node_selector = {}
+tolerations = []
+agent_secret = "router-agent"    # a Secret whose keys become agent env, filtered by agent.env_allow
+parallel = 1                     # hypotheses tried at once per turn, each in its own pod (section 5)
 """  # noqa: E501 - verbatim
 
 DELETE = object()
@@ -172,6 +182,12 @@ def test_the_design_example_parses(tmp_path: Path) -> None:
     assert spec.feedback.hold == Tolerance(0.01, relative=True)
     assert (spec.feedback.poll_interval, spec.feedback.quiet_window) == (30.0, 90.0)
     assert spec.spec_dir == tmp_path.resolve()
+    assert (spec.broker.kind, spec.broker.image, spec.broker.parallel) == (
+        "local",
+        "ghcr.io/acme/router-loop:1",
+        1,
+    )
+    assert spec.broker.resources.requests == spec.broker.resources.limits == {"cpu": "2", "memory": "4Gi"}
 
 
 def test_defaults_of_a_minimal_spec(tmp_path: Path) -> None:
