@@ -115,6 +115,26 @@ class KnobProposer:
                 return Proposal(knob, values[i], new, describe(knob, values[i], new))
         return None
 
+    def next_proposals(
+        self, current: Mapping[KnobId, Scalar], history: Sequence[tuple[Proposal, bool]], count: int
+    ) -> list[Proposal]:
+        """Up to ``count`` distinct changes for one turn's parallel hypotheses (index 0 first).
+
+        Each is what ``next_proposal`` would give if the ones before it had been measured and not
+        kept, so they are distinct states, the first equals the single proposal, and the walk stays a
+        pure function of the seed and the history (a resume proposes the same ones). Fewer than
+        ``count`` (possibly none) when the neighbourhood runs out.
+        """
+        walked = list(history)
+        found: list[Proposal] = []
+        while len(found) < count:
+            proposal = self.next_proposal(current, walked)
+            if proposal is None:
+                break
+            found.append(proposal)
+            walked.append((proposal, False))
+        return found
+
     def _current_values(self, current: Mapping[KnobId, Scalar]) -> list[Scalar]:
         missing = [knob.ident for knob in self._knobs if knob.ident not in current]
         if missing:

@@ -219,3 +219,29 @@ def test_apply_and_current_values_use_the_knob_files(tmp_path: Path) -> None:
     apply(proposal, tmp_path)
     assert read_knob(tmp_path / proposal.knob.file, proposal.knob.key) == proposal.new
     assert current_values(KNOBS, tmp_path) == {**START, proposal.knob.ident: proposal.new}
+
+
+# --- parallel hypotheses ------------------------------------------------------------------------------
+
+
+def test_parallel_proposals_are_distinct_and_the_first_is_the_single_proposal() -> None:
+    proposer = KnobProposer(KNOBS, seed=3)
+    single = proposer.next_proposal(START, [])
+    several = proposer.next_proposals(START, [], 4)
+    assert len(several) == 4 and several[0] == single
+    states = {(p.knob.ident, p.new) for p in several}
+    assert len(states) == 4
+    # Breadth first still: the first three touch three different knobs.
+    assert len({p.knob.ident for p in several[:3]}) == 3
+
+
+def test_parallel_proposals_replay_from_history_and_stop_at_exhaustion() -> None:
+    proposer = KnobProposer((POLICY,), seed=1)
+    start: dict[KnobId, Scalar] = {POLICY.ident: "lfu"}
+    first = proposer.next_proposals(start, [], 4)
+    assert [p.new for p in first] == [
+        p.new for p in KnobProposer((POLICY,), seed=1).next_proposals(start, [], 4)
+    ]
+    assert len(first) == 2  # lru and fifo are the only other values
+    history = [(p, False) for p in first]
+    assert proposer.next_proposals(start, history, 4) == []
