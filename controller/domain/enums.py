@@ -110,6 +110,8 @@ class Reason(StrEnum):
     TIMEOUT = "timeout"
     CANCELLED = "cancelled"
     NO_DIFF = "no_diff"
+    # Parallel hypotheses: it passed the keep rule, but another hypothesis of the same turn improved more.
+    SUPERSEDED = "superseded"
 
 
 OUTCOME_OF_REASON: dict[Reason, Outcome] = {
@@ -125,6 +127,7 @@ OUTCOME_OF_REASON: dict[Reason, Outcome] = {
     Reason.TIMEOUT: Outcome.FAILED,
     Reason.CANCELLED: Outcome.FAILED,
     Reason.NO_DIFF: Outcome.NO_CHANGE,
+    Reason.SUPERSEDED: Outcome.REJECTED,
 }
 
 # Turns that produced no valid measurement; they count towards max_consecutive_failures.

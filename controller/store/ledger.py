@@ -15,10 +15,12 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Protocol
 
-from controller.domain.enums import EventKind, RunStatus, StopReason
+from controller.domain.enums import EventKind, Reason, RunStatus, StopReason
 from controller.store.records import (
     ChampionUpdate,
     EventRecord,
+    HypothesisRecord,
+    HypothesisReport,
     RunRecord,
     Sample,
     SampleRecord,
@@ -95,8 +97,22 @@ class Ledger(Protocol):
         component_heads: Mapping[str, str],
         event: tuple[EventKind, Mapping[str, Any]],
         samples: Sequence[Sample] = (),
+        hypotheses: Mapping[int, tuple[Reason, str]] | None = None,
     ) -> TurnRecord:
-        """Decide a STARTED turn exactly once, with everything it changes, in one transaction."""
+        """Decide a STARTED turn exactly once, with everything it changes, in one transaction.
+
+        ``hypotheses`` (``broker.parallel > 1``): index -> (final reason, detail) of every reported
+        hypothesis; ConflictError unless it names exactly the reported ones."""
+        ...
+
+    def report_hypothesis(self, run_id: str, turn: int, report: HypothesisReport) -> HypothesisRecord:
+        """Record one of the parallel hypotheses of STARTED turn ``turn`` (each executor reports its
+        own; the controller decides the turn once all have reported). ConflictError for a decided turn
+        or an index reported already; a restarted turn (``start_turn``) forgets its hypotheses."""
+        ...
+
+    def list_hypotheses(self, run_id: str, turn: int | None = None) -> list[HypothesisRecord]:
+        """Reported hypotheses by turn, then index; empty for turns of a single hypothesis."""
         ...
 
     def append_event(self, run_id: str, kind: EventKind, payload: Mapping[str, Any]) -> EventRecord:

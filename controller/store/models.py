@@ -36,6 +36,7 @@ from controller.store.records import (
     FeedbackRecord,
     FeedbackSource,
     FeedbackVerdict,
+    HypothesisRecord,
     PullRecord,
     RunRecord,
     SampleRecord,
@@ -277,6 +278,65 @@ class SampleRow(Base):
             index=self.sample_index,
             values=dict(self.values),
             valid=self.valid,
+        )
+
+
+class HypothesisRow(Base):
+    """One parallel hypothesis of a turn (ADR-0016); the turn row holds the turn's decision."""
+
+    __tablename__ = "hypotheses"
+    __table_args__ = (
+        in_check("phase", TurnPhase),
+        in_check("outcome", Outcome),
+        in_check("reason", Reason),
+        sa.ForeignKeyConstraint(["run_id", "turn"], ["turns.run_id", "turns.number"], ondelete="CASCADE"),
+    )
+
+    run_id: Mapped[str] = mapped_column(sa.String(64), primary_key=True)
+    turn: Mapped[int] = mapped_column(sa.Integer, primary_key=True)
+    idx: Mapped[int] = mapped_column(sa.Integer, primary_key=True)
+    phase: Mapped[str] = mapped_column(sa.String(16))
+    outcome: Mapped[str] = mapped_column(sa.String(16))
+    reason: Mapped[str] = mapped_column(sa.String(32))
+    value: Mapped[float | None] = mapped_column(sa.Double)
+    reference_value: Mapped[float | None] = mapped_column(sa.Double)
+    delta: Mapped[float | None] = mapped_column(sa.Double)
+    p_value: Mapped[float | None] = mapped_column(sa.Double)
+    hypothesis: Mapped[str | None] = mapped_column(sa.Text)
+    proposal: Mapped[dict[str, Any] | None] = mapped_column(sa.JSON)
+    changed_paths: Mapped[list[str]] = mapped_column(sa.JSON)
+    commits: Mapped[dict[str, str]] = mapped_column(sa.JSON)
+    samples: Mapped[list[Any]] = mapped_column(sa.JSON)
+    cost_usd: Mapped[float] = mapped_column(sa.Double)
+    tokens: Mapped[int] = mapped_column(sa.BigInteger)
+    duration_s: Mapped[float] = mapped_column(sa.Double)
+    detail: Mapped[str] = mapped_column(sa.Text)
+    reported_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+    def to_record(self) -> HypothesisRecord:
+        return HypothesisRecord(
+            run_id=self.run_id,
+            turn=self.turn,
+            index=self.idx,
+            phase=TurnPhase(self.phase),
+            outcome=Outcome(self.outcome),
+            reason=Reason(self.reason),
+            value=self.value,
+            reference_value=self.reference_value,
+            delta=self.delta,
+            p_value=self.p_value,
+            hypothesis=self.hypothesis,
+            proposal=None if self.proposal is None else dict(self.proposal),
+            changed_paths=tuple(self.changed_paths),
+            commits=dict(self.commits),
+            samples=tuple(
+                (SampleArm(arm), int(index), dict(values), bool(valid))
+                for arm, index, values, valid in self.samples
+            ),
+            cost_usd=self.cost_usd,
+            tokens=self.tokens,
+            duration_s=self.duration_s,
+            detail=self.detail,
         )
 
 

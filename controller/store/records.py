@@ -145,6 +145,68 @@ class TurnRecord:
 
 
 @dataclass(frozen=True)
+class HypothesisReport:
+    """One parallel hypothesis of a turn (``broker.parallel > 1``) as its executor reports it, before
+    the controller decides the turn (ADR-0016). Everything the choice among the turn's hypotheses needs
+    is here, so the controller can decide from the stored reports alone (N pods report on their own).
+
+    reason: its verdict on its own at the plain level (IMPROVED: it would be kept alone), or why it
+    never reached one (AGENT_FAILED, NO_DIFF, ...). value / reference_value: the candidate's and the
+    champion's medians; delta: the improvement in the metric's good direction. commits: component ->
+    the commit holding the hypothesis (only for one that could be kept). proposal: the knobs
+    proposer's change, for replaying the walk.
+    """
+
+    index: int
+    reason: Reason
+    value: float | None = None
+    reference_value: float | None = None
+    delta: float | None = None
+    p_value: float | None = None
+    hypothesis: str | None = None
+    proposal: Mapping[str, Any] | None = None
+    changed_paths: tuple[str, ...] = ()
+    commits: Mapping[str, str] = field(default_factory=dict)
+    samples: tuple[Sample, ...] = ()
+    cost_usd: float = 0.0
+    tokens: int = 0
+    duration_s: float = 0.0
+    detail: str = ""
+
+    def __post_init__(self) -> None:
+        if self.index < 0:
+            raise ValueError(f"index: must be >= 0, got {self.index}")
+        if self.reason is Reason.SUPERSEDED:
+            raise ValueError("reason: superseded is decided with the turn, not reported")
+
+
+@dataclass(frozen=True)
+class HypothesisRecord:
+    """A parallel hypothesis as stored. While the turn is STARTED, ``reason`` is the reported one;
+    once it is DECIDED, the final one (``superseded``, ``not_significant`` after the correction, ...)."""
+
+    run_id: str
+    turn: int
+    index: int
+    phase: TurnPhase
+    outcome: Outcome
+    reason: Reason
+    value: float | None
+    reference_value: float | None
+    delta: float | None
+    p_value: float | None
+    hypothesis: str | None
+    proposal: Mapping[str, Any] | None
+    changed_paths: tuple[str, ...]
+    commits: Mapping[str, str]
+    samples: tuple[Sample, ...]
+    cost_usd: float
+    tokens: int
+    duration_s: float
+    detail: str
+
+
+@dataclass(frozen=True)
 class SampleRecord:
     """One raw measurement. turn 0 is the baseline; an invalid sample has empty ``values``."""
 

@@ -21,6 +21,7 @@ from controller.domain.enums import (
     FINISHED_STATUSES,
     Direction,
     EventKind,
+    Reason,
     RunPhase,
     RunStatus,
     StopReason,
@@ -33,6 +34,7 @@ from controller.domain.errors import (
     ConflictError,
     NotFoundError,
 )
+from controller.store import hypotheses as hypothesis_rows
 from controller.store import migrate
 from controller.store.errors import translate_errors
 from controller.store.leases import Leases
@@ -66,6 +68,8 @@ from controller.store.records import (
     ChampionUpdate,
     ComponentRecord,
     EventRecord,
+    HypothesisRecord,
+    HypothesisReport,
     NewRun,
     RunRecord,
     Sample,
@@ -339,6 +343,7 @@ class Store(PullsAndFeedback, ProcessGroups, Leases, PagedReads):
                 if row.round != round:
                     raise ConflictError(f"turn {number} of run {run_id} was started in round {row.round}")
                 delete_samples(s, run_id, number)
+                hypothesis_rows.delete(s, run_id, number)
             if event is not None:
                 append_event_row(s, run_id, event[0], event[1], self._now())
             return row.to_record()
@@ -353,6 +358,7 @@ class Store(PullsAndFeedback, ProcessGroups, Leases, PagedReads):
         component_heads: Mapping[str, str],
         event: tuple[EventKind, Mapping[str, Any]],
         samples: Sequence[Sample] = (),
+        hypotheses: Mapping[int, tuple[Reason, str]] | None = None,
     ) -> TurnRecord:
         """Decide a STARTED turn, exactly once, in one transaction.
 
@@ -360,7 +366,9 @@ class Store(PullsAndFeedback, ProcessGroups, Leases, PagedReads):
         the turn's cost and tokens added to the run, the turn's raw ``samples`` (as
         ``add_samples`` would, saving a transaction per turn), and appends ``event``. A second decide, even
         from a racing controller, raises ConflictError and changes nothing. NotFoundError if the
-        run, the turn or a component in ``component_heads`` does not exist.
+        run, the turn or a component in ``component_heads`` does not exist. ``hypotheses`` (parallel
+        turns): the final reason and detail of every reported hypothesis, ConflictError unless it names
+        exactly the reported ones.
         """
         require_finite("value", decision.value)
         require_finite("p_value", decision.p_value)
@@ -391,6 +399,8 @@ class Store(PullsAndFeedback, ProcessGroups, Leases, PagedReads):
             for name, sha in component_heads.items():
                 get_component_row(s, run_id, name).head_sha = sha
             s.add_all(sample_rows)
+            if hypotheses is not None:
+                hypothesis_rows.finalise(s, run_id, number, hypotheses)
             append_event_row(s, run_id, event[0], event[1], now)
             s.flush()
             return get_turn_row(s, run_id, number, fresh=True).to_record()
@@ -447,6 +457,24 @@ class Store(PullsAndFeedback, ProcessGroups, Leases, PagedReads):
         with self._session(read_only=True) as s:
             run = get_run_row(s, run_id).to_record()
             return TurnSnapshot(run, count_turns(s, run_id), tuple(list_turn_records(s, run_id, last)))
+
+    # -- parallel hypotheses (ADR-0016) --------------------------------------------------------
+
+    def report_hypothesis(self, run_id: str, turn: int, report: HypothesisReport) -> HypothesisRecord:
+        """Store one parallel hypothesis of a STARTED turn, before the turn is decided.
+
+        ConflictError if the turn is decided or the index is reported already; NotFoundError for a
+        turn never started; ValueError for non-finite numbers or bad samples (nothing written).
+        """
+        with self._session() as s:
+            lock_run(s, run_id)
+            return hypothesis_rows.report(s, run_id, turn, report, self._now())
+
+    def list_hypotheses(self, run_id: str, turn: int | None = None) -> list[HypothesisRecord]:
+        """The hypotheses of one turn, or of every turn, by turn and index (empty for N = 1)."""
+        with self._session(read_only=True) as s:
+            get_run_row(s, run_id)
+            return hypothesis_rows.listed(s, run_id, turn)
 
     # -- samples ------------------------------------------------------------------------------
 

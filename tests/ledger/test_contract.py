@@ -6,6 +6,7 @@ the controller over HTTP is held to exactly what the SQL store promises the turn
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import threading
 
@@ -13,7 +14,7 @@ import pytest
 
 from controller.domain.enums import EventKind, Outcome, Reason, RunStatus, SampleArm, StopReason, TurnPhase
 from controller.domain.errors import ConflictError, NotFoundError
-from controller.store import ChampionUpdate, TurnDecision
+from controller.store import ChampionUpdate, HypothesisReport, TurnDecision
 from tests.ledger.conftest import LedgerHarness
 
 KEEP = TurnDecision(
@@ -273,3 +274,93 @@ def test_two_writers_racing_to_decide_one_turn_one_wins(harness: LedgerHarness) 
     assert sorted(outcomes) == ["conflict", "won"]
     assert ledger.get_run(run_id).cost_usd == 0.5
     assert [e.kind for e in ledger.list_events(run_id)] == [EventKind.ACCEPTED]
+
+
+# -- parallel hypotheses (ADR-0016) ---------------------------------------------------------------
+
+
+def _report(index: int, reason: Reason, delta: float | None = None) -> HypothesisReport:
+    return HypothesisReport(
+        index=index,
+        reason=reason,
+        value=None if delta is None else 100.0 - delta,
+        reference_value=None if delta is None else 100.0,
+        delta=delta,
+        p_value=None if delta is None else 0.001,
+        hypothesis=f"idea {index}",
+        proposal={"file": "k.toml", "key": "a", "old": 1, "new": index},
+        changed_paths=("src/a.py",),
+        commits={"app": "c" * 40} if reason is Reason.IMPROVED else {},
+        samples=tuple(_samples(SampleArm.CANDIDATE, 90.0 + index, 91.0)),
+        cost_usd=0.1,
+        tokens=3,
+        detail="own verdict",
+    )
+
+
+def test_hypotheses_are_reported_one_by_one_and_finalised_with_the_decision(harness: LedgerHarness) -> None:
+    run_id = harness.seed_run()
+    ledger = harness.ledger
+    ledger.start_turn(run_id, 1, 0)
+    ledger.report_hypothesis(run_id, 1, _report(1, Reason.IMPROVED, 4.0))
+    first = ledger.report_hypothesis(run_id, 1, _report(0, Reason.IMPROVED, 9.0))
+    assert (first.phase, first.reason, first.outcome) == (
+        TurnPhase.STARTED,
+        Reason.IMPROVED,
+        Outcome.ACCEPTED,
+    )
+    assert first.samples[0] == (SampleArm.CANDIDATE, 0, {"p50_ms": 90.0}, True)
+    assert first.proposal == {"file": "k.toml", "key": "a", "old": 1, "new": 0}
+    with pytest.raises(ConflictError, match="already reported"):
+        ledger.report_hypothesis(run_id, 1, _report(0, Reason.NOT_IMPROVED))
+    with pytest.raises(ConflictError, match="hypotheses"):
+        ledger.decide_turn(
+            run_id,
+            1,
+            FAIL,
+            champion=None,
+            component_heads={},
+            event=(EventKind.FAILED, {}),
+            hypotheses={0: (Reason.IMPROVED, "x")},
+        )
+    final = {0: (Reason.IMPROVED, "best of 2"), 1: (Reason.SUPERSEDED, "superseded by 0")}
+    ledger.decide_turn(
+        run_id,
+        1,
+        KEEP,
+        champion=ChampionUpdate(value=91.0, turn=1),
+        component_heads={"app": "c" * 40},
+        event=(EventKind.ACCEPTED, {"turn": 1}),
+        hypotheses=final,
+    )
+    rows = ledger.list_hypotheses(run_id, 1)
+    assert [(h.index, h.phase, h.reason, h.outcome, h.detail) for h in rows] == [
+        (0, TurnPhase.DECIDED, Reason.IMPROVED, Outcome.ACCEPTED, "best of 2"),
+        (1, TurnPhase.DECIDED, Reason.SUPERSEDED, Outcome.REJECTED, "superseded by 0"),
+    ]
+    assert ledger.list_hypotheses(run_id) == rows
+    with pytest.raises(ConflictError, match="decided"):
+        ledger.report_hypothesis(run_id, 1, _report(2, Reason.NO_DIFF))
+
+
+def test_a_restarted_turn_forgets_its_reported_hypotheses(harness: LedgerHarness) -> None:
+    run_id = harness.seed_run()
+    harness.ledger.start_turn(run_id, 1, 0)
+    harness.ledger.report_hypothesis(run_id, 1, _report(0, Reason.AGENT_FAILED))
+    harness.ledger.start_turn(run_id, 1, 0)
+    assert harness.ledger.list_hypotheses(run_id, 1) == []
+
+
+def test_a_hypothesis_report_is_checked_before_anything_is_written(harness: LedgerHarness) -> None:
+    run_id = harness.seed_run()
+    with pytest.raises(NotFoundError):
+        harness.ledger.report_hypothesis(run_id, 3, _report(0, Reason.NO_DIFF))
+    harness.ledger.start_turn(run_id, 1, 0)
+    bad = dataclasses.replace(_report(0, Reason.IMPROVED, 1.0), p_value=math.nan)
+    with pytest.raises(ValueError, match="p_value"):
+        harness.ledger.report_hypothesis(run_id, 1, bad)
+    with pytest.raises(ValueError, match="superseded"):
+        _report(0, Reason.SUPERSEDED)
+    with pytest.raises(NotFoundError):
+        harness.ledger.list_hypotheses("nope")
+    assert harness.ledger.list_hypotheses(run_id) == []

@@ -166,3 +166,19 @@ def test_the_revision_graph_read_without_alembic_is_alembics() -> None:
     scripts = ScriptDirectory.from_config(migrate._config())
     assert migrate.revision_graph() == {s.revision: s.down_revision for s in scripts.walk_revisions()}
     assert migrate.head_revision() == scripts.get_current_head()
+
+
+def test_0012_adds_the_hypotheses_table_and_downgrades_cleanly(database_url: str) -> None:
+    with Store.open(database_url, upgrade=True):
+        pass
+    engine = migrate.make_engine(database_url)
+    try:
+        with engine.begin() as conn:
+            command.downgrade(migrate._config(conn), "0009")
+        with engine.connect() as conn:
+            assert "hypotheses" not in sa.inspect(conn).get_table_names()
+    finally:
+        engine.dispose()
+    with Store.open(database_url, upgrade=True) as store:
+        assert store.current_revision() == migrate.head_revision()
+    assert migrate.schema_drift(database_url) == []
