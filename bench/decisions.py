@@ -13,7 +13,17 @@ The real-run part (``--real``) drives ``crucible loop`` on a small noisy fixture
 values are do-nothing changes or true improvements) with ``sequential = true`` and ``false``, and checks
 that the simulated figures hold end to end.
 
+With ``--parallel N`` it also simulates parallel hypotheses (``broker.parallel``, ADR-0016): N
+candidates per turn, each decided by the fixed rule against the champion, at most one kept through
+``stats.holm.choose`` (the very function the loop calls). Printed: the rate of turns that keep a
+do-nothing change when all N are do-nothing changes (target <= 5%), the power for a true 3%
+improvement among N - 1 do-nothing changes, and the wall time per kept true improvement on the
+noisefix-like mix (80% do-nothing changes, 20% true 3% improvements, each hypothesis drawn on its own)
+with N hypotheses against one (the sequential rule, the default) in the same run, as a ratio: once with
+the N measured at the same time (pods on Kubernetes) and once one after another (the local broker).
+
     python bench/decisions.py                 # the simulation, ~1 minute
+    python bench/decisions.py --parallel 4    # plus parallel hypotheses at N = 4
     python bench/decisions.py --real 20       # plus two real runs of 20 turns each
 """
 
@@ -30,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from controller.domain.enums import Direction
 from controller.stats import Arm, KeepRule, decide_keep, interleaved_order
+from controller.stats.holm import Contender, choose
 from controller.stats.sequential import LookAction, design_for, look
 
 
@@ -131,6 +142,84 @@ def run_simulation(
     return rows
 
 
+NOISEFIX_MIX = {"do-nothing": 0.8, "3% better": 0.2}
+BY_NAME = {s.name: s for s in SCENARIOS}
+
+
+def parallel_turn(
+    rule: KeepRule, scenarios: list[Scenario], samples: int, rng: random.Random, noise: float
+) -> int | None:
+    """One turn of N parallel hypotheses (one scenario each), decided as the loop decides: the fixed
+    rule per hypothesis, then Holm over N. The kept index or None."""
+    contenders = []
+    for i, sc in enumerate(scenarios):
+        champion, candidate = simulate(sc, samples, rng, noise)
+        contenders.append(Contender(i, decide_keep(rule, Arm(tuple(candidate)), Arm(tuple(champion)))))
+    return choose(contenders, 1 - rule.confidence, len(scenarios)).kept
+
+
+def _draw(rng: random.Random, mix: dict[str, float]) -> Scenario:
+    names = list(mix)
+    return BY_NAME[rng.choices(names, weights=[mix[n] for n in names])[0]]
+
+
+def run_parallel(
+    decisions: int, samples: int, min_samples: int, noise: float, seed: int, n: int, agent_cost: float
+) -> dict[str, float]:
+    """The figures of parallel hypotheses at ``n``; ``agent_cost`` is one agent proposal's time in
+    units of one metric sample."""
+    rule = KeepRule(direction=Direction.MINIMIZE, confidence=0.95)
+    rng = random.Random(seed + n)
+    out: dict[str, float] = {}
+    print(f"\nparallel hypotheses: N = {n}, fixed rule per hypothesis, Holm over N, {decisions} turns each")
+    for name in ("do-nothing", "do-nothing, drift 0.1%", "do-nothing, heavy tails"):
+        kept = sum(
+            parallel_turn(rule, [BY_NAME[name]] * n, samples, rng, noise) is not None
+            for _ in range(decisions)
+        )
+        out[f"false keeps, {name}"] = kept / decisions
+        print(f"  turns keeping a do-nothing change, all {n} {name}: {kept / decisions:.3f} (target <= 0.05)")
+    one_good = [BY_NAME["3% better"]] + [BY_NAME["do-nothing"]] * (n - 1)
+    power = sum(parallel_turn(rule, one_good, samples, rng, noise) == 0 for _ in range(decisions)) / decisions
+    out["power"] = power
+    print(f"  a true 3% improvement among {n - 1} do-nothing changes kept: {power:.3f}")
+    # Wall time per kept true improvement on the noisefix-like mix, N against 1 in the same run.
+    design = design_for(min_samples, samples, rule.confidence)
+    single_time = single_kept = 0.0
+    for _ in range(decisions):
+        sc = _draw(rng, NOISEFIX_MIX)
+        champion, candidate = simulate(sc, samples, rng, noise)
+        for pairs in range(design.min_pairs, samples + 1):
+            result = look(rule, design, Arm(tuple(candidate[:pairs])), Arm(tuple(champion[:pairs])))
+            if result.action is not LookAction.CONTINUE:
+                break
+        single_time += agent_cost + 2 * pairs
+        single_kept += result.action is LookAction.KEEP and sc.effect > 0
+    turn_time = agent_cost + 2 * samples
+    many_kept = 0.0
+    for _ in range(decisions):
+        scenarios = [_draw(rng, NOISEFIX_MIX) for _ in range(n)]
+        kept = parallel_turn(rule, scenarios, samples, rng, noise)
+        many_kept += kept is not None and scenarios[kept].effect > 0
+    per_single = single_time / max(single_kept, 1)
+    per_pods = decisions * turn_time / max(many_kept, 1)
+    per_local = decisions * n * turn_time / max(many_kept, 1)
+    out.update(
+        single=per_single,
+        pods=per_pods,
+        local=per_local,
+        pods_ratio=per_pods / per_single,
+        local_ratio=per_local / per_single,
+    )
+    print(
+        f"  wall time per kept true improvement (noisefix-like mix, in metric samples, agent {agent_cost:g}):"
+        f" parallel = 1 (sequential rule) {per_single:.1f}; parallel = {n} in pods at once {per_pods:.1f}"
+        f" = ratio {per_pods / per_single:.2f}; one after another (local broker) {per_local:.1f}"
+        f" = ratio {per_local / per_single:.2f}"
+    )
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -141,8 +230,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--noise", type=float, default=0.02)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--real", type=int, default=0, help="turns of each real run (0: skip)")
+    parser.add_argument(
+        "--parallel", type=int, default=0, help="also simulate N parallel hypotheses (0: skip)"
+    )
+    parser.add_argument(
+        "--agent-cost", type=float, default=4.0, help="an agent's proposal, in metric samples"
+    )
     args = parser.parse_args(argv)
     run_simulation(args.decisions, args.samples, args.min_samples, args.noise, args.seed)
+    if args.parallel:
+        run_parallel(
+            args.decisions,
+            args.samples,
+            args.min_samples,
+            args.noise,
+            args.seed,
+            args.parallel,
+            args.agent_cost,
+        )
     if args.real:
         from bench.decisions_real import run_real
 

@@ -30,3 +30,15 @@ def test_the_simulation_decides_every_scenario_with_both_rules(
     assert rows["3% worse"]["seq"] == 0.0 and rows["5% better"]["fixed"] > 0.5
     out = capsys.readouterr().out
     assert "ratio" in out and "false keeps" in out
+
+
+def test_the_parallel_simulation_reports_rates_and_both_time_ratios(
+    bench: ModuleType, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = bench.run_parallel(decisions=30, samples=8, min_samples=3, noise=0.02, seed=1, n=3, agent_cost=4.0)
+    for key in ("false keeps, do-nothing", "false keeps, do-nothing, drift 0.1%", "power"):
+        assert 0.0 <= out[key] <= 1.0
+    # Three hypotheses one after another take three times the pods' wall time for the same keeps.
+    assert out["local"] == pytest.approx(3 * out["pods"])
+    assert out["pods_ratio"] > 0 and out["local_ratio"] == pytest.approx(3 * out["pods_ratio"])
+    assert "parallel = 3 in pods at once" in capsys.readouterr().out
