@@ -156,9 +156,9 @@ class BrokerSpec(_Model):
 
     kind: Literal["local", "kubernetes"] = "local"
     image: Annotated[str, _matches(re.compile(r"\S+"), "an image reference without spaces")] | None = None
-    namespace: Annotated[str, _matches(_DNS_LABEL, "a namespace name (lower-case letters, digits, '-')")] = (
-        "crucible-loops"
-    )
+    namespace: (
+        Annotated[str, _matches(_DNS_LABEL, "a namespace name (lower-case letters, digits, '-')")] | None
+    ) = None
     resources: ResourcesSpec = Field(default_factory=ResourcesSpec)
     node_selector: dict[LabelKey, LabelValue] = Field(default_factory=dict)
     tolerations: list[TolerationSpec] = Field(default_factory=list)

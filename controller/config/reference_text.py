@@ -296,7 +296,11 @@ DOCS: dict[str, tuple[str, str]] = {
         'Required with `kind = "kubernetes"`.',
         '"ghcr.io/acme/router-loop:1"',
     ),
-    "broker.namespace": ("The namespace the Jobs are created in.", '"crucible-loops"'),
+    "broker.namespace": (
+        "The namespace the Jobs are created in. Unset: the controller's own (in a cluster, the one its "
+        "ServiceAccount is in, where `deploy/`'s Role lets it create Jobs; else the kubeconfig context's).",
+        '"crucible-loops"',
+    ),
     "broker.node_selector": ("Node labels the loop pod must run on.", '{ "kubernetes.io/arch" = "amd64" }'),
     "broker.agent_secret": (
         "A Secret in `namespace` whose keys become the agent's environment, filtered by `agent.env_allow` "

@@ -110,7 +110,7 @@ keep_ignored = [".venv", "target", "node_modules"]   # ignored caches kept acros
 #[broker]
 #kind = "kubernetes"             # local | kubernetes
 #image = "ghcr.io/acme/{bare}-loop:1"   # crucible's image plus your toolchain and agent
-#namespace = "crucible-loops"
+#namespace = "crucible"           # default: the controller's own namespace
 #resources = {{ requests = {{ cpu = "1", memory = "2Gi" }}, limits = {{ cpu = "2", memory = "4Gi" }} }}
 #node_selector = {{}}
 #tolerations = []                # e.g. [{{ key = "gpu", operator = "Exists", effect = "NoSchedule" }}]

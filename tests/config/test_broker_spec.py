@@ -39,7 +39,7 @@ def error(tmp_path: Path, **broker: Any) -> SpecError:
 def test_without_the_table_rounds_run_locally_one_hypothesis_at_a_time(tmp_path: Path) -> None:
     broker = parse(tmp_path).broker
     assert (broker.kind, broker.parallel, broker.image, broker.agent_secret) == ("local", 1, None, None)
-    assert (broker.namespace, broker.deadline, broker.ttl) == ("crucible-loops", 86400, 3600)
+    assert (broker.namespace, broker.deadline, broker.ttl) == (None, 86400, 3600)
     assert broker.resources.requests == {"cpu": "1", "memory": "2Gi"}
     assert broker.resources.limits == {"cpu": "2", "memory": "4Gi"}
     assert (broker.node_selector, broker.tolerations) == ({}, [])
