@@ -179,7 +179,9 @@ class ProcessNode:
         pod_dir = self.workdir / key[0] / key[1]
         volumes = _empty_dirs(pod, pod_dir)
         container = pod.spec.containers[0]
-        env = self.environment(pod, container, pod_dir, volumes)
+        env = self.wait_for_config(pod, container, pod_dir, volumes)
+        if env is None:
+            return  # deleted while it waited
         argv = [
             _remap(_expand(a, env), volumes)
             for a in [*(container.command or [self.entrypoint]), *(container.args or [])]
@@ -238,6 +240,25 @@ class ProcessNode:
             self.report(pod, "Succeeded", _terminated(0, "Completed", started), started)
         else:
             self.report(pod, "Failed", _terminated(exit_code, "Error", started), started)
+
+    def wait_for_config(
+        self, pod: Any, container: Any, pod_dir: Path, volumes: dict[str, Path]
+    ) -> dict[str, str] | None:
+        """The pod's environment once every Secret and ConfigMap it needs exists; a kubelet keeps the pod
+        Pending (``CreateContainerConfigError``) and retries meanwhile. None when the pod is deleted first."""
+        reported = False
+        while pod.metadata.uid not in self.deleted:
+            try:
+                return self.environment(pod, container, pod_dir, volumes)
+            except client.ApiException as exc:
+                if exc.status != 404:
+                    raise
+                if not reported:
+                    waiting = {"reason": "CreateContainerConfigError", "message": f"not found: {exc.reason}"}
+                    self.report(pod, "Pending", {"waiting": waiting})
+                    reported = True
+                time.sleep(0.2)
+        return None
 
     def environment(
         self, pod: Any, container: Any, pod_dir: Path, volumes: dict[str, Path]

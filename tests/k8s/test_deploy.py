@@ -186,6 +186,7 @@ ALLOWED = [
     *[(verb, "jobs.batch") for verb in ("create", "get", "list", "watch", "delete")],
     *[(verb, "pods") for verb in ("get", "list", "watch", "delete")],
     ("get", "pods/log"),
+    ("create", "secrets"),  # the round's worker token, owned by its Job; never read back
 ]
 DENIED = [
     ("update", "jobs.batch"),
@@ -197,6 +198,8 @@ DENIED = [
     ("create", "pods/eviction"),
     ("get", "secrets"),
     ("list", "secrets"),
+    ("watch", "secrets"),
+    ("delete", "secrets"),
     ("get", "configmaps"),
     ("create", "deployments.apps"),
     ("create", "cronjobs.batch"),
@@ -229,9 +232,11 @@ def test_controller_role_allows_what_the_broker_does_and_nothing_more(
     # the full list the API server computes for the account holds nothing beyond the broker's needs
     listed = control_plane.run_kubectl("auth", "can-i", "--list", "-n", ns, "--as", who).stdout
     verbs = {line.split()[0]: line[line.rindex("[") :] for line in listed.splitlines()[1:] if line.strip()}
-    ours = {resource: v for resource, v in verbs.items() if resource in ("jobs.batch", "pods", "pods/log")}
+    kinds = ("jobs.batch", "pods", "pods/log", "secrets")
+    ours = {resource: v for resource, v in verbs.items() if resource in kinds}
     assert ours == {
         "jobs.batch": "[create get list watch delete]",
         "pods": "[get list watch delete]",
         "pods/log": "[get]",
+        "secrets": "[create]",
     }

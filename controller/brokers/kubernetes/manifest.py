@@ -1,0 +1,194 @@
+"""The Job (and the Secret holding its token) that runs one round in a loop pod, as plain JSON.
+
+Kept apart from the client code so that ``crucible loop --dry-run`` can print exactly what the broker
+would create without importing the ``kubernetes`` package, and so that the manifest is one pure function
+of the round, the spec's ``[broker]`` table and the worker's environment that tests can read.
+
+Naming is deterministic (ADR-0015): the Job of a round is ``crucible-<run>-<round>``, so a restarted
+controller relaunching the same round finds the Job instead of creating a second one. Labels carry the
+run and round for reconciliation by selector; annotations carry the exact run id (label values are
+limited to 63 characters) and a digest of the RoundJob, so a relaunch with a different job is told apart.
+
+The pod satisfies Pod Security "restricted": non-root, no privilege escalation, all capabilities dropped,
+seccomp RuntimeDefault, a read-only root filesystem with ``emptyDir`` volumes for the workspace and
+``/tmp``, and no service-account token. The per-round worker token is never in the pod spec in clear: it
+is in a Secret owned by the Job (deleted with it) and referenced by ``secretKeyRef``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from controller.config.broker import BrokerSpec
+from controller.domain.jobs import RoundJob
+
+TOKEN_VARIABLE = "CRUCIBLE_WORKER_TOKEN"
+TOKEN_KEY = "token"
+WORKDIR = "/workspace"
+TMPDIR = "/tmp"
+USER_ID = 10001  # the image's non-root user (Dockerfile)
+CONTAINER = "worker"
+DEFAULT_COMMAND = ("crucible", "worker")
+
+LABEL_RUN = "crucible.dev/run"
+LABEL_ROUND = "crucible.dev/round"
+ANNOTATION_RUN = "crucible.dev/run-id"
+ANNOTATION_JOB = "crucible.dev/round-job-sha256"
+COMMON_LABELS = {
+    "app.kubernetes.io/name": "crucible",
+    "app.kubernetes.io/component": "loop",  # deploy/'s NetworkPolicy selects loop pods by it
+    "app.kubernetes.io/managed-by": "crucible",
+}
+MAX_NAME = 63  # a Job's name becomes its pods' job-name label, a label value
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"-+", "-", re.sub(r"[^a-z0-9-]", "-", text.lower())).strip("-") or "x"
+
+
+def job_name(run_id: str, round: int) -> str:
+    """``crucible-<run>-<round>``: a DNS label, the same for the same round in any process. A run id
+    that is not already a short DNS label is shortened with a digest so two runs never share a name."""
+    slug = _slug(run_id)
+    suffix = f"-{round}"
+    if slug != run_id or len("crucible-" + slug + suffix) > MAX_NAME:
+        digest = hashlib.sha256(run_id.encode("utf-8")).hexdigest()[:10]
+        slug = slug[: MAX_NAME - len("crucible-") - len(suffix) - len(digest) - 1].strip("-") + "-" + digest
+    return f"crucible-{slug}{suffix}"
+
+
+def secret_name(run_id: str, round: int) -> str:
+    """The Secret holding the round's worker token (``<job>-token``, a DNS subdomain)."""
+    return job_name(run_id, round) + "-token"
+
+
+def run_label(run_id: str) -> str:
+    """The run id as a label value (the exact id is in the annotation)."""
+    return job_name(run_id, 0).removeprefix("crucible-").removesuffix("-0")
+
+
+def job_digest(job: RoundJob) -> str:
+    """What tells two jobs of the same key apart after a restart (a relaunch must be the same job)."""
+    canonical = json.dumps(job.to_json(), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def labels(run_id: str, round: int) -> dict[str, str]:
+    return {**COMMON_LABELS, LABEL_RUN: run_label(run_id), LABEL_ROUND: str(round)}
+
+
+def job_manifest(
+    job: RoundJob,
+    spec: BrokerSpec,
+    env: Mapping[str, str],
+    *,
+    command: tuple[str, ...] = DEFAULT_COMMAND,
+) -> dict[str, Any]:
+    """The Job of ``job``'s round. ``env`` is the worker's environment (``mint_worker_env``); its token
+    is referenced from the round's Secret, every other variable is set in the pod spec as is."""
+    name = job_name(job.run_id, job.round)
+    meta_labels = labels(job.run_id, job.round)
+    annotations = {ANNOTATION_RUN: job.run_id, ANNOTATION_JOB: job_digest(job)}
+    variables: list[dict[str, Any]] = [
+        {"name": key, "value": value} for key, value in sorted(env.items()) if key != TOKEN_VARIABLE
+    ]
+    variables.append(
+        {
+            "name": TOKEN_VARIABLE,
+            "valueFrom": {"secretKeyRef": {"name": secret_name(job.run_id, job.round), "key": TOKEN_KEY}},
+        }
+    )
+    variables += [{"name": "HOME", "value": TMPDIR}, {"name": "TMPDIR", "value": TMPDIR}]
+    container: dict[str, Any] = {
+        "name": CONTAINER,
+        "image": spec.image or "",
+        "imagePullPolicy": "IfNotPresent",
+        "command": list(command),
+        "args": ["--workdir", WORKDIR],
+        "workingDir": WORKDIR,
+        "env": variables,
+        "resources": {"requests": dict(spec.resources.requests), "limits": dict(spec.resources.limits)},
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "runAsNonRoot": True,
+            "runAsUser": USER_ID,
+            "runAsGroup": USER_ID,
+            "capabilities": {"drop": ["ALL"]},
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "volumeMounts": [
+            {"name": "workspace", "mountPath": WORKDIR},
+            {"name": "tmp", "mountPath": TMPDIR},
+        ],
+    }
+    if spec.agent_secret is not None:
+        # Its keys reach the worker, which filters them by agent.env_allow as a local run does.
+        container["envFrom"] = [{"secretRef": {"name": spec.agent_secret}}]
+    pod: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": USER_ID,
+            "runAsGroup": USER_ID,
+            "fsGroup": USER_ID,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "containers": [container],
+        "volumes": [{"name": "workspace", "emptyDir": {}}, {"name": "tmp", "emptyDir": {}}],
+    }
+    if spec.node_selector:
+        pod["nodeSelector"] = dict(spec.node_selector)
+    if spec.tolerations:
+        pod["tolerations"] = [t.manifest() for t in spec.tolerations]
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": _metadata(name, spec, meta_labels, annotations),
+        "spec": {
+            "backoffLimit": 0,  # crucible decides retries, not the Job controller
+            "completions": 1,
+            "parallelism": 1,
+            "activeDeadlineSeconds": spec.deadline,
+            "ttlSecondsAfterFinished": spec.ttl,
+            "template": {"metadata": {"labels": meta_labels, "annotations": annotations}, "spec": pod},
+        },
+    }
+
+
+def secret_manifest(
+    job: RoundJob, spec: BrokerSpec, token: str, owner_uid: str | None = None
+) -> dict[str, Any]:
+    """The Secret holding the round's token, owned by its Job (``owner_uid``) so it goes when the Job goes."""
+    name = job_name(job.run_id, job.round)
+    metadata = _metadata(
+        secret_name(job.run_id, job.round), spec, labels(job.run_id, job.round), {ANNOTATION_RUN: job.run_id}
+    )
+    if owner_uid is not None:
+        metadata["ownerReferences"] = [
+            {"apiVersion": "batch/v1", "kind": "Job", "name": name, "uid": owner_uid, "controller": True}
+        ]
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": metadata,
+        "type": "Opaque",
+        "stringData": {TOKEN_KEY: token},
+    }
+
+
+def _metadata(
+    name: str, spec: BrokerSpec, labels: dict[str, str], annotations: dict[str, str]
+) -> dict[str, Any]:
+    """Without ``spec.namespace`` the namespace is left out: the client's own applies (``kubectl``'s
+    context in a dry run; the broker fills in the controller's before it creates anything)."""
+    out: dict[str, Any] = {"name": name, "labels": labels, "annotations": annotations}
+    if spec.namespace is not None:
+        out["namespace"] = spec.namespace
+    return out

@@ -1,0 +1,225 @@
+"""``KubernetesBroker`` beyond the contract, on the real control plane: the pod passes Pod Security
+"restricted", the token stays out of the pod spec, a restarted controller adopts its Jobs, and pods that
+end badly (deleted, evicted, OOM-killed, past the deadline) are FAILED rounds with a named reason."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from controller.brokers.kubernetes import manifest
+from controller.brokers.kubernetes.broker import FailureReason, KubernetesBroker
+from controller.domain.errors import ConflictError
+from controller.domain.jobs import RoundState
+from tests.brokers.test_contract import WAIT, Script, job
+from tests.k8s.broker_harness import RESTRICTED, FakeController, harness, loop_spec, make_broker
+from tests.k8s.conftest import ControlPlane, wait_until
+
+__all__ = ["harness"]
+Harness = tuple[FakeController, Script]
+
+
+def started(script: Script, key: tuple[str, int] = ("r1", 0)) -> None:
+    assert script.gate(key)[0].wait(WAIT), f"round {key} started"
+
+
+def jobs_of(control_plane: ControlPlane, ns: str) -> list[Any]:
+    return list(client.BatchV1Api(control_plane.api).list_namespaced_job(ns).items)
+
+
+def the_pod(control_plane: ControlPlane, ns: str, name: str = "crucible-r1-0") -> Any:
+    core = client.CoreV1Api(control_plane.api)
+    (pod,) = core.list_namespaced_pod(ns, label_selector=f"job-name={name}").items
+    return pod
+
+
+def test_the_pod_passes_pod_security_restricted_and_a_weaker_one_would_not(
+    control_plane: ControlPlane, namespace: Callable[..., str]
+) -> None:
+    ns = namespace(labels=RESTRICTED)
+    core = client.CoreV1Api(control_plane.api)
+    spec = loop_spec(ns)
+    env = {"CRUCIBLE_CONTROLLER_URL": "http://c", "CRUCIBLE_RUN_ID": "r1", "CRUCIBLE_ROUND": "0"}
+    template = manifest.job_manifest(job(), spec, env)["spec"]["template"]
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "probe"}, "spec": template["spec"]}
+    core.create_namespaced_pod(ns, pod, dry_run="All")  # admitted
+    weaker = copy.deepcopy(pod)
+    del weaker["spec"]["containers"][0]["securityContext"]["capabilities"]
+    with pytest.raises(client.ApiException) as refused:
+        core.create_namespaced_pod(ns, weaker, dry_run="All")
+    assert refused.value.status == 403 and "restricted" in str(refused.value.body)
+
+
+def test_the_token_is_in_a_secret_owned_by_the_job_not_in_the_pod_spec(
+    control_plane: ControlPlane, harness: Harness
+) -> None:
+    controller, script = harness
+    broker = make_broker(control_plane, controller)
+    broker.launch(job())
+    started(script)
+    (created,) = jobs_of(control_plane, controller.namespace)
+    text = str(created.to_dict())
+    (token,) = controller.tokens
+    assert token not in text
+    labels = created.spec.template.metadata.labels
+    assert labels["app.kubernetes.io/component"] == "loop" and labels[manifest.LABEL_ROUND] == "0"
+    pod_spec = created.spec.template.spec
+    assert pod_spec.automount_service_account_token is False
+    assert (created.spec.backoff_limit, created.spec.ttl_seconds_after_finished) == (0, 600)
+    secret = client.CoreV1Api(control_plane.api).read_namespaced_secret(
+        manifest.secret_name("r1", 0), controller.namespace
+    )
+    (owner,) = secret.metadata.owner_references
+    assert (owner.kind, owner.uid) == ("Job", created.metadata.uid)
+    script.gate(("r1", 0))[1].set()
+    assert broker.wait("r1", 0, WAIT).state is RoundState.SUCCEEDED
+    broker.close()
+
+
+def test_a_restarted_controller_adopts_the_running_job_and_creates_no_second(
+    control_plane: ControlPlane, harness: Harness
+) -> None:
+    controller, script = harness
+    first = make_broker(control_plane, controller)
+    first.launch(job())
+    started(script)
+    first.close()  # the controller dies; its Job runs on
+
+    second = make_broker(control_plane, controller)
+    (adopted,) = second.in_flight(controller.namespace)
+    assert (adopted.run_id, adopted.round, adopted.state) == ("r1", 0, RoundState.RUNNING)
+    assert second.launch(job()).state is RoundState.RUNNING, "the relaunch finds the Job"
+    with pytest.raises(ConflictError):
+        second.launch(job(turns=9))
+    script.gate(("r1", 0))[1].set()
+    report = second.wait("r1", 0, WAIT)
+    assert report.state is RoundState.SUCCEEDED and report.outcome is not None
+    assert len(jobs_of(control_plane, controller.namespace)) == 1
+    assert controller.minted == [("r1", 0)], "no second token, so the running worker's stays good"
+    assert script.ran == [("r1", 0)]
+    second.close()
+
+
+def test_a_fresh_controller_asked_about_a_finished_round_reads_it_from_the_cluster(
+    control_plane: ControlPlane, harness: Harness
+) -> None:
+    controller, script = harness
+    script.gate(("r1", 0))[1].set()
+    first = make_broker(control_plane, controller)
+    first.launch(job())
+    done = first.wait("r1", 0, WAIT)
+    first.close()
+    second = make_broker(control_plane, controller)
+    assert second.status("r1", 0) == done
+    second.close()
+
+
+def failed_reason(broker: KubernetesBroker) -> str:
+    report = broker.wait("r1", 0, WAIT)
+    assert report.state is RoundState.FAILED, report
+    assert report.error is not None
+    return report.error
+
+
+def test_a_pod_deleted_mid_round_is_a_failed_round_naming_it(
+    control_plane: ControlPlane, harness: Harness
+) -> None:
+    controller, script = harness
+    broker = make_broker(control_plane, controller)
+    broker.launch(job())
+    started(script)
+    client.CoreV1Api(control_plane.api).delete_namespaced_pod(
+        the_pod(control_plane, controller.namespace).metadata.name, controller.namespace
+    )
+    assert failed_reason(broker).startswith(f"{FailureReason.POD_LOST}: the pod was deleted")
+    broker.close()
+
+
+def test_an_evicted_pod_is_a_failed_round_naming_the_eviction(
+    control_plane: ControlPlane, harness: Harness
+) -> None:
+    controller, script = harness
+    broker = make_broker(control_plane, controller)
+    broker.launch(job())
+    started(script)
+    name = the_pod(control_plane, controller.namespace).metadata.name
+    eviction = client.V1Eviction(metadata=client.V1ObjectMeta(name=name, namespace=controller.namespace))
+    client.CoreV1Api(control_plane.api).create_namespaced_pod_eviction(name, controller.namespace, eviction)
+    assert failed_reason(broker).startswith(f"{FailureReason.EVICTED}: ")
+    broker.close()
+
+
+def test_an_oom_killed_pod_is_a_failed_round_naming_the_memory_limit(
+    control_plane: ControlPlane, harness: Harness
+) -> None:
+    """The process node enforces no limits (ADR-0006): the API reports the kill, as a kubelet would."""
+    controller, script = harness
+    broker = make_broker(control_plane, controller)
+    broker.launch(job())
+    started(script)
+    pod = the_pod(control_plane, controller.namespace)
+    terminated = {"exitCode": 137, "reason": "OOMKilled", "startedAt": None, "finishedAt": None}
+    status = {
+        "phase": "Failed",
+        "containerStatuses": [
+            {
+                "name": manifest.CONTAINER,
+                "image": "crucible:test",
+                "imageID": "",
+                "ready": False,
+                "restartCount": 0,
+                "state": {"terminated": terminated},
+            }
+        ],
+    }
+    client.CoreV1Api(control_plane.api).patch_namespaced_pod_status(
+        pod.metadata.name, controller.namespace, {"status": status}
+    )
+    error = failed_reason(broker)
+    assert error.startswith(f"{FailureReason.OOM_KILLED}: ") and "limits.memory" in error
+    broker.close()
+
+
+def test_a_round_past_its_deadline_is_a_failed_round_naming_it(
+    control_plane: ControlPlane, harness: Harness
+) -> None:
+    controller, _ = harness
+    controller.deadline = 2
+    broker = make_broker(control_plane, controller)
+    broker.launch(job())
+    assert failed_reason(broker).startswith(f"{FailureReason.DEADLINE_EXCEEDED}: ")
+    wait_until(
+        lambda: not any(p.status.phase == "Running" for p in _pods(control_plane, controller)),
+        what="pod gone",
+    )
+    broker.close()
+
+
+def _pods(control_plane: ControlPlane, controller: FakeController) -> list[Any]:
+    return list(client.CoreV1Api(control_plane.api).list_namespaced_pod(controller.namespace).items)
+
+
+def test_a_job_deleted_by_someone_else_is_a_failed_round(
+    control_plane: ControlPlane, harness: Harness
+) -> None:
+    controller, script = harness
+    broker = make_broker(control_plane, controller)
+    broker.launch(job())
+    started(script)
+    client.BatchV1Api(control_plane.api).delete_namespaced_job(
+        "crucible-r1-0", controller.namespace, propagation_policy="Foreground"
+    )
+    error = failed_reason(broker)
+    assert error.split(":")[0] in (FailureReason.JOB_DELETED, FailureReason.POD_LOST), error
+    broker.close()
+
+
+def test_round_job_names_are_dns_labels_and_stable() -> None:
+    assert manifest.job_name("rsm2k4f-3fa9c1", 2) == "crucible-rsm2k4f-3fa9c1-2"
+    odd = manifest.job_name("Run_With.Odd/Chars" * 5, 12)
+    assert len(odd) <= 63 and odd == manifest.job_name("Run_With.Odd/Chars" * 5, 12)
+    assert odd != manifest.job_name("run-with-odd-chars" * 5, 12), "a digest keeps slugged ids apart"
