@@ -290,6 +290,12 @@ def _dry(spec: Any, turns: int | None) -> bool:
     for problem in plan["sandbox_problems"]:  # reported, not fatal: init's placeholder agent is one
         click.echo(f"  cannot start: {problem}")
     click.echo("budget: " + ", ".join(f"{k}={v}" for k, v in plan["budget"].items() if v is not None))
+    if plan["kubernetes"] is not None:
+        click.echo(
+            "kubernetes: round 0 would run in this Job, its token in this Secret (kubectl reads JSON):"
+        )
+        for manifest in plan["kubernetes"]:
+            click.echo(json.dumps(manifest, indent=2))
     return True
 
 

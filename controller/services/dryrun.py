@@ -7,13 +7,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from controller.brokers.kubernetes.manifest import TOKEN_VARIABLE, job_manifest, secret_manifest
 from controller.config.spec import Spec
+from controller.domain.jobs import RoundJob
 from controller.engine.policy import check_paths, evaluator_paths
 from controller.services.runs import resolve_bases
 from controller.workspace.git import run_git
 from controller.workspace.sandbox import preflight, resolve_network
 
 SURFACE_LIMIT = 200  # files listed per component; the count is always exact
+DRY_RUN_ID = "r0-dry-run"  # a run id is made when the run is created; the dry run shows the shape
 
 
 def sandbox_problems(spec: Spec, environ: Mapping[str, str] | None = None) -> list[str]:
@@ -67,6 +70,7 @@ def dry_run(spec: Spec, turns: int | None = None) -> dict[str, Any]:
         )
     budget = spec.budget
     return {
+        "kubernetes": round_manifests(spec, bases, spec.turns if turns is None else turns),
         "dry_run": True,
         "objective": spec.objective,
         "turns": spec.turns if turns is None else turns,
@@ -100,3 +104,21 @@ def dry_run(spec: Spec, turns: int | None = None) -> dict[str, Any]:
             "target": budget.target,
         },
     }
+
+
+def round_manifests(spec: Spec, bases: Mapping[str, str], turns: int) -> list[dict[str, Any]] | None:
+    """What the Kubernetes broker would create for round 0 (the Job, and its Secret with the token
+    redacted); None unless ``[broker] kind = "kubernetes"``."""
+    if spec.broker.kind != "kubernetes":
+        return None
+    job = RoundJob(run_id=DRY_RUN_ID, round=0, turns=turns, first_turn=1, heads=bases)
+    env = {
+        "CRUCIBLE_CONTROLLER_URL": "(the controller's API URL)",
+        "CRUCIBLE_RUN_ID": DRY_RUN_ID,
+        "CRUCIBLE_ROUND": "0",
+        TOKEN_VARIABLE: "(minted per round)",
+    }
+    secret = secret_manifest(
+        job, spec.broker, "(minted per round, stored hashed)", owner_uid="(the Job's uid)"
+    )
+    return [job_manifest(job, spec.broker, env), secret]

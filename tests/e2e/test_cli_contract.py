@@ -189,6 +189,41 @@ def test_dry_run_resolves_and_runs_nothing(project: Project, tmp_path: Path) -> 
     assert project.cli("runs", "list", "--json").json == []
 
 
+def test_dry_run_prints_the_job_a_kubernetes_broker_would_create(project: Project) -> None:
+    project.make()
+    project.write_spec(
+        broker={
+            "kind": "kubernetes",
+            "image": "ghcr.io/acme/loop:1",
+            "agent_secret": "loop-agent",
+            "ttl": "5m",
+        }
+    )
+
+    text = project.cli("loop", "--spec", str(project.spec_path), "--dry-run")
+    as_json = project.cli("loop", "--spec", str(project.spec_path), "--dry-run", "--json")
+
+    assert text.code == 0, text.describe()
+    assert '"kind": "Job"' in text.stdout and '"kind": "Secret"' in text.stdout
+    job, secret = as_json.json["kubernetes"]
+    assert job["metadata"]["name"] == "crucible-r0-dry-run-0"
+    assert job["metadata"]["labels"]["app.kubernetes.io/component"] == "loop"
+    assert (job["spec"]["backoffLimit"], job["spec"]["ttlSecondsAfterFinished"]) == (0, 300)
+    pod = job["spec"]["template"]["spec"]
+    assert pod["automountServiceAccountToken"] is False
+    (container,) = pod["containers"]
+    assert container["image"] == "ghcr.io/acme/loop:1"
+    assert container["command"] == ["crucible", "worker"]
+    assert container["envFrom"] == [{"secretRef": {"name": "loop-agent"}}]
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    token = next(e for e in container["env"] if e["name"] == "CRUCIBLE_WORKER_TOKEN")
+    assert token["valueFrom"]["secretKeyRef"]["name"] == secret["metadata"]["name"]
+    assert secret["stringData"]["token"].startswith("(minted")
+    assert not (project.home / "runs").exists()
+    local = project.cli("loop", "--spec", str(project.write_spec()), "--dry-run", "--json")
+    assert local.json["kubernetes"] is None
+
+
 def test_init_writes_a_spec_that_dry_run_accepts(project: Project) -> None:
     repo = project.make()
 
