@@ -20,7 +20,9 @@ from controller.api.events import events_router
 from controller.api.ops import ServiceStats, ops_router
 from controller.api.runs import RunControl, runs_router
 from controller.api.webhooks import webhook_router
+from controller.api.worker import worker_router
 from controller.config.settings import Settings
+from controller.services.remote_rounds import RemoteRounds
 from controller.services.submit import ForgeFactory
 from controller.store.store import Store
 
@@ -38,6 +40,7 @@ def create_app(
     stats: ServiceStats | None = None,
     forge_for: ForgeFactory | None = None,
     events_poll_s: float = 0.5,
+    remote: RemoteRounds | None = None,
 ) -> FastAPI:
     app = FastAPI(
         title="crucible controller",
@@ -53,4 +56,7 @@ def create_app(
     app.include_router(ops_router(store, stats or ServiceStats()))
     app.include_router(webhook_router(store, webhook_secret, on_delivery=on_delivery))
     app.include_router(dashboard_router(settings, store, tokens, control))
+    if remote is not None:
+        # The routes of ``crucible worker`` (their own per-round tokens; not in /docs: ADR-0014).
+        app.include_router(worker_router(remote))
     return app

@@ -13,11 +13,13 @@ from fastapi.responses import JSONResponse
 from controller.domain.errors import (
     ConflictError,
     CrucibleError,
+    ForbiddenError,
     NotFoundError,
     RefusedError,
     RetryLaterError,
     SchemaOutdatedError,
     SpecError,
+    UnauthenticatedError,
 )
 
 RETRY_AFTER_S = 5
@@ -25,6 +27,8 @@ RETRY_AFTER_S = 5
 # Most specific first: the first class an error is an instance of decides.
 STATUS_OF: tuple[tuple[type[CrucibleError], int, str], ...] = (
     (SpecError, 422, "spec"),
+    (UnauthenticatedError, 401, "unauthenticated"),
+    (ForbiddenError, 403, "forbidden"),
     (NotFoundError, 404, "not_found"),
     (RefusedError, 409, "refused"),
     (ConflictError, 409, "conflict"),
@@ -39,6 +43,8 @@ def error_response(exc: CrucibleError) -> JSONResponse:
     if isinstance(exc, SpecError):
         body["key"] = exc.key
     headers = {"Retry-After": str(RETRY_AFTER_S)} if status == 503 else None
+    if status == 401:
+        headers = {"WWW-Authenticate": "Bearer"}
     return JSONResponse(body, status_code=status, headers=headers)
 
 

@@ -52,6 +52,14 @@ class RefusedError(PermanentError):
     """crucible declines to act because acting could lose the user's work (accept, resume)."""
 
 
+class UnauthenticatedError(PermanentError):
+    """The request carries no valid credential (a missing, unknown, expired or revoked token)."""
+
+
+class ForbiddenError(PermanentError):
+    """The credential is valid but does not grant this (a worker token used on another run)."""
+
+
 class SchemaOutdatedError(PermanentError):
     """The database schema is older than this code; run ``crucible db upgrade``."""
 

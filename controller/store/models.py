@@ -41,6 +41,7 @@ from controller.store.records import (
     RunRecord,
     SampleRecord,
     TurnRecord,
+    WorkerRoundRecord,
 )
 
 NAMING_CONVENTION = {
@@ -368,6 +369,40 @@ class ProcessGroupRow(Base):
     pgid: Mapped[int] = mapped_column(sa.Integer, primary_key=True)
     command: Mapped[str] = mapped_column(sa.Text)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class WorkerRoundRow(Base):
+    """One attempt of a round executed by ``crucible worker`` (ADR-0014): its token (hashed), the job
+    it was minted for, the heads its bundles proved, and the outcome it reported."""
+
+    __tablename__ = "worker_rounds"
+    __table_args__ = (sa.UniqueConstraint("run_id", "round", "attempt"),)
+
+    id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(sa.String(64), _run_fk())
+    round: Mapped[int] = mapped_column(sa.Integer)
+    attempt: Mapped[int] = mapped_column(sa.Integer)
+    token_hash: Mapped[str] = mapped_column(sa.String(64), unique=True)
+    job: Mapped[dict[str, Any]] = mapped_column(sa.JSON)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    heads: Mapped[dict[str, str]] = mapped_column(sa.JSON)
+    outcome: Mapped[dict[str, Any] | None] = mapped_column(sa.JSON)
+
+    def to_record(self) -> WorkerRoundRecord:
+        return WorkerRoundRecord(
+            run_id=self.run_id,
+            round=self.round,
+            attempt=self.attempt,
+            token_hash=self.token_hash,
+            job=dict(self.job),
+            created_at=self.created_at,
+            expires_at=self.expires_at,
+            revoked_at=self.revoked_at,
+            heads=dict(self.heads),
+            outcome=dict(self.outcome) if self.outcome is not None else None,
+        )
 
 
 class PullRequestRow(Base):

@@ -292,6 +292,28 @@ class TurnSnapshot:
     recent: tuple[TurnRecord, ...]
 
 
+@dataclass(frozen=True)
+class WorkerRoundRecord:
+    """One attempt of a remote round (``crucible worker``): who may act for it and what it reported.
+
+    token_hash: sha256 of the bearer token (the token itself is never stored).
+    job: the ``RoundJob`` JSON the worker fetches.
+    heads: component -> the newest commit a verified bundle of this attempt brought in.
+    outcome: the ``RoundOutcome`` JSON the worker reported at its end; None until then.
+    """
+
+    run_id: str
+    round: int
+    attempt: int
+    token_hash: str
+    job: Mapping[str, Any]
+    created_at: datetime
+    expires_at: datetime
+    revoked_at: datetime | None
+    heads: Mapping[str, str]
+    outcome: Mapping[str, Any] | None
+
+
 class FeedbackSource(StrEnum):
     """Where a feedback item came from (``FeedbackEvent.source``)."""
 

@@ -79,17 +79,18 @@ from controller.store.records import (
     TurnRecord,
     TurnSnapshot,
 )
+from controller.store.worker_rounds import WorkerRounds
 
 
 def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-class Store(PullsAndFeedback, ProcessGroups, Leases, PagedReads):
+class Store(PullsAndFeedback, ProcessGroups, Leases, PagedReads, WorkerRounds):
     """Runs, components, turns, samples and events in SQLite or PostgreSQL; pull requests, deliveries
     and feedback come from ``PullsAndFeedback``, process groups from ``ProcessGroups``, leases, the
-    cancel flag and the run phase from ``Leases``, paged reads for the API from ``PagedReads`` (same
-    contract).
+    cancel flag and the run phase from ``Leases``, paged reads for the API from ``PagedReads``,
+    remote rounds' tokens and outcomes from ``WorkerRounds`` (same contract).
 
     Atomicity: each method is one transaction; it either happens entirely or not at all.
     ``decide_turn`` and ``set_baseline`` write the decision, the champion, the usage, the component

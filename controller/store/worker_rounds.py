@@ -1,0 +1,130 @@
+"""The store's record of remote rounds: worker tokens (hashed), their jobs, proved heads and outcomes.
+
+A mixin of ``Store`` in its own module (ADR-0014); the session scope and transaction rules are
+``Store``'s. The token itself never reaches the database: callers hand in its sha256, and a lookup
+by that hash is the only way back to a row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from contextlib import AbstractContextManager
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.orm import Session
+
+from controller.domain.errors import ConflictError, NotFoundError
+from controller.store.models import WorkerRoundRow
+from controller.store.queries import get_run_row, lock_run
+from controller.store.records import WorkerRoundRecord
+
+
+class WorkerRounds:
+    """``add_worker_round`` / ``worker_round_by_token`` / ``prove_worker_heads`` /
+    ``finish_worker_round`` / ``revoke_worker_rounds`` / ``worker_outcome``; mixed into ``Store``."""
+
+    def _now(self) -> datetime:
+        raise NotImplementedError
+
+    def _session(self, *, read_only: bool = False) -> AbstractContextManager[Session]:
+        raise NotImplementedError
+
+    def add_worker_round(
+        self, run_id: str, round: int, *, token_hash: str, job: Mapping[str, Any], expires_at: datetime
+    ) -> WorkerRoundRecord:
+        """A new attempt of ``round`` (attempts count from 1); earlier attempts of it are revoked, so
+        only the newest worker of a round may write. ConflictError for a token hash already used."""
+        with self._session() as s:
+            lock_run(s, run_id)
+            now = self._now()
+            earlier = s.scalars(
+                sa.select(WorkerRoundRow).where(
+                    WorkerRoundRow.run_id == run_id, WorkerRoundRow.round == round
+                )
+            ).all()
+            for row in earlier:
+                if row.revoked_at is None:
+                    row.revoked_at = now
+            row = WorkerRoundRow(
+                run_id=run_id,
+                round=round,
+                attempt=max((r.attempt for r in earlier), default=0) + 1,
+                token_hash=token_hash,
+                job=dict(job),
+                created_at=now,
+                expires_at=expires_at,
+                revoked_at=None,
+                heads={},
+                outcome=None,
+            )
+            s.add(row)
+            s.flush()
+            return row.to_record()
+
+    def worker_round_by_token(self, token_hash: str) -> WorkerRoundRecord | None:
+        """The attempt a token hash was minted for, revoked or expired included (the caller decides)."""
+        query = sa.select(WorkerRoundRow).where(WorkerRoundRow.token_hash == token_hash)
+        with self._session(read_only=True) as s:
+            row = s.scalars(query).one_or_none()
+            return row.to_record() if row is not None else None
+
+    def prove_worker_heads(self, token_hash: str, heads: Mapping[str, str]) -> WorkerRoundRecord:
+        """Record commits a verified bundle of this attempt brought in (component -> sha)."""
+        with self._session() as s:
+            row = self._live_row(s, token_hash)
+            row.heads = {**row.heads, **heads}
+            return row.to_record()
+
+    def finish_worker_round(self, token_hash: str, outcome: Mapping[str, Any]) -> WorkerRoundRecord:
+        """Store the attempt's outcome and revoke its token in one step: nothing it sends later counts."""
+        with self._session() as s:
+            row = self._live_row(s, token_hash)
+            row.outcome = dict(outcome)
+            row.revoked_at = self._now()
+            return row.to_record()
+
+    def revoke_worker_rounds(self, run_id: str, round: int) -> int:
+        """Revoke every live token of the round (it ended, or was cancelled); how many were live."""
+        with self._session() as s:
+            lock_run(s, run_id)
+            rows = s.scalars(
+                sa.select(WorkerRoundRow).where(
+                    WorkerRoundRow.run_id == run_id,
+                    WorkerRoundRow.round == round,
+                    WorkerRoundRow.revoked_at.is_(None),
+                )
+            ).all()
+            for row in rows:
+                row.revoked_at = self._now()
+            return len(rows)
+
+    def worker_outcome(self, run_id: str, round: int) -> WorkerRoundRecord | None:
+        """The newest attempt of the round that reported an outcome, or None."""
+        query = (
+            sa.select(WorkerRoundRow)
+            .where(
+                WorkerRoundRow.run_id == run_id,
+                WorkerRoundRow.round == round,
+                WorkerRoundRow.outcome.is_not(None),
+            )
+            .order_by(WorkerRoundRow.attempt.desc())
+            .limit(1)
+        )
+        with self._session(read_only=True) as s:
+            get_run_row(s, run_id)
+            row = s.scalars(query).first()
+            return row.to_record() if row is not None else None
+
+    def _live_row(self, s: Session, token_hash: str) -> WorkerRoundRow:
+        row = s.scalars(
+            sa.select(WorkerRoundRow).where(WorkerRoundRow.token_hash == token_hash)
+        ).one_or_none()
+        if row is None:
+            raise NotFoundError("no round was minted for this token")
+        lock_run(s, row.run_id)
+        s.refresh(row)
+        if row.revoked_at is not None:
+            raise ConflictError(f"round {row.round} attempt {row.attempt} of run {row.run_id} is over")
+        return row

@@ -1,0 +1,118 @@
+"""Worker tokens (ADR-0014): scoped to one run's round, short-lived, stored hashed, good for nothing else."""
+
+from __future__ import annotations
+
+from controller.domain.jobs import RoundJob
+from controller.services.remote_rounds import token_hash
+from tests.worker.conftest import OPERATOR, Controller
+
+
+def test_the_env_names_the_round_and_carries_no_other_credential(controller: Controller) -> None:
+    controller.seed_run("r1")
+    env = controller.mint("r1")
+    assert set(env) == {
+        "CRUCIBLE_CONTROLLER_URL",
+        "CRUCIBLE_WORKER_TOKEN",
+        "CRUCIBLE_RUN_ID",
+        "CRUCIBLE_ROUND",
+        "CRUCIBLE_ROUND_ATTEMPT",
+    }
+    assert (env["CRUCIBLE_RUN_ID"], env["CRUCIBLE_ROUND"], env["CRUCIBLE_ROUND_ATTEMPT"]) == ("r1", "0", "1")
+    assert env["CRUCIBLE_CONTROLLER_URL"] == controller.url
+    assert len(env["CRUCIBLE_WORKER_TOKEN"]) >= 40
+
+
+def test_the_token_is_stored_only_as_its_hash(controller: Controller) -> None:
+    controller.seed_run("r1")
+    token = controller.mint("r1")["CRUCIBLE_WORKER_TOKEN"]
+    record = controller.store.worker_round_by_token(token_hash(token))
+    assert record is not None and record.token_hash != token and token not in repr(record)
+    assert controller.store.worker_round_by_token(token) is None, "the raw token is no lookup key"
+
+
+def test_a_token_reads_its_own_run_and_no_other(controller: Controller) -> None:
+    controller.seed_run("r1")
+    controller.seed_run("r2")
+    token = controller.mint("r1")["CRUCIBLE_WORKER_TOKEN"]
+    with controller.client(token) as http:
+        assert http.get("/api/worker/runs/r1/ledger/run").json()["id"] == "r1"
+        job = http.get("/api/worker/runs/r1/job").json()
+        assert RoundJob.from_json(job["job"]).key == ("r1", 0)
+        other = http.get("/api/worker/runs/r2/ledger/run")
+        assert other.status_code == 403 and other.json()["kind"] == "forbidden"
+        event = {"kind": "resumed", "payload": {}}
+        assert http.post("/api/worker/runs/r2/ledger/events", json=event).status_code == 403
+        assert http.get("/api/worker/runs/r2/job").status_code == 403
+        assert http.get("/api/worker/runs/nope/ledger/run").status_code == 404
+    assert controller.store.list_events("r2") == [], "the refused write changed nothing"
+
+
+def test_no_token_or_a_wrong_one_is_401(controller: Controller) -> None:
+    controller.seed_run("r1")
+    controller.mint("r1")
+    for token in (None, "not-a-token", OPERATOR):
+        with controller.client(token) as http:
+            answer = http.get("/api/worker/runs/r1/ledger/run")
+            assert answer.status_code == 401, token
+            assert answer.headers["www-authenticate"] == "Bearer"
+
+
+def test_a_worker_token_grants_nothing_in_the_operator_api(controller: Controller) -> None:
+    controller.seed_run("r1")
+    token = controller.mint("r1")["CRUCIBLE_WORKER_TOKEN"]
+    with controller.client(token) as http:
+        assert http.get("/api/runs").status_code == 401
+        assert http.get("/api/runs/r1").status_code == 401
+        assert http.post("/api/runs/r1/cancel").status_code == 401
+    with controller.client(OPERATOR) as http:
+        assert http.get("/api/runs/r1").status_code == 200, "the operator token still works"
+
+
+def test_after_its_outcome_the_token_cannot_write_or_read(controller: Controller) -> None:
+    controller.seed_run("r1")
+    token = controller.mint("r1")["CRUCIBLE_WORKER_TOKEN"]
+    outcome = {"run_status": "completed", "stop_reason": "max_turns", "message": "done", "kept": False}
+    with controller.client(token) as http:
+        assert http.post("/api/worker/runs/r1/outcome", json=outcome).status_code == 200
+        late = http.post("/api/worker/runs/r1/ledger/events", json={"kind": "resumed", "payload": {}})
+        assert late.status_code == 401 and "over" in late.json()["detail"]
+        assert http.get("/api/worker/runs/r1/ledger/run").status_code == 401
+        assert http.post("/api/worker/runs/r1/outcome", json=outcome).status_code == 401
+    reported = controller.remote.remote_outcome("r1", 0)
+    assert reported is not None and reported.message == "done"
+    assert controller.store.list_events("r1") == []
+
+
+def test_a_round_that_ended_revokes_its_tokens(controller: Controller) -> None:
+    controller.seed_run("r1")
+    token = controller.mint("r1")["CRUCIBLE_WORKER_TOKEN"]
+    controller.remote.revoke("r1", 0)
+    with controller.client(token) as http:
+        assert http.post("/api/worker/runs/r1/ledger/baseline/start").status_code == 401
+
+
+def test_a_new_attempt_revokes_the_earlier_one(controller: Controller) -> None:
+    controller.seed_run("r1")
+    first = controller.mint("r1")["CRUCIBLE_WORKER_TOKEN"]
+    second = controller.mint("r1")
+    assert second["CRUCIBLE_ROUND_ATTEMPT"] == "2"
+    with controller.client(first) as http:
+        assert http.get("/api/worker/runs/r1/ledger/run").status_code == 401
+    with controller.client(second["CRUCIBLE_WORKER_TOKEN"]) as http:
+        assert http.get("/api/worker/runs/r1/ledger/run").status_code == 200
+
+
+def test_the_token_expires(controller: Controller) -> None:
+    controller.seed_run("r1")
+    token = controller.mint("r1")["CRUCIBLE_WORKER_TOKEN"]
+    with controller.client(token) as http:
+        assert http.get("/api/worker/runs/r1/ledger/run").status_code == 200
+        controller.clock.advance(3600)
+        expired = http.get("/api/worker/runs/r1/ledger/run")
+        assert expired.status_code == 401 and "expired" in expired.json()["detail"]
+
+
+def test_worker_routes_stay_out_of_the_operator_document(controller: Controller) -> None:
+    with controller.client(None) as http:
+        paths = http.get("/openapi.json").json()["paths"]
+    assert not [p for p in paths if p.startswith("/api/worker")]
