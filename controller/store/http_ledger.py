@@ -72,6 +72,12 @@ class HttpLedger:
     def close(self) -> None:
         self._http.close()
 
+    def __enter__(self) -> HttpLedger:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
     # -- the Ledger methods -------------------------------------------------------------------
 
     def get_run(self, run_id: str) -> RunRecord:

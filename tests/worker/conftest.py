@@ -45,11 +45,18 @@ class Controller:
     settings: Settings
     clock: Clock
 
-    def seed_run(self, run_id: str, *, repo: str = "/src/app", sha: str = "a" * 40) -> str:
+    def seed_run(
+        self,
+        run_id: str,
+        *,
+        repo: str = "/src/app",
+        sha: str = "a" * 40,
+        spec_text: str = 'objective = "x"\n',
+    ) -> str:
         self.store.create_run(
             NewRun(
                 id=run_id,
-                spec_text='objective = "x"\n',
+                spec_text=spec_text,
                 spec_fingerprint="fp",
                 spec_path=None,
                 objective="o",
