@@ -135,9 +135,20 @@ def worker_router(remote: RemoteRounds) -> APIRouter:
                 component_heads={str(k): str(v) for k, v in body["component_heads"].items()},
                 event=event,
                 samples=codec.decode_samples(body.get("samples", [])),
+                hypotheses=codec.decode_final_hypotheses(body.get("hypotheses")),
             )
 
         return _answer(decide, codec.turn_json)
+
+    @router.post("/ledger/turns/{number}/hypotheses")
+    def report_hypothesis(g: Grant, number: int, body: JsonBody) -> Any:
+        return _answer(
+            lambda: remote.report_hypothesis(g, number, codec.decode_report(body)), codec.hypothesis_json
+        )
+
+    @router.get("/ledger/hypotheses")
+    def list_hypotheses(g: Grant, turn: int | None = None) -> Any:
+        return [codec.hypothesis_json(h) for h in store.list_hypotheses(g.run_id, turn)]
 
     @router.post("/ledger/events")
     def append_event(g: Grant, body: JsonBody) -> Any:

@@ -50,6 +50,8 @@ from controller.services.layout import RunLayout
 from controller.store.records import (
     ChampionUpdate,
     ComponentRecord,
+    HypothesisRecord,
+    HypothesisReport,
     Sample,
     TurnDecision,
     TurnRecord,
@@ -203,13 +205,10 @@ class RemoteRounds:
         component_heads: Mapping[str, str],
         event: tuple[EventKind, Mapping[str, Any]],
         samples: Sequence[Sample],
+        hypotheses: Mapping[int, tuple[Reason, str]] | None = None,
     ) -> TurnRecord:
-        """The ledger's decision, refusing heads no verified bundle of this attempt brought in."""
-        proved = self.store.worker_round_by_token(grant.token_hash)
-        heads = dict(proved.heads) if proved is not None else {}
-        for name, sha in {**component_heads, **decision.commits}.items():
-            if heads.get(name) != sha:
-                raise ForbiddenError(f"commit {sha[:12]} of {name} came in no verified bundle of this round")
+        """The ledger's decision, refusing heads no verified bundle of this round brought in."""
+        self._require_proved(grant, {**component_heads, **decision.commits})
         return self.store.decide_turn(
             grant.run_id,
             number,
@@ -218,7 +217,23 @@ class RemoteRounds:
             component_heads=component_heads,
             event=event,
             samples=samples,
+            hypotheses=hypotheses,
         )
+
+    def report_hypothesis(
+        self, grant: WorkerRoundRecord, turn: int, report: HypothesisReport
+    ) -> HypothesisRecord:
+        """The ledger's report of one parallel hypothesis, refusing commits no verified bundle brought."""
+        self._require_proved(grant, report.commits)
+        return self.store.report_hypothesis(grant.run_id, turn, report)
+
+    def _require_proved(self, grant: WorkerRoundRecord, commits: Mapping[str, str]) -> None:
+        if not commits:
+            return
+        proved = self.store.proved_heads(grant.run_id, grant.round)
+        for name, sha in commits.items():
+            if sha not in proved.get(name, set()):
+                raise ForbiddenError(f"commit {sha[:12]} of {name} came in no verified bundle of this round")
 
     def finish(self, grant: WorkerRoundRecord, outcome: Mapping[str, Any]) -> None:
         """Record the worker's outcome (validated) and revoke its token."""

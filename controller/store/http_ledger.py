@@ -17,12 +17,13 @@ raises ValueError before anything is sent).
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 import httpx
 
-from controller.domain.enums import EventKind, RunStatus, StopReason
+from controller.domain.enums import EventKind, Reason, RunStatus, StopReason
 from controller.domain.errors import (
     ConflictError,
     CrucibleError,
@@ -32,9 +33,12 @@ from controller.domain.errors import (
     UnauthenticatedError,
 )
 from controller.store import ledger_codec as codec
+from controller.store.ledger import Ledger
 from controller.store.records import (
     ChampionUpdate,
     EventRecord,
+    HypothesisRecord,
+    HypothesisReport,
     RunRecord,
     Sample,
     SampleRecord,
@@ -121,6 +125,7 @@ class HttpLedger:
         component_heads: Mapping[str, str],
         event: tuple[EventKind, Mapping[str, Any]],
         samples: Sequence[Sample] = (),
+        hypotheses: Mapping[int, tuple[Reason, str]] | None = None,
     ) -> TurnRecord:
         body = {
             "decision": codec.decision_json(decision),
@@ -128,8 +133,22 @@ class HttpLedger:
             "component_heads": dict(component_heads),
             "event": codec.event_spec_json(event),
             "samples": codec.samples_json(samples),
+            "hypotheses": codec.final_hypotheses_json(hypotheses),
         }
         return codec.decode_turn(self._call("POST", run_id, f"turns/{number}/decision", body=body))
+
+    def report_hypothesis(self, run_id: str, turn: int, report: HypothesisReport) -> HypothesisRecord:
+        for name in ("value", "reference_value", "delta", "p_value"):
+            number = getattr(report, name)
+            if number is not None and not math.isfinite(number):
+                raise ValueError(f"{name} must be finite, got {number!r}")
+        body = codec.report_json(report)
+        return codec.decode_hypothesis(self._call("POST", run_id, f"turns/{turn}/hypotheses", body=body))
+
+    def list_hypotheses(self, run_id: str, turn: int | None = None) -> list[HypothesisRecord]:
+        params = {} if turn is None else {"turn": turn}
+        rows = self._call("GET", run_id, "hypotheses", params=params)
+        return [codec.decode_hypothesis(r) for r in rows]
 
     def append_event(self, run_id: str, kind: EventKind, payload: Mapping[str, Any]) -> EventRecord:
         body = {"kind": str(kind), "payload": dict(payload)}
@@ -206,3 +225,8 @@ def error_of(response: httpx.Response) -> Exception:
         return ValueError(detail)
     cls = ERROR_OF_STATUS.get(response.status_code, CrucibleError)
     return cls(f"{response.request.method} {response.request.url.path}: {detail}")
+
+
+def _conforms(ledger: HttpLedger) -> Ledger:
+    """mypy checks here that ``HttpLedger`` keeps the ``Ledger`` contract."""
+    return ledger

@@ -26,6 +26,8 @@ from controller.domain.enums import (
 from controller.store.records import (
     ChampionUpdate,
     EventRecord,
+    HypothesisRecord,
+    HypothesisReport,
     RunRecord,
     Sample,
     SampleRecord,
@@ -302,3 +304,101 @@ def champion_json(champion: ChampionUpdate | None) -> Json | None:
 
 def decode_champion(data: Mapping[str, Any] | None) -> ChampionUpdate | None:
     return None if data is None else ChampionUpdate(value=float(data["value"]), turn=int(data["turn"]))
+
+
+def report_json(report: HypothesisReport) -> Json:
+    return {
+        "index": report.index,
+        "reason": str(report.reason),
+        "value": report.value,
+        "reference_value": report.reference_value,
+        "delta": report.delta,
+        "p_value": report.p_value,
+        "hypothesis": report.hypothesis,
+        "proposal": None if report.proposal is None else dict(report.proposal),
+        "changed_paths": list(report.changed_paths),
+        "commits": dict(report.commits),
+        "samples": samples_json(report.samples),
+        "cost_usd": report.cost_usd,
+        "tokens": report.tokens,
+        "duration_s": report.duration_s,
+        "detail": report.detail,
+    }
+
+
+def decode_report(data: Mapping[str, Any]) -> HypothesisReport:
+    proposal = data.get("proposal")
+    return HypothesisReport(
+        index=int(data["index"]),
+        reason=Reason(data["reason"]),
+        value=data["value"],
+        reference_value=data["reference_value"],
+        delta=data["delta"],
+        p_value=data["p_value"],
+        hypothesis=data["hypothesis"],
+        proposal=None if proposal is None else dict(proposal),
+        changed_paths=tuple(data["changed_paths"]),
+        commits=dict(data["commits"]),
+        samples=tuple(decode_samples(data["samples"])),
+        cost_usd=float(data["cost_usd"]),
+        tokens=int(data["tokens"]),
+        duration_s=float(data["duration_s"]),
+        detail=data["detail"],
+    )
+
+
+def hypothesis_json(record: HypothesisRecord) -> Json:
+    return {
+        "run_id": record.run_id,
+        "turn": record.turn,
+        "index": record.index,
+        "phase": str(record.phase),
+        "outcome": str(record.outcome),
+        "reason": str(record.reason),
+        "value": record.value,
+        "reference_value": record.reference_value,
+        "delta": record.delta,
+        "p_value": record.p_value,
+        "hypothesis": record.hypothesis,
+        "proposal": None if record.proposal is None else dict(record.proposal),
+        "changed_paths": list(record.changed_paths),
+        "commits": dict(record.commits),
+        "samples": samples_json(record.samples),
+        "cost_usd": record.cost_usd,
+        "tokens": record.tokens,
+        "duration_s": record.duration_s,
+        "detail": record.detail,
+    }
+
+
+def decode_hypothesis(data: Mapping[str, Any]) -> HypothesisRecord:
+    proposal = data.get("proposal")
+    return HypothesisRecord(
+        run_id=data["run_id"],
+        turn=int(data["turn"]),
+        index=int(data["index"]),
+        phase=TurnPhase(data["phase"]),
+        outcome=Outcome(data["outcome"]),
+        reason=Reason(data["reason"]),
+        value=data["value"],
+        reference_value=data["reference_value"],
+        delta=data["delta"],
+        p_value=data["p_value"],
+        hypothesis=data["hypothesis"],
+        proposal=None if proposal is None else dict(proposal),
+        changed_paths=tuple(data["changed_paths"]),
+        commits=dict(data["commits"]),
+        samples=tuple(decode_samples(data["samples"])),
+        cost_usd=float(data["cost_usd"]),
+        tokens=int(data["tokens"]),
+        duration_s=float(data["duration_s"]),
+        detail=data["detail"],
+    )
+
+
+def final_hypotheses_json(final: Mapping[int, tuple[Reason, str]] | None) -> Json | None:
+    return None if final is None else {str(i): [str(r), d] for i, (r, d) in final.items()}
+
+
+def decode_final_hypotheses(data: Mapping[str, Any] | None) -> dict[int, tuple[Reason, str]] | None:
+    return None if data is None else {int(i): (Reason(v[0]), str(v[1])) for i, v in data.items()}

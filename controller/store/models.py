@@ -387,7 +387,7 @@ class WorkerRoundRow(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     expires_at: Mapped[datetime] = mapped_column(UTCDateTime)
     revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
-    heads: Mapped[dict[str, str]] = mapped_column(sa.JSON)
+    heads: Mapped[dict[str, list[str]]] = mapped_column(sa.JSON)
     outcome: Mapped[dict[str, Any] | None] = mapped_column(sa.JSON)
 
     def to_record(self) -> WorkerRoundRecord:
@@ -400,7 +400,7 @@ class WorkerRoundRow(Base):
             created_at=self.created_at,
             expires_at=self.expires_at,
             revoked_at=self.revoked_at,
-            heads=dict(self.heads),
+            heads={name: tuple(shas) for name, shas in self.heads.items()},
             outcome=dict(self.outcome) if self.outcome is not None else None,
         )
 

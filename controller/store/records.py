@@ -298,7 +298,7 @@ class WorkerRoundRecord:
 
     token_hash: sha256 of the bearer token (the token itself is never stored).
     job: the ``RoundJob`` JSON the worker fetches.
-    heads: component -> the newest commit a verified bundle of this attempt brought in.
+    heads: component -> the commits verified bundles of this attempt brought in, oldest first.
     outcome: the ``RoundOutcome`` JSON the worker reported at its end; None until then.
     """
 
@@ -310,7 +310,7 @@ class WorkerRoundRecord:
     created_at: datetime
     expires_at: datetime
     revoked_at: datetime | None
-    heads: Mapping[str, str]
+    heads: Mapping[str, tuple[str, ...]]
     outcome: Mapping[str, Any] | None
 
 

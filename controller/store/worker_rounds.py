@@ -22,7 +22,7 @@ from controller.store.records import WorkerRoundRecord
 
 
 class WorkerRounds:
-    """``add_worker_round`` / ``worker_round_by_token`` / ``prove_worker_heads`` /
+    """``add_worker_round`` / ``worker_round_by_token`` / ``prove_worker_heads`` / ``proved_heads`` /
     ``finish_worker_round`` / ``revoke_worker_rounds`` / ``worker_outcome``; mixed into ``Store``."""
 
     def _now(self) -> datetime:
@@ -74,8 +74,25 @@ class WorkerRounds:
         """Record commits a verified bundle of this attempt brought in (component -> sha)."""
         with self._session() as s:
             row = self._live_row(s, token_hash)
-            row.heads = {**row.heads, **heads}
+            proved = {name: list(shas) for name, shas in row.heads.items()}
+            for name, sha in heads.items():
+                if sha not in proved.setdefault(name, []):
+                    proved[name].append(sha)
+            row.heads = proved
             return row.to_record()
+
+    def proved_heads(self, run_id: str, round: int) -> dict[str, set[str]]:
+        """Every commit (by component) a verified bundle of any attempt of the round brought in."""
+        query = sa.select(WorkerRoundRow.heads).where(
+            (WorkerRoundRow.run_id == run_id) & (WorkerRoundRow.round == round)
+        )
+        proved: dict[str, set[str]] = {}
+        with self._session(read_only=True) as s:
+            get_run_row(s, run_id)
+            for heads in s.scalars(query):
+                for name, shas in heads.items():
+                    proved.setdefault(name, set()).update(shas)
+        return proved
 
     def finish_worker_round(self, token_hash: str, outcome: Mapping[str, Any]) -> WorkerRoundRecord:
         """Store the attempt's outcome and revoke its token in one step: nothing it sends later counts."""

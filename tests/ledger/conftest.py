@@ -102,9 +102,10 @@ def _http(url: str, home: Path) -> Iterator[LedgerHarness]:
                 job = RoundJob(run_id=run_id, round=0, turns=5, first_turn=1, heads={"app": "a" * 40})
                 token = remote.mint_worker_env(job)["CRUCIBLE_WORKER_TOKEN"]
                 tokens[run_id] = token
-                # The suite's kept commit stands for one a verified bundle of this round brought in
+                # The suite's kept commits stand for ones a verified bundle of this round brought in
                 # (the routes refuse heads no bundle proved; tests/worker checks that part).
-                store.prove_worker_heads(token_hash(token), {"app": "b" * 40})
+                for sha in ("b" * 40, "c" * 40):
+                    store.prove_worker_heads(token_hash(token), {"app": sha})
 
             ledger = HttpLedger(base, lambda run_id: tokens.get(run_id) or tokens["home"])
             harness = LedgerHarness(ledger=ledger, store=store, on_seed=mint)

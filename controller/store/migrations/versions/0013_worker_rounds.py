@@ -1,7 +1,7 @@
 """Worker rounds: the per-round tokens of ``crucible worker`` and what each attempt reported (ADR-0014).
 
-Revision ID: 0011
-Revises: 0009
+Revision ID: 0013
+Revises: 0012
 Create Date: 2026-12-03
 
 One row per attempt of a remote round. The token is stored only as its sha256 (``token_hash``,
@@ -16,8 +16,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0011"
-down_revision: str | None = "0009"
+revision: str = "0013"
+down_revision: str | None = "0012"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
