@@ -208,6 +208,18 @@ class EventKind(StrEnum):
     REPLY_DRAFTED = "reply_drafted"
     RESUMED = "resumed"
     COMPLETED = "completed"
+    # Progress of the running turn (live views): its step, and each measured sample as it arrives.
+    TURN_STEP = "turn_step"
+    SAMPLE = "sample"
+
+
+class TurnStep(StrEnum):
+    """Where a running turn is (the ``turn_step`` event): the steps of DESIGN §4-5, in order."""
+
+    PROPOSING = "proposing"
+    VALIDATING = "validating"
+    MEASURING = "measuring"
+    DECIDING = "deciding"
 
 
 class SequentialStop(StrEnum):

@@ -65,6 +65,9 @@ def schedule(arms: Sequence[SampleArm], samples: int, warmups: int) -> list[tupl
 PairCheck = Callable[["Measurement", int], bool]
 """Called after each completed pair of a two-arm measurement with the pairs so far; True stops it."""
 
+SampleSink = Callable[[SampleArm, int, dict[str, float], bool], None]
+"""Called with each measured sample as it arrives (arm, index, values, valid); warmups are not."""
+
 
 def measure(
     executor: Executor,
@@ -74,6 +77,7 @@ def measure(
     protocol: Mapping[str, str],
     log_prefix: Path | None = None,
     after_pair: PairCheck | None = None,
+    on_sample: SampleSink | None = None,
 ) -> Measurement:
     """Run the metric command on ``arms`` following ``schedule``; stop at the first invalid sample, or
     when ``after_pair`` (sequential measurement) says the evidence so far decides."""
@@ -109,6 +113,8 @@ def measure(
         elif error is None and run.returncode != 0:
             error = f"metric command exited {run.returncode}"
         result.raw.append((arm, index[arm], sample.values if error is None else {}, error is None))
+        if on_sample is not None:
+            on_sample(*result.raw[-1])
         index[arm] += 1
         if error is not None:
             result.error = f"{error} ({arm} sample {index[arm]})"

@@ -22,8 +22,10 @@ from controller.domain.enums import (
     Outcome,
     Reason,
     RunStatus,
+    SampleArm,
     SequentialStop,
     StopReason,
+    TurnStep,
 )
 
 
@@ -194,7 +196,37 @@ def dump(model: BaseModel | list[Any]) -> Any:
     return model.model_dump(mode="json")
 
 
+class TurnStepEvent(Event):
+    """``turn_step``: the running turn reached ``step`` (``arms``: what a measurement compares)."""
+
+    turn: int
+    round: int
+    step: TurnStep
+    arms: list[SampleArm] = Field(default_factory=list)
+
+
+class SampleEvent(Event):
+    """``sample``: one measured sample of the running turn as it arrived; ``value`` is the primary
+    metric, null for an invalid sample."""
+
+    turn: int
+    round: int
+    arm: SampleArm
+    index: int
+    value: float | None
+    valid: bool
+
+
+EVENT_MODELS: dict[str, type[Event]] = {
+    EventKind.TURN_STEP: TurnStepEvent,
+    EventKind.SAMPLE: SampleEvent,
+}
+
+
 def event_view(event_id: int, run_id: str, kind: str, created_at: datetime, payload: dict[str, Any]) -> Event:
-    return Event.model_validate(
+    """The event as its kind's model (the progress kinds are typed; the others carry their payload's
+    fields as extras)."""
+    model = EVENT_MODELS.get(kind, Event)
+    return model.model_validate(
         {"id": event_id, "run_id": run_id, "kind": kind, "created_at": created_at, **payload}
     )

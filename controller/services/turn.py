@@ -22,6 +22,7 @@ from controller.domain.enums import (
     SampleArm,
     SequentialStop,
     TurnPhase,
+    TurnStep,
 )
 from controller.domain.errors import CrucibleError
 from controller.engine.candidate import HISTORY_LIMIT, HistoryLine, render_candidate
@@ -31,6 +32,7 @@ from controller.engine.protocol import parse_agent_output
 from controller.services.context import Detached, RunContext
 from controller.services.measure import ArmRoot, Measurement, PairCheck, measure
 from controller.services.parallel import run_all
+from controller.services.progress import TurnProgress
 from controller.services.snapshots import Snapshot, clean_snapshot, mutations, snapshot
 from controller.services.validate import Validation, run_validation
 from controller.services.views import turn_view
@@ -62,6 +64,11 @@ class TurnWork:
     kept_before: dict[str, dict[str, ignored.Fingerprint]] = field(default_factory=dict)
     pairs: int | None = None
     stop: SequentialStop | None = None
+    progress: TurnProgress | None = None  # the live view's events (step, samples)
+
+    def step(self, step: TurnStep, arms: Sequence[SampleArm] = ()) -> None:
+        if self.progress is not None:
+            self.progress.step(step, arms)
 
     def changed_paths(self, composite: bool) -> tuple[str, ...]:
         out: list[str] = []
@@ -86,6 +93,7 @@ def _propose(ctx: RunContext, work: TurnWork, proposal: Proposal | None) -> None
     """Let the agent (or the knobs proposer) change the candidate workspace."""
     agent = ctx.spec.agent
     root = ctx.layout.workspace_root("candidate")
+    work.step(TurnStep.PROPOSING)
     if proposal is not None:
         work.proposal = proposal
         work.hypothesis = proposal.hypothesis
@@ -208,6 +216,8 @@ def _check_policy(ctx: RunContext, work: TurnWork) -> None:
 
 
 def _validate(ctx: RunContext, work: TurnWork) -> None:
+    if ctx.spec.validation is not None:
+        work.step(TurnStep.VALIDATING)
     outcome = run_validation(ctx, "candidate", work.number, work.round)
     _refuse_violations(ctx)
     if outcome is Validation.CANCELLED:
@@ -223,6 +233,7 @@ def _measure_arms(
 ) -> Measurement:
     """Measure ``arms``; the raw samples are kept in ``work`` and stored with the decision."""
     ctx.observer.step(f"turn {work.number}: measuring {' vs '.join(a.arm for a in arms)}")
+    work.step(TurnStep.MEASURING, [a.arm for a in arms])
     result = measure(
         ctx.executor,
         ctx.spec.metric,
@@ -230,6 +241,7 @@ def _measure_arms(
         protocol=ctx.protocol_env(work.number, work.round),
         log_prefix=ctx.layout.log_file(work.number, tag),
         after_pair=after_pair,
+        on_sample=None if work.progress is None else work.progress.sample,
     )
     work.raw_samples += result.raw
     _refuse_violations(ctx)
@@ -265,6 +277,7 @@ def _evaluate(ctx: RunContext, work: TurnWork) -> tuple[bool, str, Settled | Non
         mutated = mutations(work.before, snapshot(ctx, "candidate"))
     if mutated:
         raise _Stop(Reason.EVALUATOR_MUTATED, "the evaluator changed " + ", ".join(mutated[:20]))
+    work.step(TurnStep.DECIDING)
     guards = ctx.guard_names()
     candidate = result.arm(SampleArm.CANDIDATE, metric.name, guards)
     if metric.interleave:
@@ -463,7 +476,8 @@ def run_turn(
     ctx.ledger.start_turn(ctx.run_id, number, round_number, event=started)
     # No restore here: every turn ends restored or kept, and open_context reconciles after a crash.
     write_candidate_file(ctx, round_number, turns, decided_total, run)
-    work = TurnWork(number, round_number)
+    progress = TurnProgress(ctx.ledger, ctx.run_id, number, round_number, ctx.spec.metric.name)
+    work = TurnWork(number, round_number, progress=progress)
     keep = False
     detail = ""
     settled: Settled | None = None
