@@ -15,7 +15,7 @@ from fastapi import FastAPI
 
 from controller.api import errors
 from controller.api.auth import ApiTokens, BearerAuth
-from controller.api.dashboard.pages import dashboard_router
+from controller.api.dashboard.pages import dashboard_router, install_not_found_page
 from controller.api.events import events_router
 from controller.api.ops import ServiceStats, ops_router
 from controller.api.runs import RunControl, runs_router
@@ -50,6 +50,7 @@ def create_app(
         redoc_url=None,
     )
     errors.install(app)
+    install_not_found_page(app)
     auth = BearerAuth(tokens)
     app.include_router(runs_router(settings, store, control, auth, forge_for))
     app.include_router(events_router(store, auth, poll_s=events_poll_s))

@@ -154,6 +154,12 @@ def init(force: bool) -> None:
 @click.option("--watch-feedback", is_flag=True, help="refine on review feedback (not available yet)")
 @click.option("--listen", default=None, help="HOST:PORT for webhooks (with --watch-feedback)")
 @click.option("--live-steer", is_flag=True)
+@click.option(
+    "--dashboard",
+    default=None,
+    metavar="HOST:PORT",
+    help="serve the run's dashboard (read-only) here while it runs; prints a link with a login token",
+)
 @server_option
 def loop(
     spec_path: Path,
@@ -164,6 +170,7 @@ def loop(
     watch_feedback: bool,
     listen: str | None,
     live_steer: bool,
+    dashboard: str | None,
     server: str | None,
 ) -> None:
     """Run a run to its stop: baseline, then measured turns that are kept or restored."""
@@ -179,6 +186,9 @@ def loop(
         _fail(EXIT_USAGE, "--live-steer only makes sense with --watch-feedback")
     if server and (listen or live_steer):
         _fail(EXIT_USAGE, "--listen and --live-steer are for local runs (the server has its own endpoint)")
+    if server and dashboard:
+        _fail(EXIT_USAGE, "--dashboard is for local runs (the server serves its dashboard at /)")
+    address = _dashboard_address(dashboard)
     spec = load_spec(spec_path)
     if server and not dry_run:  # the server validates the spec (and its sandbox) on its own machine
         from controller.cli.follow import submit_and_follow
@@ -205,7 +215,7 @@ def loop(
     root = _root()
     run_id = root.service().create(spec, spec_path.read_text(), spec_path.resolve(), options)
     click.echo(f"run {run_id} started", err=True)
-    result = _drive(root, run_id, options, resume=False)
+    result = _drive(root, run_id, options, resume=False, dashboard=address)
     sys.exit(_finish_run(root, run_id, result, as_json))
 
 
@@ -213,10 +223,31 @@ def _announce_watch(ctx: RunContext, searched: LoopResult) -> None:
     click.echo(f"{searched.message}; now watching the pull requests for feedback", err=True)
 
 
-def _drive(root: Root, run_id: str, options: RunOptions, *, resume: bool) -> LoopResult:
+def _dashboard_address(value: str | None) -> tuple[str, int] | None:
+    """``--dashboard HOST:PORT`` checked before anything is created (exit 2 when malformed)."""
+    if value is None:
+        return None
+    from controller.cli.dashboard import parse_address
+
+    try:
+        return parse_address(value)
+    except ValueError as exc:
+        _fail(EXIT_USAGE, str(exc))
+
+
+def _drive(
+    root: Root,
+    run_id: str,
+    options: RunOptions,
+    *,
+    resume: bool,
+    dashboard: tuple[str, int] | None = None,
+) -> LoopResult:
     """Drive (or resume) ``run_id`` through the run service with the live table, Ctrl-C as cancel,
-    SIGTERM as detach, and the webhook endpoint when the run's options name one."""
+    SIGTERM as detach, the webhook endpoint when the run's options name one, and the run's dashboard
+    when ``dashboard`` names an address."""
     import threading
+    from contextlib import ExitStack
 
     from controller.cli.display import TableObserver
     from controller.cli.listen import parse_listen, webhook_server
@@ -245,21 +276,33 @@ def _drive(root: Root, run_id: str, options: RunOptions, *, resume: bool) -> Loo
             _detached(run_id)
 
     try:
-        if options.listen is None:
-            return go()
-        try:
-            host, port = parse_listen(options.listen)
-        except ValueError as exc:
-            _fail(EXIT_USAGE, str(exc))
-        secret = root.settings.webhooks.webhook_secret
-        if secret is None:
-            click.echo(
-                "warning: CRUCIBLE_WEBHOOK_SECRET is not set: the endpoint refuses every delivery", err=True
-            )
-        plain = secret.get_secret_value() if secret is not None else None
-        with webhook_server(root.store(), plain, host, port, service.hub.wake) as url:
-            click.echo(f"webhooks: {url}/webhooks/github", err=True)
-            return go()
+        with ExitStack() as serving:
+            if dashboard is not None:
+                from controller.cli.dashboard import dashboard_server
+
+                try:
+                    link = serving.enter_context(
+                        dashboard_server(root.settings, root.store(), run_id, *dashboard)
+                    )
+                except ValueError as exc:
+                    _fail(EXIT_USAGE, str(exc))
+                click.echo(f"dashboard (read-only): {link}", err=True)
+            if options.listen is None:
+                return go()
+            try:
+                host, port = parse_listen(options.listen)
+            except ValueError as exc:
+                _fail(EXIT_USAGE, str(exc))
+            secret = root.settings.webhooks.webhook_secret
+            if secret is None:
+                click.echo(
+                    "warning: CRUCIBLE_WEBHOOK_SECRET is not set: the endpoint refuses every delivery",
+                    err=True,
+                )
+            plain = secret.get_secret_value() if secret is not None else None
+            with webhook_server(root.store(), plain, host, port, service.hub.wake) as url:
+                click.echo(f"webhooks: {url}/webhooks/github", err=True)
+                return go()
     finally:
         undo()
 
@@ -421,17 +464,21 @@ def cancel_cmd(run_id: str, server: str | None) -> None:
 @cli.command("resume")
 @click.argument("run_id")
 @click.option("--json", "as_json", is_flag=True)
+@click.option("--dashboard", default=None, metavar="HOST:PORT", help="as for crucible loop")
 @server_option
-def resume_cmd(run_id: str, as_json: bool, server: str | None) -> None:
+def resume_cmd(run_id: str, as_json: bool, dashboard: str | None, server: str | None) -> None:
     """Continue a run after a crash or a cancel; a turn cut off mid-way is run again from its start.
 
     A run started with --watch-feedback goes on watching (and serving --listen) where it was."""
+    if server and dashboard:
+        _fail(EXIT_USAGE, "--dashboard is for local runs (the server serves its dashboard at /)")
     if server:
         with _client(server) as client:
             click.echo(client.resume(run_id))
         return
+    address = _dashboard_address(dashboard)
     root = _root()
-    result = _drive(root, run_id, root.service().options(run_id), resume=True)
+    result = _drive(root, run_id, root.service().options(run_id), resume=True, dashboard=address)
     sys.exit(_finish_run(root, run_id, result, as_json))
 
 

@@ -13,10 +13,10 @@ from contextlib import AbstractContextManager
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
-from controller.domain.enums import Outcome, RunStatus, TurnPhase
+from controller.domain.enums import EventKind, Outcome, RunStatus, TurnPhase
 from controller.store.models import DeliveryRow, EventRow, PullRequestRow, RunRow, SampleRow, TurnRow
 from controller.store.queries import get_run_row
-from controller.store.records import RunRecord, RunTally, SampleRecord, TurnRecord
+from controller.store.records import EventRecord, RunRecord, RunTally, SampleRecord, TurnRecord
 
 
 class PagedReads:
@@ -68,6 +68,18 @@ class PagedReads:
         query = sa.select(sa.func.max(EventRow.id)).where(EventRow.run_id == run_id)
         with self._session(read_only=True) as s:
             return int(s.execute(query).scalar() or 0)
+
+    def last_event_of(self, run_id: str, kind: EventKind) -> EventRecord | None:
+        """The run's newest event of ``kind`` (None: none yet), e.g. where the running turn started."""
+        query = (
+            sa.select(EventRow)
+            .where(EventRow.run_id == run_id, EventRow.kind == kind.value)
+            .order_by(EventRow.id.desc())
+            .limit(1)
+        )
+        with self._session(read_only=True) as s:
+            row = s.scalars(query).first()
+            return None if row is None else row.to_record()
 
     def page_turns(
         self,

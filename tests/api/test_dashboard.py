@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 
 import httpx
 
@@ -104,7 +105,8 @@ def test_the_run_page_tells_the_whole_story(api: Api) -> None:
     assert 'class="best"' in html and 'class="baseline"' in html and "round 1" in html
     assert html.count("<tr class=") == 10
     assert "It ran every turn it was asked for." in html
-    assert '<span class="add">+x = 2  # </span>' in html  # the real diff, coloured
+    # the real diff, coloured: +/- lines, and the code's tokens by the file's language (src/a.py)
+    assert '<span class="add">+x = <span class="tk-m">2</span>  <span class="tk-c"># </span></span>' in html
     assert "untrusted" in html and "rejected" in html and "Copy" in html
     assert "Round 1 on app: kept" in html
     assert "confirm/cancel" not in html  # a read-only session sees no buttons
@@ -171,3 +173,68 @@ def test_the_live_stream_and_fragment_follow_the_run(api: Api) -> None:
     with httpx.Client(base_url=api.url) as anonymous:
         assert anonymous.get(f"/runs/{run_id}/live").status_code == 401
         assert anonymous.get(f"/runs/{run_id}/fragment").status_code == 401
+
+
+def test_unknown_pages_and_runs_get_an_html_404_and_the_api_keeps_its_json(api: Api) -> None:
+    browser = {"accept": "text/html,application/xhtml+xml,*/*;q=0.8"}
+    with _login(api, READER) as client:
+        run = client.get("/runs/nope")
+        assert run.status_code == 404 and run.headers["content-type"].startswith("text/html")
+        assert (
+            "There is no run nope here." in run.text
+            and "script-src 'self'" in run.headers["content-security-policy"]
+        )
+        probe = client.get("/runs/%3Cimg%20src%3Dx%20onerror%3Dalert(1)%3E")
+        assert probe.status_code == 404 and "<img" not in probe.text and "&lt;img src=x" in probe.text
+        page = client.get("/no/such/page", headers=browser)
+        assert page.status_code == 404 and "There is no page here." in page.text
+        api_error = client.get("/api/runs/nope", headers={**browser, "Authorization": f"Bearer {READER}"})
+        assert api_error.status_code == 404 and api_error.json()["kind"] == "not_found"
+        assert client.get("/no/such/page").json() == {"detail": "Not Found"}  # a client that wants JSON
+    with httpx.Client(base_url=api.url, timeout=30) as anonymous:
+        assert anonymous.get("/no/such/page", headers=browser).status_code == 404  # no session needed
+
+
+def test_the_run_page_shows_the_running_turn_with_its_step_and_samples(api: Api) -> None:
+    run_id = seeded_run(api.store, _settings(api), "running", turns=2)
+    api.store.set_run_status(run_id, RunStatus.RUNNING)
+    api.store.start_turn(run_id, 3, 0, event=(EventKind.TURN_STARTED, {"turn": 3, "round": 0}))
+    step = {"turn": 3, "round": 0, "step": "measuring", "arms": ["champion", "candidate"]}
+    api.store.append_event(run_id, EventKind.TURN_STEP, step)
+    for arm, index, value in [("champion", 0, 100.0), ("candidate", 0, 98.5), ("candidate", 1, None)]:
+        sample = {
+            "turn": 3,
+            "round": 0,
+            "arm": arm,
+            "index": index,
+            "value": value,
+            "valid": value is not None,
+        }
+        api.store.append_event(run_id, EventKind.SAMPLE, sample)
+    with _login(api, READER) as client:
+        html = client.get(f"/runs/{run_id}").text
+        assert "Turn 3 (round 0) is running" in html and 'data-turn="3"' in html
+        assert '<strong id="turn-live-step">measuring champion vs candidate</strong>' in html
+        assert '<td class="values">98.5, invalid</td><td class="median">98.5</td>' in html
+        decision = TurnDecision(Outcome.REJECTED, Reason.NOT_IMPROVED, value=98.5, hypothesis="third")
+        event = (EventKind.REJECTED, {"turn": 3})
+        api.store.decide_turn(run_id, 3, decision, champion=None, component_heads={}, event=event)
+        after = client.get(f"/runs/{run_id}").text
+        assert "is running" not in after and 'id="turn-live"' in after  # the panel waits, hidden
+
+
+def test_the_pr_table_shows_the_base_and_the_drift(api: Api) -> None:
+    seeded_run(api.store, _settings(api), "drift", turns=3)
+    [pull] = api.store.list_pulls("drift")
+    with _login(api, READER) as client:
+        row = client.get("/runs/drift").text.split("<h2>Pull requests</h2>")[1].split("</tr>")[1]
+        assert f"<code>main @ {pull.base_sha[:10]}</code>" in row and "<td>none</td>" in row
+        moved = "b" * 40
+        api.store.follow_base(
+            "drift", "app", new_base=moved, head_sha=pull.head_sha, event={"component": "app"}
+        )
+        api.store.save_pull(replace(pull, head_sha="f" * 40, base_sha=moved))
+        row = client.get("/runs/drift").text.split("<h2>Pull requests</h2>")[1].split("</tr>")[1]
+    assert f"<code>main @ {'b' * 10}</code>" in row
+    assert f"followed the base 1× since {pull.base_sha[:10]}" in row
+    assert f"someone else pushed {'f' * 10} (crucible pushed {pull.pushed_sha[:10]})" in row

@@ -22,6 +22,7 @@ from controller.domain.enums import EventKind, Outcome, Reason, RunStatus
 from controller.store.records import TurnDecision
 from tests.api.conftest import ADMIN, READER, Api
 from tests.api.dashboard_runs import seeded_run
+from tests.api.gated_loop import SAMPLES, start_gated_loop
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 
@@ -189,3 +190,41 @@ def test_axe_finds_no_serious_violation_on_any_page(api: Api, browser: playwrigh
         found[path] = serious
     context.close()
     assert found == {path: [] for path in found}
+
+
+def test_the_page_of_a_running_local_loop_updates_live(
+    browser: playwright_api.Browser, artifacts: Path, tmp_path: Path
+) -> None:
+    """``crucible loop --dashboard``: the printed link logs in and lands on the run, whose running turn
+    shows its step and each sample as the (gated) metric lets it through, then the decided turn."""
+    expect = playwright_api.expect
+    loop = start_gated_loop(tmp_path, "--turns", "2")
+    try:
+        link = loop.link()
+        loop.allow(SAMPLES)  # the baseline; turn 1's first sample is then held
+        loop.wait_for("turn 1's first sample to be taken", lambda: loop.taken() >= SAMPLES + 1)
+        watched = Watched(browser.new_context(viewport={"width": 1280, "height": 900}).new_page())
+        page = watched.page
+        page.goto(link)
+        page.wait_for_selector("#live[data-following=yes]")
+        expect(page.locator("#turn-live-title")).to_have_text("Turn 1 (round 0) is running")
+        expect(page.locator("#turn-live-step")).to_have_text("measuring champion vs candidate")
+        page.evaluate("window.__sameDocument = true")
+        values = "#turn-live-samples tr[data-arm={}] td.{}"
+        loop.allow(SAMPLES + 1)
+        expect(page.locator(values.format("champion", "values"))).to_have_text("10", timeout=20000)
+        loop.allow(SAMPLES + 3)
+        expect(page.locator(values.format("candidate", "values"))).to_have_text("9, 9", timeout=20000)
+        expect(page.locator(values.format("candidate", "median"))).to_have_text("9")
+        page.screenshot(path=str(artifacts / "loop-running-turn.png"), full_page=True)
+        loop.allow(3 * SAMPLES)  # the rest of turn 1; turn 2 then waits in its measurement
+        expect(page.locator("table.turns tbody tr.accepted")).to_have_count(1, timeout=30000)
+        expect(page.locator("#turn-live-title")).to_have_text("Turn 2 (round 0) is running", timeout=20000)
+        assert page.evaluate("window.__sameDocument") is True  # no reload
+        assert "one less than the champion" in page.locator("table.turns").inner_text()
+        assert watched.errors == []
+        page.context.close()
+        loop.allow(10**6)
+        assert loop.proc.wait(timeout=120) == 0, loop.stderr()
+    finally:
+        loop.stop()

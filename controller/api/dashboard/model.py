@@ -1,18 +1,20 @@
 """What the dashboard's templates show, computed from the typed views (``services.schemas``).
 
 The templates only lay out; every number (change in %, Δ vs champion, durations), every sentence (the
-stop reason) and every decision about a link (only http(s) URLs become ``href``) is made here, in
-plain typed functions a test can call without HTTP.
+stop reason), the running turn and every decision about a link (only http(s) URLs become ``href``) is
+made here, in plain typed functions a test can call without HTTP.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from controller.domain.enums import StopReason
+from controller.domain.enums import EventKind, StopReason, TurnStep
 from controller.services import schemas
-from controller.store.records import RunRecord, RunTally
+from controller.store.records import ComponentRecord, EventRecord, PullRecord, RunRecord, RunTally
 
 STOP_SENTENCES: dict[StopReason, str] = {
     StopReason.MAX_TURNS: "It ran every turn it was asked for.",
@@ -93,6 +95,32 @@ class TurnLine:
         return f"candidate: {cand or '-'} | champion: {ref or '-'}"
 
 
+@dataclass(frozen=True)
+class PullLine:
+    """What the PR table adds to a PR's view: the base it targets and how it drifted."""
+
+    base: str
+    drift: str
+
+
+def pull_lines(pulls: Sequence[PullRecord], components: Sequence[ComponentRecord]) -> dict[str, PullLine]:
+    """Per component: ``main @ <base sha>``, and the drift: bases followed since the run started (the
+    upstream moved) and a head someone else pushed (adopted or paused on), else ``none``."""
+    by_name = {c.name: c for c in components}
+    out = {}
+    for pull in pulls:
+        component = by_name.get(pull.component)
+        ref = component.base_ref if component else "base"
+        drift = []
+        bases = list(component.extra.get("bases", [])) if component else []
+        if len(bases) > 1:
+            drift.append(f"followed the base {len(bases) - 1}× since {str(bases[0])[:10]}")
+        if pull.head_sha != pull.pushed_sha:
+            drift.append(f"someone else pushed {pull.head_sha[:10]} (crucible pushed {pull.pushed_sha[:10]})")
+        out[pull.component] = PullLine(f"{ref} @ {pull.base_sha[:10]}", "; ".join(drift) or "none")
+    return out
+
+
 def turn_lines(turns: list[schemas.Turn], baseline: float | None) -> list[TurnLine]:
     """Turns with their change vs the champion they faced (the running kept value)."""
     champion = baseline
@@ -105,19 +133,53 @@ def turn_lines(turns: list[schemas.Turn], baseline: float | None) -> list[TurnLi
     return out
 
 
-def diff_lines(diff: str) -> list[tuple[str, str]]:
-    """A unified diff as (css class, line) pairs: the colouring, with the text left to autoescape."""
-    out = []
-    for line in diff.splitlines():
-        if line.startswith(("+++", "---", "diff --git", "index ")):
-            kind = "meta"
-        elif line.startswith("@@"):
-            kind = "hunk"
-        elif line.startswith("+"):
-            kind = "add"
-        elif line.startswith("-"):
-            kind = "del"
-        else:
-            kind = "ctx"
-        out.append((kind, line))
-    return out
+DECISIONS = frozenset({EventKind.ACCEPTED, EventKind.REJECTED, EventKind.FAILED, EventKind.NO_CHANGE})
+
+
+@dataclass
+class RunningTurn:
+    """The undecided turn as its events tell it so far: the live panel of the run page (``live.js``
+    keeps it current with the same texts)."""
+
+    turn: int
+    round: int
+    step: str = "starting"
+    arms: list[str] = field(default_factory=list)
+    samples: dict[str, list[float | None]] = field(default_factory=dict)
+
+    @property
+    def step_text(self) -> str:
+        if self.step == TurnStep.MEASURING and self.arms:
+            return f"measuring {' vs '.join(self.arms)}"
+        return self.step
+
+    def lines(self) -> list[tuple[str, str, str]]:
+        """(arm, its samples so far, their median) per arm, in the order they were first measured."""
+        out = []
+        for arm, values in self.samples.items():
+            valid = [v for v in values if v is not None]
+            shown = ", ".join("invalid" if v is None else f"{v:.6g}" for v in values)
+            out.append((arm, shown, f"{statistics.median(valid):.6g}" if valid else ""))
+        return out
+
+
+def running_turn(events: Sequence[EventRecord]) -> RunningTurn | None:
+    """Fold a run's events from its last ``turn_started`` on into the running turn (None: decided)."""
+    current: RunningTurn | None = None
+    for event in events:
+        p = event.payload
+        if event.kind is EventKind.TURN_STARTED:
+            current = RunningTurn(int(p.get("turn", 0)), int(p.get("round", 0)))
+        elif current is None or p.get("turn") != current.turn:
+            continue
+        elif event.kind in DECISIONS:
+            current = None
+        elif event.kind is EventKind.TURN_STEP:
+            current.step = str(p.get("step", ""))
+            current.arms = [str(a) for a in p.get("arms", [])]
+        elif event.kind is EventKind.SAMPLE:
+            value = p.get("value")
+            current.samples.setdefault(str(p.get("arm")), []).append(
+                float(value) if isinstance(value, int | float) else None
+            )
+    return current

@@ -15,24 +15,28 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Form, HTTPException, Query, Request
+from fastapi import APIRouter, FastAPI, Form, HTTPException, Query, Request
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
 from jinja2 import Environment, FileSystemLoader, select_autoescape
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from controller.api.auth import ApiTokens
-from controller.api.dashboard import model
+from controller.api.dashboard import highlight, model
 from controller.api.dashboard.chart import Point, render_chart
-from controller.api.dashboard.session import COOKIE, TTL_S, Session, Sessions
+from controller.api.dashboard.session import COOKIE, TTL_S, Role, Session, Sessions
 from controller.api.events import event_stream
 from controller.api.runs import RunControl
 from controller.config.settings import Settings
-from controller.domain.enums import Direction, RunStatus
+from controller.domain.enums import Direction, EventKind, RunStatus
+from controller.domain.errors import NotFoundError
 from controller.services import schemas
 from controller.services.views import run_view
 from controller.store.store import Store
 
 HERE = Path(__file__).parent
 PAGE = 25
+RUNNING_EVENTS = 2000  # the running turn's steps and samples read for the page, at most
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
     "form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
@@ -70,10 +74,23 @@ def chart_svg(run: schemas.Run) -> str:
 
 
 class Dashboard:
-    """The page handlers' shared parts: templates, sessions and the store."""
+    """The page handlers' shared parts: templates, sessions and the store.
 
-    def __init__(self, settings: Settings, store: Store, tokens: ApiTokens, control: RunControl) -> None:
+    ``control`` None serves the pages read-only (no action routes at all: ``crucible loop
+    --dashboard``); ``link_login`` names where ``GET /login?token=…`` lands after setting the
+    session, for the link a local loop prints (None: only the login form, as ``crucible serve``)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        store: Store,
+        tokens: ApiTokens,
+        control: RunControl | None,
+        *,
+        link_login: str | None = None,
+    ) -> None:
         self.settings, self.store, self.control = settings, store, control
+        self.link_login = link_login
         self.sessions = Sessions(tokens)
         self.env = _environment()
 
@@ -98,6 +115,7 @@ class Dashboard:
         run = run_view(self.settings, self.store, run_id, with_diffs=with_diffs)
         record = self.store.get_run(run_id)
         return {
+            "running": self.running_turn(run_id, after) if record.status is RunStatus.RUNNING else None,
             "run": run,
             "record": record,
             "after": after,
@@ -106,28 +124,89 @@ class Dashboard:
             "change": model.change_pct(run.baseline.value, run.best.value if run.best else None),
             "stop": model.stop_sentence(run.stop_reason, run.message),
             "duration": model.duration(run.created_at, run.finished_at),
-            "diff_lines": model.diff_lines,
+            "diff_lines": highlight.diff_lines,
             "safe_url": model.safe_url,
             "kept": sum(1 for t in run.turns if t.outcome == "accepted"),
+            "pulls": model.pull_lines(self.store.list_pulls(run_id), self.store.list_components(run_id))
+            if run.pull_requests
+            else {},
         }
+
+    def running_turn(self, run_id: str, upto: int) -> model.RunningTurn | None:
+        """The undecided turn from the events up to ``upto`` (the live script follows from there)."""
+        started = self.store.last_event_of(run_id, EventKind.TURN_STARTED)
+        if started is None or started.id > upto:
+            return None
+        events = self.store.list_events(run_id, after_id=started.id - 1, limit=RUNNING_EVENTS)
+        return model.running_turn([e for e in events if e.id <= upto])
+
+    def not_found(self, request: Request, what: str) -> HTMLResponse:
+        session = self.sessions.check(request.cookies.get(COOKIE))
+        return self.render("404.html", http_status=404, session=session, what=what)
 
 
 def _login_redirect() -> RedirectResponse:
     return RedirectResponse("/login", status_code=303, headers=HEADERS)
 
 
-def dashboard_router(settings: Settings, store: Store, tokens: ApiTokens, control: RunControl) -> APIRouter:
-    dash = Dashboard(settings, store, tokens, control)
+def _logged_in(request: Request, dash: Dashboard, role: Role, target: str) -> RedirectResponse:
+    response = RedirectResponse(target, status_code=303, headers=HEADERS)
+    response.set_cookie(
+        COOKIE,
+        dash.sessions.issue(role),
+        max_age=TTL_S,
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+        path="/",
+    )
+    return response
+
+
+def dashboard_router(
+    settings: Settings,
+    store: Store,
+    tokens: ApiTokens,
+    control: RunControl | None,
+    *,
+    link_login: str | None = None,
+) -> APIRouter:
+    dash = Dashboard(settings, store, tokens, control, link_login=link_login)
     router = APIRouter(include_in_schema=False)
     _session_routes(router, dash)
     _read_routes(router, dash)
-    _action_routes(router, dash)
+    if control is not None:
+        _action_routes(router, dash, control)
     return router
 
 
+API_PREFIXES = ("/api/", "/webhooks/", "/healthz", "/readyz", "/metrics", "/docs", "/openapi.json")
+
+
+def install_not_found_page(app: FastAPI) -> None:
+    """A 404 for a browser (``Accept: text/html``) outside the API is the dashboard's page; the API,
+    webhooks, probes and any client that does not ask for HTML keep the JSON error."""
+    env = _environment()
+
+    async def not_found(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, StarletteHTTPException)
+        wants_html = "text/html" in request.headers.get("accept", "")
+        if exc.status_code != 404 or not wants_html or request.url.path.startswith(API_PREFIXES):
+            return await http_exception_handler(request, exc)
+        html = env.get_template("404.html").render(session=None, what="page")
+        return HTMLResponse(html, status_code=404, headers=HEADERS)
+
+    app.add_exception_handler(StarletteHTTPException, not_found)
+
+
 def _session_routes(router: APIRouter, dash: Dashboard) -> None:
-    @router.get("/login")
-    def login_form() -> HTMLResponse:
+    @router.get("/login", response_model=None)
+    def login_form(request: Request, token: Annotated[str | None, Query(max_length=4096)] = None) -> Response:
+        if token is not None and dash.link_login is not None:
+            role = dash.sessions.role_of(token)
+            if role is not None:
+                return _logged_in(request, dash, role, dash.link_login)
+            return dash.render("login.html", http_status=401, error="That link's token is not valid.")
         return dash.render("login.html", error=None)
 
     @router.post("/login", response_model=None)
@@ -135,17 +214,7 @@ def _session_routes(router: APIRouter, dash: Dashboard) -> None:
         role = dash.sessions.role_of(token)
         if role is None:
             return dash.render("login.html", http_status=401, error="That token is not valid.")
-        response = RedirectResponse("/", status_code=303, headers=HEADERS)
-        response.set_cookie(
-            COOKIE,
-            dash.sessions.issue(role),
-            max_age=TTL_S,
-            httponly=True,
-            samesite="strict",
-            secure=request.url.scheme == "https",
-            path="/",
-        )
-        return response
+        return _logged_in(request, dash, role, "/")
 
     @router.post("/logout")
     def logout() -> RedirectResponse:
@@ -196,8 +265,12 @@ def _read_routes(router: APIRouter, dash: Dashboard) -> None:
         session = dash.session(request)
         if session is None:
             return _login_redirect()
-        context = dash.run_context(run_id, with_diffs=True)
-        return dash.page(request, "run.html", session, actions=ACTIONS, **context)
+        try:
+            context = dash.run_context(run_id, with_diffs=True)
+        except NotFoundError:
+            return dash.not_found(request, f"run {run_id}")
+        actions = ACTIONS if dash.control is not None else {}
+        return dash.page(request, "run.html", session, actions=actions, **context)
 
     @router.get("/runs/{run_id}/fragment", response_model=None)
     def fragment(request: Request, run_id: str) -> Response:
@@ -220,7 +293,7 @@ def _read_routes(router: APIRouter, dash: Dashboard) -> None:
         )
 
 
-def _action_routes(router: APIRouter, dash: Dashboard) -> None:
+def _action_routes(router: APIRouter, dash: Dashboard, control: RunControl) -> None:
     def writer(request: Request) -> Session:
         session = dash.session(request)
         if session is None:
@@ -249,13 +322,13 @@ def _action_routes(router: APIRouter, dash: Dashboard) -> None:
         if session.nonce == "bearer" or not dash.sessions.csrf_ok(session, csrf):
             raise HTTPException(status_code=403, detail="csrf: the form's token is missing or stale")
         if action == "cancel":
-            message = dash.control.cancel(run_id)
+            message = control.cancel(run_id)
         elif action == "resume":
-            message = dash.control.resume(run_id)
+            message = control.resume(run_id)
         elif action == "round":
             if not steer.strip():
                 raise HTTPException(status_code=422, detail="steer: say what the round should address")
-            message = dash.control.steer(run_id, steer)
+            message = control.steer(run_id, steer)
         else:
             raise HTTPException(status_code=404, detail=f"action: no such action {action[:40]!r}")
         return dash.page(request, "done.html", session, run_id=run_id, message=message)
