@@ -59,6 +59,7 @@ class FakeController:
         self.lock = threading.Lock()
         self.deadline = 300
         self.minted: list[tuple[str, int]] = []
+        self.revoked: list[tuple[str, int]] = []
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
@@ -74,6 +75,13 @@ class FakeController:
             "CRUCIBLE_RUN_ID": job.run_id,
             "CRUCIBLE_ROUND": str(job.round),
         }
+
+    def revoke(self, run_id: str, round: int) -> None:
+        with self.lock:
+            self.revoked.append((run_id, round))
+            for token, job in list(self.tokens.items()):
+                if job.key == (run_id, round):
+                    del self.tokens[token]
 
     def remote_outcome(self, run_id: str, round: int) -> RoundOutcome | None:
         with self.lock:
@@ -180,6 +188,7 @@ def make_broker(control_plane: ControlPlane, controller: FakeController) -> Kube
         mint_worker_env=controller.mint_worker_env,
         remote_outcome=controller.remote_outcome,
         spec_for=controller.spec_for,
+        revoke=controller.revoke,
         command=POD_COMMAND,
         poll_s=0.05,
     )

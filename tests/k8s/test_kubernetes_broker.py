@@ -100,6 +100,7 @@ def test_a_restarted_controller_adopts_the_running_job_and_creates_no_second(
     assert report.state is RoundState.SUCCEEDED and report.outcome is not None
     assert len(jobs_of(control_plane, controller.namespace)) == 1
     assert controller.minted == [("r1", 0)], "no second token, so the running worker's stays good"
+    assert controller.revoked == [("r1", 0)], "the round is over: its token is revoked once"
     assert script.ran == [("r1", 0)]
     second.close()
 

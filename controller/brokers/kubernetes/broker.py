@@ -9,7 +9,8 @@ from the pod. A pod that ends any other way is a FAILED round whose error starts
 Job is.
 
 Dependency inversion (ADR-0003): the composition root injects ``mint_worker_env`` (a per-round token
-and the worker's environment), ``remote_outcome`` and ``spec_for`` (the run's ``[broker]`` table);
+and the worker's environment), ``remote_outcome``, ``revoke`` (the round ended: its tokens die) and
+``spec_for`` (the run's ``[broker]`` table);
 this module knows nothing of the store or the services.
 """
 
@@ -19,7 +20,7 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, Protocol
 
 from kubernetes import client
 
@@ -33,6 +34,18 @@ from controller.domain.jobs import RoundJob, RoundState
 
 MintWorkerEnv = Callable[[RoundJob], dict[str, str]]
 RemoteOutcome = Callable[[str, int], RoundOutcome | None]
+
+
+class RemoteRoundsPort(Protocol):
+    """The controller's side of remote rounds that a remote broker is given (the worker's contract)."""
+
+    def mint_worker_env(self, job: RoundJob) -> dict[str, str]: ...
+
+    def remote_outcome(self, run_id: str, round: int) -> RoundOutcome | None: ...
+
+    def revoke(self, run_id: str, round: int) -> None: ...
+
+
 SpecFor = Callable[[str], BrokerSpec]
 POLL_S = 0.2  # how often ``wait`` re-reads a round's Job; a read is two small GETs
 
@@ -79,6 +92,7 @@ class KubernetesBroker:
         mint_worker_env: MintWorkerEnv,
         remote_outcome: RemoteOutcome,
         spec_for: SpecFor,
+        revoke: Callable[[str, int], None] | None = None,
         namespace: str = "default",
         command: tuple[str, ...] = manifest.DEFAULT_COMMAND,
         poll_s: float = POLL_S,
@@ -88,6 +102,7 @@ class KubernetesBroker:
         self._mint = mint_worker_env
         self._outcome = remote_outcome
         self._spec_for = spec_for
+        self._revoke = revoke
         self._namespace = namespace  # the controller's own: where Jobs go when the spec names none
         self._command = command
         self._poll_s = poll_s
@@ -102,7 +117,7 @@ class KubernetesBroker:
     def launch(self, job: RoundJob) -> RoundReport:
         digest = manifest.job_digest(job)
         with self._lock:
-            known = self._rounds.get(job.key)
+            known = self._rounds.get((job.run_id, job.round))
         if known is not None:
             if known.digest != digest:
                 raise ConflictError(
@@ -122,7 +137,7 @@ class KubernetesBroker:
             )
         self._pods.follow(spec.namespace)
         with self._lock:
-            self._rounds.setdefault(job.key, _Round(job, digest, spec.namespace, name))
+            self._rounds.setdefault((job.run_id, job.round), _Round(job, digest, spec.namespace, name))
         return self.status(job.run_id, job.round)
 
     def status(self, run_id: str, round: int) -> RoundReport:
@@ -132,6 +147,8 @@ class KubernetesBroker:
         report = self._observe(entry)
         if report.finished:
             entry.final = report
+            if self._revoke is not None:  # the round is over: no token of it is good any more
+                self._revoke(run_id, round)
         return report
 
     def wait(self, run_id: str, round: int, timeout: float | None = None) -> RoundReport:
