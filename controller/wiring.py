@@ -24,6 +24,9 @@ from controller.config.spec import Spec
 from controller.domain.errors import SpecError
 
 if TYPE_CHECKING:
+    from controller.brokers.base import Broker
+    from controller.brokers.kubernetes.broker import RemoteRoundsPort
+    from controller.brokers.local import RoundRunner
     from controller.forge.base import Forge
     from controller.services.service import ForgeFor, RunService
     from controller.store.store import Store
@@ -86,6 +89,8 @@ class Root:
     forges: ForgeClients
     forge_for: ForgeFor | None = None  # overrides forges.for_spec (the demo's local forge)
     inline: bool = True  # rounds in the caller's thread (crucible loop) or one thread each (serve)
+    # The controller's side of remote rounds (worker tokens, the worker's outcome); Kubernetes runs need it.
+    remote_rounds: RemoteRoundsPort | None = None
     _store: Store | None = field(default=None, repr=False)
     _service: RunService | None = field(default=None, repr=False)
 
@@ -111,20 +116,55 @@ class Root:
         return self._store
 
     def service(self) -> RunService:
-        """The run service over the local broker."""
+        """The run service; each run's rounds go to the broker its spec's ``[broker] kind`` names."""
         if self._service is None:
-            from controller.brokers.local import LocalBroker
             from controller.services.service import RunService
 
-            inline = self.inline
             self._service = RunService(
                 self.settings,
                 self.store(),
                 environ=self.environ,
                 forge_for=self.forge_for or self.forges.for_spec,
-                broker=lambda runner: LocalBroker(runner, inline=inline),
+                broker=self._broker,
             )
         return self._service
+
+    def _broker(self, runner: RoundRunner) -> Broker:
+        from controller.brokers.local import LocalBroker
+        from controller.brokers.routing import RoutedBroker
+        from controller.services.recovery import stored_spec
+
+        inline = self.inline
+        return RoutedBroker(
+            {"local": lambda: LocalBroker(runner, inline=inline), "kubernetes": self.kubernetes_broker},
+            lambda run_id: stored_spec(self.store(), run_id).broker.kind,
+            concurrent=not inline,
+        )
+
+    def kubernetes_broker(self) -> Broker:
+        """The broker of runs with ``[broker] kind = "kubernetes"`` (ADR-0015), on the cluster the
+        settings name; SpecError naming what is missing."""
+        # Imported here: only Kubernetes runs load the client.
+        from controller.brokers.kubernetes.broker import KubernetesBroker
+        from controller.brokers.kubernetes.connect import connect
+        from controller.services.recovery import stored_spec
+
+        if self.remote_rounds is None:
+            raise SpecError(
+                "broker.kind",
+                "kubernetes rounds report to the controller's worker API, which this process does not "
+                "serve; run the spec with a controller that does",
+            )
+        kube = self.settings.kubernetes
+        api, namespace = connect(kube.kubeconfig, kube.kube_namespace)
+        return KubernetesBroker(
+            api,
+            mint_worker_env=self.remote_rounds.mint_worker_env,
+            remote_outcome=self.remote_rounds.remote_outcome,
+            revoke=self.remote_rounds.revoke,
+            spec_for=lambda run_id: stored_spec(self.store(), run_id).broker,
+            namespace=namespace,
+        )
 
     def close(self) -> None:
         if self._store is not None:

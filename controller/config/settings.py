@@ -134,6 +134,17 @@ class SchedulerSettings(SettingsGroup):
     machine's cores and disk; more replicas, not a higher number, scale a shared database."""
 
 
+class KubernetesSettings(SettingsGroup):
+    """Where runs with ``[broker] kind = "kubernetes"`` create their Jobs (ADR-0015)."""
+
+    kubeconfig: Path | None = None
+    """CRUCIBLE_KUBECONFIG: the kubeconfig file of the cluster; unset, the controller must run in the
+    cluster and uses its pod's service account (deploy/'s Role)."""
+    kube_namespace: str | None = None
+    """CRUCIBLE_KUBE_NAMESPACE: the controller's namespace, where Jobs go when a spec names none;
+    default: the kubeconfig context's, or the service account's."""
+
+
 class Settings(BaseModel):
     """The whole tree. ``home`` and ``database_url`` are top-level because every command needs them.
 
@@ -155,12 +166,14 @@ class Settings(BaseModel):
     webhooks: WebhookSettings = Field(default_factory=WebhookSettings)
     api: ApiSettings = Field(default_factory=ApiSettings)
     scheduler: SchedulerSettings = Field(default_factory=SchedulerSettings)
+    kubernetes: KubernetesSettings = Field(default_factory=KubernetesSettings)
 
     GROUPS: ClassVar[dict[str, type[SettingsGroup]]] = {
         "forge": ForgeSettings,
         "webhooks": WebhookSettings,
         "api": ApiSettings,
         "scheduler": SchedulerSettings,
+        "kubernetes": KubernetesSettings,
     }
 
     @classmethod

@@ -16,6 +16,7 @@ import pytest
 
 from controller.brokers.base import Broker, RoundOutcome
 from controller.brokers.local import LocalBroker, RoundRunner
+from controller.brokers.routing import RoutedBroker
 from controller.domain.enums import RunStatus, StopReason
 from controller.domain.errors import ConflictError, CrucibleError, NotFoundError
 from controller.domain.jobs import RoundJob, RoundState
@@ -66,6 +67,9 @@ class Subject:
 BROKERS: dict[str, Callable[[RoundRunner], Broker]] = {
     "local-inline": lambda runner: LocalBroker(runner, inline=True),
     "local-threads": lambda runner: LocalBroker(runner, inline=False),
+    "routed-local": lambda runner: RoutedBroker(
+        {"local": lambda: LocalBroker(runner, inline=False)}, lambda _run: "local", concurrent=True
+    ),
 }
 
 
