@@ -5,7 +5,9 @@ end badly (deleted, evicted, OOM-killed, past the deadline) are FAILED rounds wi
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,8 +15,10 @@ from kubernetes import client
 
 from controller.brokers.kubernetes import manifest
 from controller.brokers.kubernetes.broker import FailureReason, KubernetesBroker
+from controller.config.spec import parse_spec
 from controller.domain.errors import ConflictError
 from controller.domain.jobs import RoundState
+from controller.services.dryrun import round_manifests
 from tests.brokers.test_contract import WAIT, Script, job
 from tests.k8s.broker_harness import RESTRICTED, FakeController, harness, loop_spec, make_broker
 from tests.k8s.conftest import ControlPlane, wait_until
@@ -224,3 +228,20 @@ def test_round_job_names_are_dns_labels_and_stable() -> None:
     odd = manifest.job_name("Run_With.Odd/Chars" * 5, 12)
     assert len(odd) <= 63 and odd == manifest.job_name("Run_With.Odd/Chars" * 5, 12)
     assert odd != manifest.job_name("run-with-odd-chars" * 5, 12), "a digest keeps slugged ids apart"
+
+
+def test_the_dry_runs_manifests_are_accepted_by_the_api_server_as_printed(
+    control_plane: ControlPlane, namespace: Callable[..., str], tmp_path: Path
+) -> None:
+    text = 'objective = "x"\n[agent]\ncommand = "true"\n[metric]\ncommand = "true"\nname = "m"\n'
+    text += (
+        '[[component]]\nname = "app"\nrepo = "."\n[broker]\nkind = "kubernetes"\nimage = "crucible:test"\n'
+    )
+    text += 'agent_secret = "loop-agent"\ntolerations = [{ key = "gpu", operator = "Exists" }]\n'
+    manifests = round_manifests(parse_spec(text, tmp_path), {"app": "0" * 40}, 3)
+    assert manifests is not None
+    ns = namespace(labels=RESTRICTED)
+    listed = json.dumps({"apiVersion": "v1", "kind": "List", "items": manifests})
+    out = control_plane.run_kubectl("-n", ns, "apply", "--dry-run=server", "-f", "-", input=listed).stdout
+    assert "job.batch/crucible-r0-dry-run-0 created (server dry run)" in out
+    assert "secret/crucible-r0-dry-run-0-token created (server dry run)" in out
