@@ -3,7 +3,7 @@ language, unknown files and very large diffs stay uncoloured."""
 
 from __future__ import annotations
 
-from controller.api.dashboard.highlight import MAX_LINES, DiffLine, diff_lines
+from controller.api.dashboard.highlight import MAX_LINES, DiffLine, diff_html, diff_lines
 
 DIFF = """\
 diff --git a/src/a.py b/src/a.py
@@ -53,3 +53,11 @@ def test_a_very_large_diff_is_shown_uncoloured() -> None:
     big = "+++ b/a.py\n" + "+x = 1\n" * MAX_LINES
     lines = diff_lines(big)
     assert len(lines) == MAX_LINES + 1 and all(line.pieces == (("", "x = 1"),) for line in lines[1:])
+
+
+def test_the_html_escapes_every_text_and_keeps_the_lines() -> None:
+    html = str(diff_html(DIFF))
+    assert "<script>" not in html and "<img" not in html
+    assert '<span class="tk-c"># &lt;script&gt;alert(1)&lt;/script&gt;</span>' in html
+    assert '<span class="add">+&#34;&gt;&lt;img src=x onerror=alert(3)&gt;</span>' in html
+    assert html.count("\n") == len(DIFF.splitlines())

@@ -124,7 +124,7 @@ class Dashboard:
             "change": model.change_pct(run.baseline.value, run.best.value if run.best else None),
             "stop": model.stop_sentence(run.stop_reason, run.message),
             "duration": model.duration(run.created_at, run.finished_at),
-            "diff_lines": highlight.diff_lines,
+            "diff_html": highlight.diff_html,
             "safe_url": model.safe_url,
             "kept": sum(1 for t in run.turns if t.outcome == "accepted"),
             "pulls": model.pull_lines(self.store.list_pulls(run_id), self.store.list_components(run_id))
