@@ -137,7 +137,7 @@ class Root:
         inline = self.inline
         return RoutedBroker(
             {"local": lambda: LocalBroker(runner, inline=inline), "kubernetes": self.kubernetes_broker},
-            lambda run_id: stored_spec(self.store(), run_id).broker.kind,
+            lambda run_id, _round: stored_spec(self.store(), run_id).broker.kind,
             concurrent=not inline,
         )
 

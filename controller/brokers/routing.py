@@ -2,9 +2,10 @@
 
 A process drives runs of both kinds (``crucible serve`` with some specs local and some on Kubernetes),
 but the run service holds one broker. This broker is that one: it launches each round through the
-broker of its run's kind, remembers which one has the round, and answers for it from there on.
-``kind_of`` is injected (the composition root reads the run's stored spec); brokers are built on first
-use, so a process that never sees a Kubernetes run never loads the client.
+broker of its kind, remembers which one has the round, and answers for it from there on. ``kind_of``
+(run id, round) is injected: the composition root reads the run's stored spec, and may keep some
+rounds local (refinement rounds, which the worker does not run yet). Brokers are built on first use,
+so a process that never sees a Kubernetes run never loads the client.
 """
 
 from __future__ import annotations
@@ -21,7 +22,11 @@ class RoutedBroker:
     """See the module docstring. ``brokers`` maps a kind to a factory of its broker."""
 
     def __init__(
-        self, brokers: Mapping[str, Callable[[], Broker]], kind_of: Callable[[str], str], *, concurrent: bool
+        self,
+        brokers: Mapping[str, Callable[[], Broker]],
+        kind_of: Callable[[str, int], str],
+        *,
+        concurrent: bool,
     ) -> None:
         self._factories = dict(brokers)
         self._kind_of = kind_of
@@ -32,9 +37,9 @@ class RoutedBroker:
         # may not); whether a run's rounds are remote depends on the run: ``capabilities_for``.
         self.capabilities = BrokerCapabilities(remote=False, concurrent=concurrent)
 
-    def broker_for(self, run_id: str) -> Broker:
-        """The broker of ``run_id``'s kind; SpecError naming ``broker.kind`` if none is configured."""
-        kind = self._kind_of(run_id)
+    def broker_for(self, run_id: str, round: int) -> Broker:
+        """The broker of the round's kind; SpecError naming ``broker.kind`` if none is configured."""
+        kind = self._kind_of(run_id, round)
         with self._lock:
             built = self._built.get(kind)
             if built is None:
@@ -44,14 +49,15 @@ class RoutedBroker:
                 built = self._built[kind] = factory()
             return built
 
-    def capabilities_for(self, run_id: str) -> BrokerCapabilities:
-        return self.broker_for(run_id).capabilities
+    def capabilities_for(self, run_id: str, round: int) -> BrokerCapabilities:
+        """What the broker of that round can do (``remote``: its commits come back as bundles)."""
+        return self._of(run_id, round).capabilities
 
     def launch(self, job: RoundJob) -> RoundReport:
-        broker = self.broker_for(job.run_id)
+        broker = self.broker_for(job.run_id, job.round)
         report = broker.launch(job)
         with self._lock:
-            self._rounds[job.key] = broker
+            self._rounds[(job.run_id, job.round)] = broker
         return report
 
     def status(self, run_id: str, round: int) -> RoundReport:
@@ -66,4 +72,4 @@ class RoutedBroker:
     def _of(self, run_id: str, round: int) -> Broker:
         with self._lock:
             known = self._rounds.get((run_id, round))
-        return known if known is not None else self.broker_for(run_id)
+        return known if known is not None else self.broker_for(run_id, round)

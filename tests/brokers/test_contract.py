@@ -68,7 +68,7 @@ BROKERS: dict[str, Callable[[RoundRunner], Broker]] = {
     "local-inline": lambda runner: LocalBroker(runner, inline=True),
     "local-threads": lambda runner: LocalBroker(runner, inline=False),
     "routed-local": lambda runner: RoutedBroker(
-        {"local": lambda: LocalBroker(runner, inline=False)}, lambda _run: "local", concurrent=True
+        {"local": lambda: LocalBroker(runner, inline=False)}, lambda *_: "local", concurrent=True
     ),
 }
 
