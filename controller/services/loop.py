@@ -27,6 +27,7 @@ from controller.engine.knobs import Knob, KnobProposer, Proposal, current_values
 from controller.engine.stopping import Budgets, Progress, check_stop, explain_stop
 from controller.services.baseline import run_baseline
 from controller.services.context import Detached, RunContext
+from controller.services.hypotheses import run_parallel_turn
 from controller.services.liveness import Heartbeat
 from controller.services.turn import notify_champion, run_turn
 from controller.store.records import RunRecord, TurnCounts, TurnRecord
@@ -103,14 +104,17 @@ def knob_history(ctx: RunContext, knobs: list[Knob]) -> list[tuple[Proposal, boo
     decided = {EventKind.ACCEPTED, EventKind.REJECTED, EventKind.FAILED, EventKind.NO_CHANGE}
     history: list[tuple[Proposal, bool]] = []
     for event in ctx.ledger.list_events(ctx.run_id, kinds=decided):
-        p = event.payload.get("proposal")
-        if not isinstance(p, dict):
-            continue
-        knob = by_id.get((p["file"], p["key"]))
-        if knob is None:
-            continue
-        proposal = Proposal(knob, p["old"], p["new"], str(event.payload.get("hypothesis") or ""))
-        history.append((proposal, event.kind == EventKind.ACCEPTED))
+        # A parallel turn (ADR-0016) lists each hypothesis with its own proposal; one was kept at most.
+        items = event.payload.get("hypotheses")
+        if not isinstance(items, list):
+            items = [{**event.payload, "outcome": "accepted" if event.kind == EventKind.ACCEPTED else ""}]
+        for item in items:
+            p = item.get("proposal")
+            knob = by_id.get((p["file"], p["key"])) if isinstance(p, dict) else None
+            if knob is None or not isinstance(p, dict):
+                continue
+            proposal = Proposal(knob, p["old"], p["new"], str(item.get("hypothesis") or ""))
+            history.append((proposal, item.get("outcome") == "accepted"))
     return history
 
 
@@ -214,12 +218,13 @@ def _drive(ctx: RunContext, budgets: Budgets, *, hand_over: bool = False) -> Loo
             if hand_over and reason in SEARCH_DONE:
                 return LoopResult(RunStatus.RUNNING, reason, explain_stop(reason, budgets, progress))
             return finish(ctx, reason, explain_stop(reason, budgets, progress))
-        proposal = None
+        parallel = ctx.spec.broker.parallel
+        proposals: list[Proposal] | None = None
         if proposer is not None:
             knobs_proposer, knobs = proposer
             current = current_values(knobs, ctx.layout.workspace_root("champion"))
-            proposal = knobs_proposer.next_proposal(current, knob_history(ctx, knobs))
-            if proposal is None:
+            proposals = knobs_proposer.next_proposals(current, knob_history(ctx, knobs), parallel)
+            if not proposals:
                 if hand_over:
                     message = explain_stop(StopReason.EXHAUSTED, budgets, progress)
                     return LoopResult(RunStatus.RUNNING, StopReason.EXHAUSTED, message)
@@ -227,4 +232,8 @@ def _drive(ctx: RunContext, budgets: Budgets, *, hand_over: bool = False) -> Loo
                     ctx, StopReason.EXHAUSTED, explain_stop(StopReason.EXHAUSTED, budgets, progress)
                 )
         number = counts.started[0] if counts.started else counts.highest + 1
-        run_turn(ctx, number, 0, proposal, recent, sum(counts.decided.values()), latest)
+        if parallel > 1:
+            run_parallel_turn(ctx, number, parallel, proposals, recent, sum(counts.decided.values()), latest)
+        else:
+            proposal = proposals[0] if proposals else None
+            run_turn(ctx, number, 0, proposal, recent, sum(counts.decided.values()), latest)

@@ -41,6 +41,13 @@ from controller.stats.sequential import Look, LookAction, SequentialDesign, desi
 from controller.store.records import ChampionUpdate, RunRecord, TurnDecision, TurnRecord
 from controller.workspace import ignored
 
+EVENT_OF_OUTCOME: dict[Outcome, EventKind] = {
+    Outcome.ACCEPTED: EventKind.ACCEPTED,
+    Outcome.REJECTED: EventKind.REJECTED,
+    Outcome.FAILED: EventKind.FAILED,
+    Outcome.NO_CHANGE: EventKind.NO_CHANGE,
+}
+
 
 @dataclass
 class TurnWork:
@@ -65,6 +72,9 @@ class TurnWork:
     pairs: int | None = None
     stop: SequentialStop | None = None
     progress: TurnProgress | None = None  # the live view's events (step, samples)
+    # Parallel hypotheses (ADR-0016): this hypothesis's index, and its verdict on its own.
+    index: int | None = None
+    verdict: KeepVerdict | None = None
 
     def step(self, step: TurnStep, arms: Sequence[SampleArm] = ()) -> None:
         if self.progress is not None:
@@ -83,7 +93,9 @@ class Settled:
     detail: str
 
 
-class _Stop(Exception):
+class TurnStop(Exception):
+    """A step settled the turn (or a parallel hypothesis) with ``settled``: nothing after it runs."""
+
     def __init__(self, reason: Reason, detail: str) -> None:
         super().__init__(detail)
         self.settled = Settled(reason, detail)
@@ -101,12 +113,15 @@ def _propose(ctx: RunContext, work: TurnWork, proposal: Proposal | None) -> None
         return
     assert agent.command is not None
     ctx.observer.step(f"turn {work.number}: agent running")
+    protocol = ctx.protocol_env(work.number, work.round)
+    if work.index is not None:
+        protocol["CRUCIBLE_PARALLEL_INDEX"] = str(work.index)
     result = ctx.executor.run(
         agent.command,
         cwd=root,
         timeout=agent.timeout,
         writable=[ctx.layout.arm_dir("candidate")],
-        protocol=ctx.protocol_env(work.number, work.round),
+        protocol=protocol,
         log=ctx.layout.log_file(work.number, "agent"),
     )
     report = parse_agent_output(result.matched_lines)
@@ -116,10 +131,10 @@ def _propose(ctx: RunContext, work: TurnWork, proposal: Proposal | None) -> None
     if result.cancelled:
         raise _cancelled(ctx, "while the agent was running")
     if result.timed_out:
-        raise _Stop(Reason.TIMEOUT, f"the agent timed out after {agent.timeout:g}s")
+        raise TurnStop(Reason.TIMEOUT, f"the agent timed out after {agent.timeout:g}s")
     if result.returncode != 0:
         cause = f": {result.start_problem}" if result.start_problem else ""
-        raise _Stop(Reason.AGENT_FAILED, f"the agent exited {result.returncode}{cause}")
+        raise TurnStop(Reason.AGENT_FAILED, f"the agent exited {result.returncode}{cause}")
 
 
 def _scan_kept(ctx: RunContext, work: TurnWork) -> None:
@@ -161,20 +176,20 @@ def _measured_tree_only(ctx: RunContext, work: TurnWork) -> None:
     ]
     touched = [path for found in run_all(calls) for path in found]
     if touched:
-        raise _Stop(
+        raise TurnStop(
             Reason.EVALUATOR_MUTATED,
             "the agent changed ignored files the measurement reads (workspace.keep_ignored): "
             + ", ".join(touched[:20]),
         )
 
 
-def _cancelled(ctx: RunContext, when: str) -> _Stop:
+def _cancelled(ctx: RunContext, when: str) -> TurnStop:
     """A command was stopped: by a cancel of the run, or because the run directory grew past
     ``budget.disk`` while it ran (then the loop's budget check decides whether the run goes on)."""
     if ctx.executor.disk_exceeded:
         ctx.executor.disk_exceeded = False
-        return _Stop(Reason.CANCELLED, f"stopped {when}: the run directory grew past budget.disk")
-    return _Stop(Reason.CANCELLED, f"cancelled {when}")
+        return TurnStop(Reason.CANCELLED, f"stopped {when}: the run directory grew past budget.disk")
+    return TurnStop(Reason.CANCELLED, f"cancelled {when}")
 
 
 def _refuse_violations(ctx: RunContext) -> None:
@@ -182,7 +197,7 @@ def _refuse_violations(ctx: RunContext) -> None:
     killed: the turn is a policy violation, whatever it measured."""
     violations = ctx.executor.take_violations()
     if violations:
-        raise _Stop(Reason.POLICY_VIOLATION, "; ".join(violations[:10]))
+        raise TurnStop(Reason.POLICY_VIOLATION, "; ".join(violations[:10]))
 
 
 def _check_policy(ctx: RunContext, work: TurnWork) -> None:
@@ -210,9 +225,9 @@ def _check_policy(ctx: RunContext, work: TurnWork) -> None:
         violations += [f"{prefix}{v}" for v in verdict.violations]
         violations += [f"{prefix}{p}: symlink leaving the repository" for p in co.escaping_symlinks(paths)]
     if violations:
-        raise _Stop(Reason.POLICY_VIOLATION, "; ".join(violations[:20]))
+        raise TurnStop(Reason.POLICY_VIOLATION, "; ".join(violations[:20]))
     if not work.changed:
-        raise _Stop(Reason.NO_DIFF, "the agent changed nothing")
+        raise TurnStop(Reason.NO_DIFF, "the agent changed nothing")
 
 
 def _validate(ctx: RunContext, work: TurnWork) -> None:
@@ -225,7 +240,7 @@ def _validate(ctx: RunContext, work: TurnWork) -> None:
     if outcome is Validation.FAILED:
         retries = ctx.spec.validation.retries if ctx.spec.validation else 0
         cause = f": {ctx.executor.last_start_problem}" if ctx.executor.last_start_problem else ""
-        raise _Stop(Reason.VALIDATION_FAILED, f"validation failed {1 + retries} time(s){cause}")
+        raise TurnStop(Reason.VALIDATION_FAILED, f"validation failed {1 + retries} time(s){cause}")
 
 
 def _measure_arms(
@@ -248,9 +263,9 @@ def _measure_arms(
     if result.cancelled:
         raise _cancelled(ctx, "during measurement")
     if result.timed_out:
-        raise _Stop(Reason.TIMEOUT, result.error or "metric timed out")
+        raise TurnStop(Reason.TIMEOUT, result.error or "metric timed out")
     if result.error is not None:
-        raise _Stop(Reason.METRIC_INVALID, result.error)
+        raise TurnStop(Reason.METRIC_INVALID, result.error)
     return result
 
 
@@ -264,7 +279,8 @@ def _evaluate(ctx: RunContext, work: TurnWork) -> tuple[bool, str, Settled | Non
     if metric.interleave:
         arms.insert(0, ArmRoot(SampleArm.CHAMPION, ctx.layout.workspace_root("champion")))
     rule = ctx.keep_rule()
-    design = _sequential_design(ctx, work)
+    # A parallel hypothesis is decided by the fixed rule, then Holm over the turn's N (ADR-0016).
+    design = None if work.index is not None else _sequential_design(ctx, work)
     looks: list[Look] = []
     check = None if design is None else _pair_check(ctx, rule, design, looks)
     result = _measure_arms(ctx, work, arms, "metric", after_pair=check)
@@ -276,7 +292,7 @@ def _evaluate(ctx: RunContext, work: TurnWork) -> tuple[bool, str, Settled | Non
     else:
         mutated = mutations(work.before, snapshot(ctx, "candidate"))
     if mutated:
-        raise _Stop(Reason.EVALUATOR_MUTATED, "the evaluator changed " + ", ".join(mutated[:20]))
+        raise TurnStop(Reason.EVALUATOR_MUTATED, "the evaluator changed " + ", ".join(mutated[:20]))
     work.step(TurnStep.DECIDING)
     guards = ctx.guard_names()
     candidate = result.arm(SampleArm.CANDIDATE, metric.name, guards)
@@ -293,8 +309,9 @@ def _evaluate(ctx: RunContext, work: TurnWork) -> tuple[bool, str, Settled | Non
         verdict = _sequential_verdict(ctx, work, rule, looks[-1], candidate, champion)
     else:
         verdict = decide_keep(rule, candidate, champion)
-        if verdict.keep and rule.guards:
-            verdict = decide_keep(rule, candidate, champion, _base_arm(ctx, work, champion))
+        if verdict.keep and rule.guards and work.index is None:  # parallel: only for the chosen one
+            verdict = decide_keep(rule, candidate, champion, base_arm(ctx, work, champion))
+    work.verdict = verdict
     work.value = verdict.candidate_median
     work.p_value = verdict.p_value
     if verdict.keep:
@@ -337,7 +354,7 @@ def _sequential_verdict(
     work.pairs, work.stop, work.p_value = final.pairs, final.stop, final.p_value
     verdict = final.verdict
     if verdict.keep and rule.guards:
-        failures = guard_check(rule, candidate, champion, _base_arm(ctx, work, champion))
+        failures = guard_check(rule, candidate, champion, base_arm(ctx, work, champion))
         if failures:
             detail = f"Not kept: a guard regressed: {'; '.join(failures)} ({final.pairs} pairs)"
             verdict = KeepVerdict(
@@ -353,7 +370,7 @@ def _sequential_verdict(
     return verdict
 
 
-def _base_arm(ctx: RunContext, work: TurnWork, champion: Arm) -> Arm:
+def base_arm(ctx: RunContext, work: TurnWork, champion: Arm) -> Arm:
     """The base commit measured as a third arm (only when a keep is near and the champion moved)."""
     if ctx.champion_heads == ctx.base_shas:
         return champion
@@ -370,14 +387,14 @@ def _evaluate_round(
     hold, first = ctx.round_rule.hold, ctx.round_rule.first_published
     verdict = decide_hold(rule, hold, candidate, pr_head, first)
     if verdict.keep and rule.guards:
-        verdict = decide_hold(rule, hold, candidate, pr_head, first, _base_arm(ctx, work, pr_head))
+        verdict = decide_hold(rule, hold, candidate, pr_head, first, base_arm(ctx, work, pr_head))
     work.value = verdict.candidate_median
     if verdict.keep:
         return True, verdict.detail, None
     return False, verdict.detail, Settled(verdict.reason, verdict.detail)
 
 
-def _settle_arms(ctx: RunContext, new_heads: dict[str, str] | None) -> None:
+def settle_arms(ctx: RunContext, new_heads: dict[str, str] | None) -> None:
     """End a turn. After a rejection the candidate is restored exactly and the champion loses the
     ignored files (build caches) its measurement left, except ``workspace.keep_ignored``, so both arms
     start the next measurement alike; after a keep the champion arm moves to the new champion. The git
@@ -462,6 +479,28 @@ def write_candidate_file(
     ctx.layout.steer_file.touch()
 
 
+def try_candidate(
+    ctx: RunContext, work: TurnWork, proposal: Proposal | None
+) -> tuple[bool, str, Settled | None]:
+    """A turn's steps up to its verdict: propose, policy check, measured tree, validation, measurement
+    and the keep rule; (keep, detail, settled-if-not-kept). The candidate checkout is left as the
+    agent made it: the caller keeps or restores it. Shared by a single turn and by each parallel
+    hypothesis; Detached when a detach (not a cancel) cut it off."""
+    ctx.executor.take_violations()  # anything older belongs to a decided turn or the baseline
+    try:
+        _scan_kept(ctx, work)
+        _propose(ctx, work, proposal)
+        _check_policy(ctx, work)
+        _measured_tree_only(ctx, work)
+        return _evaluate(ctx, work)
+    except TurnStop as stop:
+        if stop.settled.reason is Reason.CANCELLED and ctx.detach.is_set():
+            # Detaching (SIGTERM), not cancelling: the turn stays undecided and is run again from
+            # its start by whoever continues the run (open_context reconciles the checkouts).
+            raise Detached(f"turn {work.number} cut off by a detach") from stop
+        return False, "", stop.settled
+
+
 def run_turn(
     ctx: RunContext,
     number: int,
@@ -478,22 +517,7 @@ def run_turn(
     write_candidate_file(ctx, round_number, turns, decided_total, run)
     progress = TurnProgress(ctx.ledger, ctx.run_id, number, round_number, ctx.spec.metric.name)
     work = TurnWork(number, round_number, progress=progress)
-    keep = False
-    detail = ""
-    settled: Settled | None = None
-    ctx.executor.take_violations()  # anything older belongs to a decided turn or the baseline
-    try:
-        _scan_kept(ctx, work)
-        _propose(ctx, work, proposal)
-        _check_policy(ctx, work)
-        _measured_tree_only(ctx, work)
-        keep, detail, settled = _evaluate(ctx, work)
-    except _Stop as stop:
-        settled = stop.settled
-        if settled.reason is Reason.CANCELLED and ctx.detach.is_set():
-            # Detaching (SIGTERM), not cancelling: the turn stays undecided and is run again from
-            # its start by whoever continues the run (open_context reconciles the checkouts).
-            raise Detached(f"turn {number} cut off by a detach") from stop
+    keep, detail, settled = try_candidate(ctx, work, proposal)
     heads = dict(ctx.champion_heads)
     champion: ChampionUpdate | None = None
     if keep and work.value is not None:
@@ -503,7 +527,7 @@ def run_turn(
     else:
         assert settled is not None
         reason, detail = settled.reason, settled.detail
-        _settle_arms(ctx, None)
+        settle_arms(ctx, None)
     outcome = OUTCOME_OF_REASON[reason]
     decision = TurnDecision(
         outcome=outcome,
@@ -532,12 +556,7 @@ def run_turn(
     if work.proposal is not None:
         p = work.proposal
         payload["proposal"] = {"file": p.knob.file, "key": p.knob.key, "old": p.old, "new": p.new}
-    kind = {
-        Outcome.ACCEPTED: EventKind.ACCEPTED,
-        Outcome.REJECTED: EventKind.REJECTED,
-        Outcome.FAILED: EventKind.FAILED,
-        Outcome.NO_CHANGE: EventKind.NO_CHANGE,
-    }[outcome]
+    kind = EVENT_OF_OUTCOME[outcome]
     record = ctx.ledger.decide_turn(
         ctx.run_id,
         number,
@@ -548,7 +567,7 @@ def run_turn(
         samples=work.raw_samples,
     )
     if keep:
-        _settle_arms(ctx, heads)
+        settle_arms(ctx, heads)
         ctx.champion_heads = heads
         notify_champion(ctx)
         if ctx.spec.metric.interleave is False:
