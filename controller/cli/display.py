@@ -74,6 +74,15 @@ class TableObserver(Observer):
             f"{_pairs(row):>9} {_num(row.get('duration_s'), '.1f'):>6} "
             f"{_num(row.get('cost_usd'), '.2f'):>6}  {hyp}"
         )
+        hypotheses = row.get("hypotheses")
+        for item in hypotheses if isinstance(hypotheses, list) else []:
+            # Parallel hypotheses (ADR-0016): one indented line each, under their turn.
+            self._line(
+                f"{'#' + str(item.get('index')):>6}  {item.get('outcome')!s:<7} {item.get('reason')!s:<17} "
+                f"{_num(item.get('value')):>10} {'':>9} {_num(item.get('p_value'), '.3f'):>6} {'':>9} "
+                f"{_num(item.get('duration_s'), '.1f'):>6} {_num(item.get('cost_usd'), '.2f'):>6}  "
+                f"{str(item.get('hypothesis') or '')[:58]}"
+            )
 
     def warn(self, text: str) -> None:
         if text not in self._warned:

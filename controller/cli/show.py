@@ -27,6 +27,7 @@ TSV_COLUMNS = (
     "duration_s",
     "cost_usd",
     "hypothesis",
+    "parallel_index",
 )
 
 
@@ -56,9 +57,22 @@ def print_finish(view: dict[str, Any]) -> None:
     click.echo(f"see: crucible runs show {run_id}   crucible patch {run_id}")
 
 
+def _with_hypotheses(turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each turn, followed by a row per parallel hypothesis (its ``parallel_index`` set; the turn's
+    own row has none), so a TSV of a parallel run lists every hypothesis measured."""
+    rows: list[dict[str, Any]] = []
+    for turn in turns:
+        rows.append(turn)
+        for item in turn.get("hypotheses") or []:
+            rows.append(
+                {**item, "turn": turn["turn"], "round": turn["round"], "parallel_index": item["index"]}
+            )
+    return rows
+
+
 def turns_tsv(turns: list[dict[str, Any]]) -> str:
     lines = ["\t".join(TSV_COLUMNS)]
-    for row in turns:
+    for row in _with_hypotheses(turns):
         cells = []
         for col in TSV_COLUMNS:
             value = row.get(col)

@@ -48,6 +48,26 @@ class Best(_View):
     turn: int = Field(description="the turn that made it the champion (>= 1)")
 
 
+class Hypothesis(_View):
+    """One of a turn's parallel hypotheses (``broker.parallel > 1``); at most one per turn is kept."""
+
+    index: int = Field(description="0 .. parallel - 1: the agent's CRUCIBLE_PARALLEL_INDEX")
+    outcome: Outcome
+    reason: Reason = Field(description="superseded: it passed the keep rule but another improved more")
+    value: float | None
+    samples: list[float]
+    reference_samples: list[float]
+    p_value: float | None
+    changed_paths: list[str]
+    hypothesis: str | None
+    commit: str | dict[str, str] | None = Field(
+        description="the commit holding it (only for one that could be kept); component -> sha for several"
+    )
+    cost_usd: float
+    duration_s: float
+    detail: str
+
+
 class Turn(_View):
     """A decided turn, as in ``--json`` and ``GET /api/runs/{id}/turns``."""
 
@@ -72,6 +92,11 @@ class Turn(_View):
     )
     sequential_stop: SequentialStop | None = Field(
         default=None, description="why a sequential measurement stopped where it did; null for the fixed rule"
+    )
+    hypotheses: list[Hypothesis] = Field(
+        default_factory=list,
+        description="the turn's parallel hypotheses (broker.parallel > 1), by index; empty for one. The "
+        "turn's own fields are the kept one's, or, when none was kept, the one that came closest",
     )
 
 

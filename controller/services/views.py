@@ -19,7 +19,13 @@ from controller.domain.enums import Direction, EventKind, Outcome, RunStatus, Sa
 from controller.domain.errors import CrucibleError
 from controller.services import schemas
 from controller.services.layout import RunLayout
-from controller.store.records import ComponentRecord, EventRecord, SampleRecord, TurnRecord
+from controller.store.records import (
+    ComponentRecord,
+    EventRecord,
+    HypothesisRecord,
+    SampleRecord,
+    TurnRecord,
+)
 from controller.store.store import Store
 from controller.workspace.checkout import Checkout
 
@@ -44,11 +50,43 @@ def component_diff(settings: Settings, run_id: str, comp: ComponentRecord) -> st
         return f"# diff unavailable: {exc}\n"
 
 
-def turn_view(record: TurnRecord, samples: list[float], reference: list[float]) -> schemas.Turn:
+def _commit(commits: dict[str, str]) -> str | dict[str, str] | None:
+    if not commits:
+        return None
+    return next(iter(commits.values())) if len(commits) == 1 else commits
+
+
+def hypothesis_view(record: HypothesisRecord, metric: str) -> schemas.Hypothesis:
+    """One parallel hypothesis of a turn, with its own samples."""
+
+    def values(arm: SampleArm) -> list[float]:
+        return [v[metric] for a, _i, v, ok in record.samples if a == arm and ok and metric in v]
+
+    return schemas.Hypothesis(
+        index=record.index,
+        outcome=record.outcome,
+        reason=record.reason,
+        value=record.value,
+        samples=values(SampleArm.CANDIDATE),
+        reference_samples=values(SampleArm.CHAMPION),
+        p_value=record.p_value,
+        changed_paths=list(record.changed_paths),
+        hypothesis=record.hypothesis,
+        commit=_commit(dict(record.commits)),
+        cost_usd=record.cost_usd,
+        duration_s=round(record.duration_s, 3),
+        detail=record.detail,
+    )
+
+
+def turn_view(
+    record: TurnRecord,
+    samples: list[float],
+    reference: list[float],
+    hypotheses: list[schemas.Hypothesis] | None = None,
+) -> schemas.Turn:
     """A decided turn as it appears in ``--json``, in the API and on the live table."""
-    commit: str | dict[str, str] | None = None
-    if record.commits:
-        commit = next(iter(record.commits.values())) if len(record.commits) == 1 else dict(record.commits)
+    commit = _commit(dict(record.commits))
     return schemas.Turn(
         turn=record.number,
         round=record.round,
@@ -66,19 +104,26 @@ def turn_view(record: TurnRecord, samples: list[float], reference: list[float]) 
         detail=record.detail,
         pairs=record.pairs,
         sequential_stop=record.sequential_stop,
+        hypotheses=hypotheses or [],
     )
 
 
 def _turn_views(
-    records: Iterable[TurnRecord], samples: dict[tuple[int, SampleArm], list[float]]
+    records: Iterable[TurnRecord],
+    samples: dict[tuple[int, SampleArm], list[float]],
+    hypotheses: Iterable[HypothesisRecord] = (),
+    metric: str = "",
 ) -> list[schemas.Turn]:
+    by_turn: dict[int, list[schemas.Hypothesis]] = {}
+    for h in hypotheses:
+        by_turn.setdefault(h.turn, []).append(hypothesis_view(h, metric))
     out = []
     for t in records:
         if t.phase != TurnPhase.DECIDED:
             continue
         cand = samples.get((t.number, SampleArm.CANDIDATE), [])
         ref = samples.get((t.number, SampleArm.CHAMPION), [])
-        out.append(turn_view(t, cand, ref))
+        out.append(turn_view(t, cand, ref, by_turn.get(t.number)))
     return out
 
 
@@ -130,7 +175,7 @@ def run_view(settings: Settings, store: Store, run_id: str, *, with_diffs: bool 
         best=best,
         cost_usd=run.cost_usd,
         tokens=run.tokens,
-        turns=_turn_views(store.list_turns(run_id), samples),
+        turns=_turn_views(store.list_turns(run_id), samples, store.list_hypotheses(run_id), run.metric_name),
         components=components_view(settings, store, run_id, with_diffs=with_diffs),
         pull_requests=pulls_view(store, run_id),
         created_at=run.created_at,
@@ -153,8 +198,10 @@ def turns_page(
     """Decided turns after turn ``after``, at most ``limit``, with only their own samples read."""
     run = store.get_run(run_id)
     records = store.page_turns(run_id, after=after, limit=limit, round=round, outcome=outcome)
-    samples = store.samples_of_turns(run_id, [t.number for t in records])
-    return _turn_views(records, _samples_by_turn(samples, run.metric_name))
+    numbers = [t.number for t in records]
+    samples = store.samples_of_turns(run_id, numbers)
+    hypotheses = store.hypotheses_of_turns(run_id, numbers)
+    return _turn_views(records, _samples_by_turn(samples, run.metric_name), hypotheses, run.metric_name)
 
 
 def event_view(e: EventRecord) -> schemas.Event:

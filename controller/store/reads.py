@@ -14,9 +14,24 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from controller.domain.enums import EventKind, Outcome, RunStatus, TurnPhase
-from controller.store.models import DeliveryRow, EventRow, PullRequestRow, RunRow, SampleRow, TurnRow
+from controller.store.models import (
+    DeliveryRow,
+    EventRow,
+    HypothesisRow,
+    PullRequestRow,
+    RunRow,
+    SampleRow,
+    TurnRow,
+)
 from controller.store.queries import get_run_row
-from controller.store.records import EventRecord, RunRecord, RunTally, SampleRecord, TurnRecord
+from controller.store.records import (
+    EventRecord,
+    HypothesisRecord,
+    RunRecord,
+    RunTally,
+    SampleRecord,
+    TurnRecord,
+)
 
 
 class PagedReads:
@@ -112,6 +127,18 @@ class PagedReads:
             sa.select(SampleRow)
             .where(SampleRow.run_id == run_id, SampleRow.turn.in_(sorted(set(turns))))
             .order_by(SampleRow.turn, SampleRow.id)
+        )
+        with self._session(read_only=True) as s:
+            return [row.to_record() for row in s.scalars(query)]
+
+    def hypotheses_of_turns(self, run_id: str, turns: Collection[int]) -> list[HypothesisRecord]:
+        """The parallel hypotheses of the given turns only (by turn, then index)."""
+        if not turns:
+            return []
+        query = (
+            sa.select(HypothesisRow)
+            .where(HypothesisRow.run_id == run_id, HypothesisRow.turn.in_(sorted(set(turns))))
+            .order_by(HypothesisRow.turn, HypothesisRow.idx)
         )
         with self._session(read_only=True) as s:
             return [row.to_record() for row in s.scalars(query)]
