@@ -1,0 +1,133 @@
+"""Parallel hypotheses through the CLI (issue 9, ADR-0016): with ``broker.parallel = N`` each turn tries N
+distinct hypotheses against the champion, keeps at most one (the best that passes the Holm-corrected
+test), records the others as ``superseded`` or with their own reason, and shows every hypothesis in
+``--json``, ``runs show`` and ``runs show --tsv``."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import git
+from tests.e2e.conftest import COMPONENT, Project, ok_run
+
+pytestmark = pytest.mark.slow
+
+# score = 100 + 2 * fast + 5 * faster - 3 * slow: some steps improve, by different amounts, some worsen.
+METRIC_PY = """\
+import tomllib
+from pathlib import Path
+
+k = tomllib.loads(Path("config/knobs.toml").read_text())["tune"]
+print(f"METRIC score={100 + 2 * k['fast'] + 5 * k['faster'] - 3 * k['slow']}")
+"""
+KNOBS = "[tune]\nfast = 1\nfaster = 1\nslow = 1\n"
+
+
+def _knob_spec(project: Project, *, turns: int, parallel: int) -> None:
+    project.make({"config/knobs.toml": KNOBS, "tools/metric.py": METRIC_PY})
+    project.write_spec(
+        turns=turns,
+        agent={
+            "command": None,
+            "builtin": "knobs",
+            "seed": 5,
+            "knob": [
+                {"file": "config/knobs.toml", "key": f"tune.{name}", "values": [0, 1, 2]}
+                for name in ("fast", "faster", "slow")
+            ],
+        },
+        # A deterministic metric, five samples a side: the exact Mann-Whitney p (1/252) passes the
+        # Holm level 0.05/3, so which hypothesis wins depends on the improvement alone.
+        metric={"command": "python3 tools/metric.py", "samples": 5, "confidence": 0.95, "interleave": True},
+        broker={"parallel": parallel},
+        component=[{"name": COMPONENT, "repo": "repo", "mutable": ["config/**"], "protected": ["tools/**"]}],
+    )
+
+
+def _improvement(item: dict[str, Any]) -> float:
+    return (sum(item["reference_samples"]) / len(item["reference_samples"])) - item["value"]
+
+
+def test_each_turn_tries_distinct_hypotheses_and_keeps_the_best_one(project: Project) -> None:
+    _knob_spec(project, turns=2, parallel=3)
+
+    view = ok_run(project.loop())
+
+    assert len(view["turns"]) == 2
+    superseded = 0
+    for turn in view["turns"]:
+        items = turn["hypotheses"]
+        assert [h["index"] for h in items] == [0, 1, 2]
+        assert len({h["hypothesis"] for h in items}) == 3, "the proposer takes a distinct step per index"
+        kept = [h for h in items if h["outcome"] == "accepted"]
+        assert len(kept) <= 1
+        passed = [h for h in items if h["reason"] in ("improved", "superseded")]
+        superseded += sum(h["reason"] == "superseded" for h in items)
+        for h in items:
+            assert h["reason"] in ("improved", "superseded", "not_improved"), h
+            assert len(h["samples"]) == len(h["reference_samples"]) == 5
+        if kept:
+            (best,) = kept
+            assert turn["outcome"] == "accepted" and turn["hypothesis"] == best["hypothesis"]
+            assert turn["commit"] == best["commit"] and best["commit"]
+            assert _improvement(best) == max(_improvement(h) for h in passed)
+            assert all(h["commit"] is not None for h in passed)
+        else:
+            assert not passed and turn["outcome"] == "rejected"
+    assert superseded >= 1, "this surface gives several improvements in one turn"
+
+    # The champion is the last kept hypothesis, committed on the run's branch in the component.
+    best_turn = view["turns"][view["best"]["turn"] - 1]
+    head = view["components"][0]["head_sha"]
+    assert head == best_turn["commit"]
+    shown = tomllib.loads(git(project.checkout(view["run_id"]), "show", f"{head}:config/knobs.toml"))
+    assert (
+        100 + 2 * shown["tune"]["fast"] + 5 * shown["tune"]["faster"] - 3 * shown["tune"]["slow"]
+        == (view["best"]["value"])
+    )
+
+    table = project.cli("runs", "show", view["run_id"])
+    assert table.code == 0, table.stderr
+    assert "#2" in table.stdout and "superseded" in table.stdout
+    tsv = project.cli("runs", "show", view["run_id"], "--tsv").stdout.splitlines()
+    header = tsv[0].split("\t")
+    rows = [dict(zip(header, line.split("\t"), strict=True)) for line in tsv[1:]]
+    assert len(rows) == 2 + 6, "one row per turn and one per hypothesis"
+    assert sorted(r["parallel_index"] for r in rows if r["turn"] == "1") == ["", "0", "1", "2"]
+
+
+AGENT = """\
+# Each hypothesis writes its own value: index 0 -> 9, index 1 -> 8 (both better than 10).
+echo $((9 - CRUCIBLE_PARALLEL_INDEX)) > src/value.txt
+echo "HYPOTHESIS: value $((9 - CRUCIBLE_PARALLEL_INDEX))"
+"""
+
+
+def test_the_agent_sees_its_index_and_the_better_of_two_is_kept(project: Project) -> None:
+    project.make(agent=AGENT)
+    project.write_spec(turns=1, broker={"parallel": 2})
+
+    view = ok_run(project.loop())
+
+    (turn,) = view["turns"]
+    assert [(h["index"], h["hypothesis"], h["reason"]) for h in turn["hypotheses"]] == [
+        (0, "value 9", "superseded"),
+        (1, "value 8", "improved"),
+    ]
+    assert (turn["outcome"], turn["value"], view["best"]["value"]) == ("accepted", 8.0, 8.0)
+    assert "value.txt" in turn["changed_paths"][0]
+    # The candidate checkout ends at the kept commit, byte for byte.
+    candidate = project.checkout(view["run_id"])
+    assert (candidate / "src/value.txt").read_text() == "8\n"
+    assert git(candidate, "status", "--porcelain") == ""
+
+
+def test_parallel_one_records_no_hypotheses(project: Project, tmp_path: Path) -> None:
+    project.make(agent="echo 9 > src/value.txt\n")
+    project.write_spec(turns=1, broker={"parallel": 1})
+    (turn,) = ok_run(project.loop())["turns"]
+    assert turn["hypotheses"] == [] and turn["outcome"] == "accepted"
