@@ -177,8 +177,13 @@ def run_parallel(
             parallel_turn(rule, [BY_NAME[name]] * n, samples, rng, noise) is not None
             for _ in range(decisions)
         )
-        out[f"false keeps, {name}"] = kept / decisions
-        print(f"  turns keeping a do-nothing change, all {n} {name}: {kept / decisions:.3f} (target <= 0.05)")
+        rate = kept / decisions
+        out[f"false keeps, {name}"] = rate
+        error = (max(rate, 0.05) * (1 - max(rate, 0.05)) / decisions) ** 0.5
+        print(
+            f"  turns keeping a do-nothing change, all {n} {name}: {rate:.3f} ± {error:.3f} "
+            "(Monte-Carlo sd; target <= 0.05)"
+        )
     one_good = [BY_NAME["3% better"]] + [BY_NAME["do-nothing"]] * (n - 1)
     power = sum(parallel_turn(rule, one_good, samples, rng, noise) == 0 for _ in range(decisions)) / decisions
     out["power"] = power
