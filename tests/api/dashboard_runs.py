@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from controller.config.settings import Settings
-from controller.domain.enums import EventKind, Outcome, Reason, SampleArm
+from controller.domain.enums import EventKind, Outcome, Reason, RunStatus, SampleArm
 from controller.forge.base import FeedbackEvent
 from controller.services.layout import RunLayout
 from controller.store import NewRun, Store
@@ -118,3 +118,16 @@ def seeded_run(
 
 def settings_of(home: Path, database_url: str) -> Settings:
     return Settings(home=home, database_url=database_url)
+
+
+def running_turn(store: Store, run_id: str, number: int, samples: int = 3) -> None:
+    """Mark the run running with turn ``number`` in its measurement: its step and some samples."""
+    if store.get_run(run_id).status is not RunStatus.RUNNING:
+        store.set_run_status(run_id, RunStatus.RUNNING)
+    store.start_turn(run_id, number, 0, event=(EventKind.TURN_STARTED, {"turn": number, "round": 0}))
+    step = {"turn": number, "round": 0, "step": "measuring", "arms": ["champion", "candidate"]}
+    store.append_event(run_id, EventKind.TURN_STEP, step)
+    for index in range(samples):
+        for arm, value in (("champion", 100.0 + index), ("candidate", 97.5 - index)):
+            sample = {"turn": number, "round": 0, "arm": arm, "index": index, "value": value, "valid": True}
+            store.append_event(run_id, EventKind.SAMPLE, sample)

@@ -21,7 +21,7 @@ from controller.config.settings import Settings
 from controller.domain.enums import EventKind, Outcome, Reason, RunStatus
 from controller.store.records import TurnDecision
 from tests.api.conftest import ADMIN, READER, Api
-from tests.api.dashboard_runs import seeded_run
+from tests.api.dashboard_runs import running_turn, seeded_run
 from tests.api.gated_loop import SAMPLES, start_gated_loop
 
 playwright_api = pytest.importorskip("playwright.sync_api")
@@ -136,6 +136,14 @@ def test_the_run_page_updates_live_when_a_turn_is_decided(
     assert page.evaluate("window.__sameDocument") is True  # no reload
     assert "a sixth idea" in page.locator("table.turns").inner_text()
     assert page.locator("#live-step").inner_text() == "last event: rejected"  # nothing older replayed
+    running_turn(api.store, run_id, 7)  # the next turn's step and samples appear as they arrive
+    expect = playwright_api.expect
+    expect(page.locator("#turn-live-title")).to_have_text("Turn 7 (round 0) is running", timeout=20000)
+    expect(page.locator("#turn-live-samples tr[data-arm=candidate] td.values")).to_have_text(
+        "97.5, 96.5, 95.5"
+    )
+    expect(page.locator("#turn-live-samples tr[data-arm=candidate] td.median")).to_have_text("96.5")
+    assert page.evaluate("window.__sameDocument") is True
     page.screenshot(path=str(artifacts / "run-live.png"), full_page=True)
     assert watched.errors == []
 
@@ -158,9 +166,11 @@ def test_an_action_works_with_the_write_token_and_is_absent_for_a_reader(
 
 def test_the_run_page_fits_a_small_screen(api: Api, browser: playwright_api.Browser, artifacts: Path) -> None:
     seeded_run(api.store, _settings(api), "small", turns=20)
+    running_turn(api.store, "small", 21, samples=10)  # the running turn's panel shows too
     watched = _open(browser, api, ADMIN, width=390)
     page = watched.page
     page.goto(f"{api.url}/runs/small")
+    assert page.locator("#turn-live").is_visible()
     page.screenshot(path=str(artifacts / "run-390.png"), full_page=True)
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
     assert watched.errors == []
@@ -173,6 +183,7 @@ def test_axe_finds_no_serious_violation_on_any_page(api: Api, browser: playwrigh
             pytest.fail(f"axe-core is required here but there is {reason}")
         pytest.skip(reason)
     seeded_run(api.store, _settings(api), "a11y", turns=8, text="<b>x</b>")
+    running_turn(api.store, "a11y", 9)  # axe sees the running turn's panel as well
     # The CSP forbids the injected (inline) script; this context alone bypasses it, for axe only.
     context = browser.new_context(bypass_csp=True)
     page = context.new_page()
