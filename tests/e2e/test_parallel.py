@@ -131,3 +131,37 @@ def test_parallel_one_records_no_hypotheses(project: Project, tmp_path: Path) ->
     project.write_spec(turns=1, broker={"parallel": 1})
     (turn,) = ok_run(project.loop())["turns"]
     assert turn["hypotheses"] == [] and turn["outcome"] == "accepted"
+
+
+MIXED_AGENT = """\
+# Turn 1: index 0 fails, index 1 changes nothing, index 2 improves. Turn 2: all fail.
+if [ "$CRUCIBLE_TURN" = 2 ]; then exit 3; fi
+case "$CRUCIBLE_PARALLEL_INDEX" in
+  0) exit 1 ;;
+  1) echo "HYPOTHESIS: nothing" ;;
+  2) echo 7 > src/value.txt; echo "HYPOTHESIS: seven" ;;
+esac
+"""
+
+
+def test_failed_hypotheses_keep_their_reason_and_only_an_all_failed_turn_is_a_failure(
+    project: Project,
+) -> None:
+    project.make(agent=MIXED_AGENT)
+    project.write_spec(turns=3, broker={"parallel": 3}, budget={"max_consecutive_failures": 1})
+
+    result = project.loop()
+
+    view = result.json
+    assert isinstance(view, dict), result.describe()
+    first, second = view["turns"]
+    assert [(h["outcome"], h["reason"]) for h in first["hypotheses"]] == [
+        ("failed", "agent_failed"),
+        ("no_change", "no_diff"),
+        ("accepted", "improved"),
+    ]
+    assert (first["outcome"], first["hypothesis"], first["value"]) == ("accepted", "seven", 7.0)
+    assert [h["reason"] for h in second["hypotheses"]] == ["agent_failed"] * 3
+    assert (second["outcome"], second["reason"]) == ("failed", "agent_failed")
+    # One all-failed turn reaches max_consecutive_failures = 1; the mixed one did not count.
+    assert (result.code, view["stop_reason"]) == (1, "consecutive_failures")
