@@ -165,3 +165,42 @@ def test_failed_hypotheses_keep_their_reason_and_only_an_all_failed_turn_is_a_fa
     assert (second["outcome"], second["reason"]) == ("failed", "agent_failed")
     # One all-failed turn reaches max_consecutive_failures = 1; the mixed one did not count.
     assert (result.code, view["stop_reason"]) == (1, "consecutive_failures")
+
+
+GUARD_BENCH = """\
+printf 'METRIC score=%s\\n' "$(cat src/value.txt)"
+printf 'METRIC mem=%s\\n' "$(cat src/mem.txt)"
+"""
+# Turn 1: index 1 (8, mem 104) beats index 0 (9, mem 103). Turn 2, from the champion (8, mem 104): index 0
+# (5, mem 108) is the larger improvement and within 4.5 of the champion's mem, but 8 over the base's.
+GUARD_AGENT = """\
+case "$CRUCIBLE_TURN.$CRUCIBLE_PARALLEL_INDEX" in
+  1.0) echo 9 > src/value.txt; echo 103 > src/mem.txt ;;
+  1.1) echo 8 > src/value.txt; echo 104 > src/mem.txt ;;
+  2.0) echo 5 > src/value.txt; echo 108 > src/mem.txt ;;
+  2.1) echo 7 > src/value.txt; echo 104 > src/mem.txt ;;
+esac
+echo "HYPOTHESIS: $(cat src/value.txt) at $(cat src/mem.txt) MB"
+"""
+
+
+def test_the_chosen_one_failing_its_guard_against_the_base_hands_the_keep_to_the_next(
+    project: Project,
+) -> None:
+    project.make(
+        {"tools/bench.sh": GUARD_BENCH, "src/value.txt": "10\n", "src/mem.txt": "100\n"}, agent=GUARD_AGENT
+    )
+    project.write_spec(
+        turns=2,
+        broker={"parallel": 2},
+        metric={"guard": [{"name": "mem", "direction": "minimize", "tolerance": 4.5}]},
+    )
+
+    view = ok_run(project.loop())
+
+    first, second = view["turns"]
+    assert [h["reason"] for h in first["hypotheses"]] == ["superseded", "improved"]
+    assert [h["reason"] for h in second["hypotheses"]] == ["guard_regressed", "improved"]
+    assert "against the base" in second["hypotheses"][0]["detail"]
+    assert (second["outcome"], second["value"], view["best"]) == ("accepted", 7.0, {"value": 7.0, "turn": 2})
+    assert "+104" in view["components"][0]["diff"] and "+108" not in view["components"][0]["diff"]
