@@ -442,6 +442,21 @@ def notify_champion(ctx: RunContext) -> None:
         ctx.observer.warn(f"publishing failed (will retry after the next keep and at the end): {exc}")
 
 
+def _hypothesis_lines(ctx: RunContext, history: list[HistoryLine]) -> list[HistoryLine]:
+    """A parallel turn's line becomes one line per hypothesis (ADR-0016), so the agent sees what was
+    superseded too, not only what was kept."""
+    out: list[HistoryLine] = []
+    for line in history:
+        found = ctx.ledger.list_hypotheses(ctx.run_id, line.turn)
+        out += [
+            HistoryLine(
+                line.turn, f"[#{h.index}] {h.hypothesis or ''}", str(h.outcome), str(h.reason), h.value
+            )
+            for h in found
+        ] or [line]
+    return out
+
+
 def write_candidate_file(
     ctx: RunContext,
     round_number: int,
@@ -463,6 +478,9 @@ def write_candidate_file(
         for t in listed
         if t.phase == TurnPhase.DECIDED
     ]
+    earlier = max(0, decided_total - len(history))
+    if ctx.spec.broker.parallel > 1:
+        history = _hypothesis_lines(ctx, history)
     text = render_candidate(
         objective=ctx.spec.objective,
         metric_name=ctx.spec.metric.name,
@@ -470,7 +488,7 @@ def write_candidate_file(
         champion_value=run.champion_value,
         baseline_value=run.baseline_value,
         history=history,
-        earlier=max(0, decided_total - len(history)),
+        earlier=earlier,
         feedback=ctx.feedback,
         round_number=round_number,
     )

@@ -204,3 +204,24 @@ def test_the_chosen_one_failing_its_guard_against_the_base_hands_the_keep_to_the
     assert "against the base" in second["hypotheses"][0]["detail"]
     assert (second["outcome"], second["value"], view["best"]) == ("accepted", 7.0, {"value": 7.0, "turn": 2})
     assert "+104" in view["components"][0]["diff"] and "+108" not in view["components"][0]["diff"]
+
+
+BRIEF_AGENT = """\
+if [ "$CRUCIBLE_TURN" = 2 ]; then cp "$CRUCIBLE_CANDIDATE" "$E2E_BRIEF.$CRUCIBLE_PARALLEL_INDEX"; exit 0; fi
+echo $((9 - CRUCIBLE_PARALLEL_INDEX)) > src/value.txt
+echo "HYPOTHESIS: value $((9 - CRUCIBLE_PARALLEL_INDEX))"
+"""
+
+
+def test_the_next_brief_lists_every_hypothesis_of_a_parallel_turn(project: Project, tmp_path: Path) -> None:
+    brief = tmp_path / "brief"
+    project.make(agent=BRIEF_AGENT)
+    project.write_spec(
+        turns=2, broker={"parallel": 2}, sandbox={"mode": "none"}, agent={"env_allow": ["E2E_BRIEF"]}
+    )
+
+    ok_run(project.loop(env={"E2E_BRIEF": str(brief)}))
+
+    text = Path(f"{brief}.0").read_text()
+    assert "- turn 1: rejected (superseded), score=9: [#0] value 9" in text
+    assert "- turn 1: accepted (improved), score=8: [#1] value 8" in text
