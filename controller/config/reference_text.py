@@ -308,8 +308,10 @@ DOCS: dict[str, tuple[str, str]] = {
         '"router-agent"',
     ),
     "broker.parallel": (
-        "Hypotheses tried at once per turn, each in its own pod (or process), each measured against the "
-        "champion; at most one is kept per turn.",
+        "Hypotheses tried per search turn (the agent sees `CRUCIBLE_PARALLEL_INDEX`), each measured "
+        "against the champion by the fixed rule; at most one is kept: the best that passes Holm's "
+        "correction for N, the others `superseded` or their own reason (docs/keep-rule.md). The local "
+        "broker runs them one after another; raise `metric.samples` with N.",
         "4",
     ),
     "broker.deadline": (
