@@ -10,7 +10,7 @@ and every event is sent (or at once with ``follow=false``), so a finished run's 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Header, HTTPException, Query
@@ -64,7 +64,7 @@ async def event_stream(
         idle += poll_s
 
 
-def events_router(store: Store, auth: Callable[..., None], *, poll_s: float = 0.5) -> APIRouter:
+def events_router(store: Store, auth: Callable[..., Awaitable[None]], *, poll_s: float = 0.5) -> APIRouter:
     router = APIRouter(prefix="/api/runs", tags=["runs"], dependencies=[Depends(auth)], responses=ERRORS)
 
     @router.get(

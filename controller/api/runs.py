@@ -3,12 +3,13 @@
 Each route parses, calls one service function and returns a typed view (``services.schemas``), so the
 OpenAPI document is the contract; errors are crucible's own, mapped in ``errors.py``. Routes are plain
 ``def`` functions: FastAPI runs them in its thread pool, where the store's blocking calls belong.
-Reads page in SQL (``limit``, ``offset``/``after`` and filters).
+Reads page in SQL (``limit``, ``offset``/``after`` and filters); pages of decided turns are served
+from ``pagecache`` while the run has not moved.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Protocol
 
 from fastapi import APIRouter, Depends, Query
@@ -16,6 +17,7 @@ from fastapi.responses import Response
 from pydantic import BaseModel
 
 from controller.api.bodies import ERRORS, Created, Message, Patch, RoundCreate, RunCreate, RunPage, TurnPage
+from controller.api.pagecache import PageCache
 from controller.config.settings import Settings
 from controller.domain.enums import Outcome, RunStatus
 from controller.services import schemas
@@ -57,10 +59,11 @@ def runs_router(
     settings: Settings,
     store: Store,
     control: RunControl,
-    auth: Callable[..., None],
+    auth: Callable[..., Awaitable[None]],
     forge_for: ForgeFactory | None = None,
 ) -> APIRouter:
     router = APIRouter(prefix="/api/runs", tags=["runs"], dependencies=[Depends(auth)], responses=ERRORS)
+    pages = PageCache()
 
     @router.post("", status_code=201, response_model=Created)
     def create(body: RunCreate) -> Created:
@@ -111,10 +114,18 @@ def runs_router(
         outcome: Outcome | None = None,
     ) -> Response:
         """Decided turns in number order, a page at a time."""
-        items = turns_page(store, run_id, after=after, limit=limit + 1, round=round, outcome=outcome)
-        more = len(items) > limit
-        items = items[:limit]
-        return _json(TurnPage(items=items, next_after=items[-1].turn if more else None))
+
+        def render() -> bytes:
+            items = turns_page(store, run_id, after=after, limit=limit + 1, round=round, outcome=outcome)
+            more = len(items) > limit
+            items = items[:limit]
+            return (
+                TurnPage(items=items, next_after=items[-1].turn if more else None).model_dump_json().encode()
+            )
+
+        key = (run_id, after, limit, round, outcome)
+        body = pages.page(key, store.turns_version(run_id), render)
+        return Response(content=body, media_type="application/json")
 
     @router.get("/{run_id}/patch", response_model=Patch)
     def patch(run_id: str) -> Patch:

@@ -11,7 +11,7 @@ run's commits, written only by the controller (ADR-0005 decision 3), never a che
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from controller.config.settings import Settings
@@ -110,7 +110,7 @@ def turn_view(
 
 def _turn_views(
     records: Iterable[TurnRecord],
-    samples: dict[tuple[int, SampleArm], list[float]],
+    samples: Mapping[tuple[int, SampleArm], list[float]],
     hypotheses: Iterable[HypothesisRecord] = (),
     metric: str = "",
 ) -> list[schemas.Turn]:
@@ -196,12 +196,8 @@ def turns_page(
     outcome: Outcome | None = None,
 ) -> list[schemas.Turn]:
     """Decided turns after turn ``after``, at most ``limit``, with only their own samples read."""
-    run = store.get_run(run_id)
-    records = store.page_turns(run_id, after=after, limit=limit, round=round, outcome=outcome)
-    numbers = [t.number for t in records]
-    samples = store.samples_of_turns(run_id, numbers)
-    hypotheses = store.hypotheses_of_turns(run_id, numbers)
-    return _turn_views(records, _samples_by_turn(samples, run.metric_name), hypotheses, run.metric_name)
+    page = store.turn_page(run_id, after=after, limit=limit, round=round, outcome=outcome)
+    return _turn_views(page.turns, page.samples, page.hypotheses, page.metric_name)
 
 
 def event_view(e: EventRecord) -> schemas.Event:
@@ -226,7 +222,7 @@ def runs_list(
             best=r.champion_value,
             created_at=r.created_at,
         )
-        for r in store.page_runs(limit=limit, offset=offset, status=status)
+        for r in store.run_summaries(limit=limit, offset=offset, status=status)
     ]
 
 

@@ -8,6 +8,7 @@ converts itself into the frozen record of ``records.py``.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -90,8 +91,20 @@ class Base(DeclarativeBase):
 _E = TypeVar("_E", bound=StrEnum)
 
 
+@functools.cache
+def _members(enum: type[_E]) -> dict[str, _E]:
+    return {member.value: member for member in enum}
+
+
+def _enum(enum: type[_E], value: str) -> _E:
+    """``enum(value)`` at a dictionary lookup's cost (rows are converted by the thousand on the API's
+    pages; ``Enum.__call__`` was a tenth of a page's CPU). An unknown value still raises ValueError."""
+    member = _members(enum).get(value)
+    return member if member is not None else enum(value)
+
+
 def _opt_enum(enum: type[_E], value: str | None) -> _E | None:
-    return None if value is None else enum(value)
+    return None if value is None else _enum(enum, value)
 
 
 class RunRow(Base):
@@ -132,33 +145,38 @@ class RunRow(Base):
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
     def to_record(self) -> RunRecord:
-        return RunRecord(
-            id=self.id,
-            spec_text=self.spec_text,
-            spec_fingerprint=self.spec_fingerprint,
-            spec_path=self.spec_path,
-            objective=self.objective,
-            metric_name=self.metric_name,
-            direction=self.direction,
-            turns_planned=self.turns_planned,
-            options=dict(self.options),
-            status=RunStatus(self.status),
-            stop_reason=_opt_enum(StopReason, self.stop_reason),
-            stop_message=self.stop_message,
-            baseline_value=self.baseline_value,
-            champion_value=self.champion_value,
-            champion_turn=self.champion_turn,
-            cost_usd=self.cost_usd,
-            tokens=self.tokens,
-            round=self.round,
-            phase=RunPhase(self.phase),
-            lease_owner=self.lease_owner,
-            lease_expires_at=self.lease_expires_at,
-            cancel_requested=self.cancel_requested,
-            created_at=self.created_at,
-            updated_at=self.updated_at,
-            finished_at=self.finished_at,
-        )
+        return run_record(self)
+
+
+def run_record(row: Any) -> RunRecord:
+    """The record of a ``runs`` row: an ORM instance or a Core row of the table's columns."""
+    return RunRecord(
+        id=row.id,
+        spec_text=row.spec_text,
+        spec_fingerprint=row.spec_fingerprint,
+        spec_path=row.spec_path,
+        objective=row.objective,
+        metric_name=row.metric_name,
+        direction=row.direction,
+        turns_planned=row.turns_planned,
+        options=dict(row.options),
+        status=_enum(RunStatus, row.status),
+        stop_reason=_opt_enum(StopReason, row.stop_reason),
+        stop_message=row.stop_message,
+        baseline_value=row.baseline_value,
+        champion_value=row.champion_value,
+        champion_turn=row.champion_turn,
+        cost_usd=row.cost_usd,
+        tokens=row.tokens,
+        round=row.round,
+        phase=_enum(RunPhase, row.phase),
+        lease_owner=row.lease_owner,
+        lease_expires_at=row.lease_expires_at,
+        cancel_requested=row.cancel_requested,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+        finished_at=row.finished_at,
+    )
 
 
 def _run_fk() -> sa.ForeignKey:
@@ -233,27 +251,32 @@ class TurnRow(Base):
     sequential_stop: Mapped[str | None] = mapped_column(sa.String(16))
 
     def to_record(self) -> TurnRecord:
-        return TurnRecord(
-            run_id=self.run_id,
-            number=self.number,
-            round=self.round,
-            phase=TurnPhase(self.phase),
-            started_at=self.started_at,
-            decided_at=self.decided_at,
-            outcome=_opt_enum(Outcome, self.outcome),
-            reason=_opt_enum(Reason, self.reason),
-            value=self.value,
-            p_value=self.p_value,
-            hypothesis=self.hypothesis,
-            changed_paths=tuple(self.changed_paths),
-            commits=dict(self.commits),
-            cost_usd=self.cost_usd,
-            tokens=self.tokens,
-            duration_s=self.duration_s,
-            detail=self.detail,
-            pairs=self.pairs,
-            sequential_stop=_opt_enum(SequentialStop, self.sequential_stop),
-        )
+        return turn_record(self)
+
+
+def turn_record(row: Any) -> TurnRecord:
+    """The record of a ``turns`` row: an ORM instance or a Core row of the table's columns."""
+    return TurnRecord(
+        run_id=row.run_id,
+        number=row.number,
+        round=row.round,
+        phase=_enum(TurnPhase, row.phase),
+        started_at=row.started_at,
+        decided_at=row.decided_at,
+        outcome=_opt_enum(Outcome, row.outcome),
+        reason=_opt_enum(Reason, row.reason),
+        value=row.value,
+        p_value=row.p_value,
+        hypothesis=row.hypothesis,
+        changed_paths=tuple(row.changed_paths),
+        commits=dict(row.commits),
+        cost_usd=row.cost_usd,
+        tokens=row.tokens,
+        duration_s=row.duration_s,
+        detail=row.detail,
+        pairs=row.pairs,
+        sequential_stop=_opt_enum(SequentialStop, row.sequential_stop),
+    )
 
 
 class SampleRow(Base):
@@ -272,14 +295,19 @@ class SampleRow(Base):
     valid: Mapped[bool] = mapped_column(sa.Boolean)
 
     def to_record(self) -> SampleRecord:
-        return SampleRecord(
-            run_id=self.run_id,
-            turn=self.turn,
-            arm=SampleArm(self.arm),
-            index=self.sample_index,
-            values=dict(self.values),
-            valid=self.valid,
-        )
+        return sample_record(self)
+
+
+def sample_record(row: Any) -> SampleRecord:
+    """The record of a ``samples`` row: an ORM instance or a Core row of the table's columns."""
+    return SampleRecord(
+        run_id=row.run_id,
+        turn=row.turn,
+        arm=_enum(SampleArm, row.arm),
+        index=row.sample_index,
+        values=dict(row.values),
+        valid=row.valid,
+    )
 
 
 class HypothesisRow(Base):
@@ -315,30 +343,35 @@ class HypothesisRow(Base):
     reported_at: Mapped[datetime] = mapped_column(UTCDateTime)
 
     def to_record(self) -> HypothesisRecord:
-        return HypothesisRecord(
-            run_id=self.run_id,
-            turn=self.turn,
-            index=self.idx,
-            phase=TurnPhase(self.phase),
-            outcome=Outcome(self.outcome),
-            reason=Reason(self.reason),
-            value=self.value,
-            reference_value=self.reference_value,
-            delta=self.delta,
-            p_value=self.p_value,
-            hypothesis=self.hypothesis,
-            proposal=None if self.proposal is None else dict(self.proposal),
-            changed_paths=tuple(self.changed_paths),
-            commits=dict(self.commits),
-            samples=tuple(
-                (SampleArm(arm), int(index), dict(values), bool(valid))
-                for arm, index, values, valid in self.samples
-            ),
-            cost_usd=self.cost_usd,
-            tokens=self.tokens,
-            duration_s=self.duration_s,
-            detail=self.detail,
-        )
+        return hypothesis_record(self)
+
+
+def hypothesis_record(row: Any) -> HypothesisRecord:
+    """The record of a ``hypotheses`` row: an ORM instance or a Core row of the table's columns."""
+    return HypothesisRecord(
+        run_id=row.run_id,
+        turn=row.turn,
+        index=row.idx,
+        phase=TurnPhase(row.phase),
+        outcome=Outcome(row.outcome),
+        reason=Reason(row.reason),
+        value=row.value,
+        reference_value=row.reference_value,
+        delta=row.delta,
+        p_value=row.p_value,
+        hypothesis=row.hypothesis,
+        proposal=None if row.proposal is None else dict(row.proposal),
+        changed_paths=tuple(row.changed_paths),
+        commits=dict(row.commits),
+        samples=tuple(
+            (SampleArm(arm), int(index), dict(values), bool(valid))
+            for arm, index, values, valid in row.samples
+        ),
+        cost_usd=row.cost_usd,
+        tokens=row.tokens,
+        duration_s=row.duration_s,
+        detail=row.detail,
+    )
 
 
 class EventRow(Base):

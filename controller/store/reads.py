@@ -3,17 +3,24 @@
 A run may hold tens of thousands of turns; an API page of them must cost the page, not the run. These
 reads take a cursor (``after``), a ``limit`` and filters that become WHERE clauses, and return the
 same frozen records as the rest of ``Store``. A mixin of ``Store``; its contract and session scope apply.
+
+They are the API's hot path (``bench/api_load.py``, ADR-0013), so they select table columns with
+SQLAlchemy Core (no ORM identity map, a third of the cost per row) and a page is one session, one
+pooled connection, however many queries it takes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection
 from contextlib import AbstractContextManager
+from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 
-from controller.domain.enums import EventKind, Outcome, RunStatus, TurnPhase
+from controller.domain.enums import EventKind, Outcome, RunStatus, SampleArm, StopReason, TurnPhase
+from controller.domain.errors import NotFoundError
 from controller.store.models import (
     DeliveryRow,
     EventRow,
@@ -22,15 +29,27 @@ from controller.store.models import (
     RunRow,
     SampleRow,
     TurnRow,
+    hypothesis_record,
+    run_record,
+    sample_record,
+    turn_record,
 )
-from controller.store.queries import get_run_row
 from controller.store.records import (
     EventRecord,
     HypothesisRecord,
     RunRecord,
+    RunSummaryRecord,
     RunTally,
     SampleRecord,
+    TurnPage,
     TurnRecord,
+)
+
+_RUNS, _TURNS, _SAMPLES, _HYPOTHESES = (
+    RunRow.__table__,
+    TurnRow.__table__,
+    SampleRow.__table__,
+    HypothesisRow.__table__,
 )
 
 
@@ -41,15 +60,50 @@ class PagedReads:
     def _session(self, *, read_only: bool = False) -> AbstractContextManager[Session]:
         raise NotImplementedError
 
+    def _reading(self) -> AbstractContextManager[Connection]:
+        raise NotImplementedError
+
     def page_runs(
         self, *, limit: int = 50, offset: int = 0, status: RunStatus | None = None
     ) -> list[RunRecord]:
         """Runs newest first (created_at, then id), optionally of one ``status``."""
-        query = sa.select(RunRow).order_by(RunRow.created_at.desc(), RunRow.id.desc())
+        query = sa.select(_RUNS).order_by(RunRow.created_at.desc(), RunRow.id.desc())
         if status is not None:
             query = query.where(RunRow.status == status.value)
-        with self._session(read_only=True) as s:
-            return [row.to_record() for row in s.scalars(query.limit(limit).offset(offset))]
+        with self._reading() as conn:
+            return [run_record(row) for row in conn.execute(query.limit(limit).offset(offset))]
+
+    def run_summaries(
+        self, *, limit: int = 50, offset: int = 0, status: RunStatus | None = None
+    ) -> list[RunSummaryRecord]:
+        """``page_runs`` with only the columns a runs list shows (no spec text, no options)."""
+        columns = (
+            RunRow.id,
+            RunRow.status,
+            RunRow.stop_reason,
+            RunRow.objective,
+            RunRow.baseline_value,
+            RunRow.champion_value,
+            RunRow.created_at,
+        )
+        query = sa.select(*columns).order_by(RunRow.created_at.desc(), RunRow.id.desc())
+        if status is not None:
+            query = query.where(RunRow.status == status.value)
+        with self._reading() as conn:
+            rows = conn.execute(query.limit(limit).offset(offset)).all()
+        statuses, reasons = {s.value: s for s in RunStatus}, {r.value: r for r in StopReason}
+        return [
+            RunSummaryRecord(
+                id=row.id,
+                status=statuses[row.status],
+                stop_reason=None if row.stop_reason is None else reasons[row.stop_reason],
+                objective=row.objective,
+                baseline_value=row.baseline_value,
+                champion_value=row.champion_value,
+                created_at=row.created_at,
+            )
+            for row in rows
+        ]
 
     def run_tallies(self, run_ids: Collection[str]) -> dict[str, RunTally]:
         """Decided turns, kept turns and pull requests of each given run, in two grouped queries (the
@@ -77,6 +131,20 @@ class PagedReads:
             )
             for rid in ids
         }
+
+    def turns_version(self, run_id: str) -> int:
+        """A number that changes whenever a page of the run's decided turns could: the id of its newest
+        event (0: none). A decided turn, its samples and its hypotheses never change, and every write
+        that decides a turn appends an event in the same transaction, whose id is above every earlier
+        one of the run (writers of a run serialise on its row). So a page read after this returned
+        ``v`` is current for as long as this still returns ``v``. NotFoundError for an unknown run."""
+        newest = sa.select(sa.func.max(EventRow.id)).where(EventRow.run_id == RunRow.id).scalar_subquery()
+        query = sa.select(RunRow.id, newest).where(RunRow.id == run_id)
+        with self._reading() as conn:
+            row = conn.execute(query).one_or_none()
+        if row is None:
+            raise NotFoundError(f"no run {run_id}")
+        return int(row[1] or 0)
 
     def last_event_id(self, run_id: str) -> int:
         """The id of the run's newest event (0: none): where a page rendered now should follow from."""
@@ -107,29 +175,47 @@ class PagedReads:
     ) -> list[TurnRecord]:
         """Decided turns numbered above ``after``, ascending, at most ``limit``, optionally of one
         ``round`` or ``outcome``. NotFoundError for an unknown run."""
-        query = sa.select(TurnRow).where(
+        return self.turn_page(run_id, after=after, limit=limit, round=round, outcome=outcome).turns
+
+    def turn_page(
+        self,
+        run_id: str,
+        *,
+        after: int = 0,
+        limit: int = 100,
+        round: int | None = None,
+        outcome: Outcome | None = None,
+    ) -> TurnPage:
+        """``page_turns`` with the samples of those turns and the run's metric name, read in one
+        session (what a page of the turn table shows). NotFoundError for an unknown run."""
+        query = sa.select(_TURNS).where(
             TurnRow.run_id == run_id, TurnRow.number > after, TurnRow.phase == TurnPhase.DECIDED.value
         )
         if round is not None:
             query = query.where(TurnRow.round == round)
         if outcome is not None:
             query = query.where(TurnRow.outcome == outcome.value)
-        with self._session(read_only=True) as s:
-            get_run_row(s, run_id)
-            rows = s.scalars(query.order_by(TurnRow.number).limit(limit))
-            return [row.to_record() for row in rows]
+        with self._reading() as conn:
+            metric = conn.execute(sa.select(RunRow.metric_name).where(RunRow.id == run_id)).scalar()
+            if metric is None:
+                raise NotFoundError(f"no run {run_id}")
+            page = query.order_by(TurnRow.number).limit(limit)
+            turns = [turn_record(row) for row in conn.execute(page)]
+            samples = _metric_samples(conn, run_id, page, metric) if turns else {}
+            hypotheses = _hypotheses(conn, run_id, page) if turns else []
+        return TurnPage(metric_name=metric, turns=turns, samples=samples, hypotheses=hypotheses)
 
     def samples_of_turns(self, run_id: str, turns: Collection[int]) -> list[SampleRecord]:
         """The samples of the given turns only (by turn, then insertion order)."""
         if not turns:
             return []
         query = (
-            sa.select(SampleRow)
+            sa.select(_SAMPLES)
             .where(SampleRow.run_id == run_id, SampleRow.turn.in_(sorted(set(turns))))
             .order_by(SampleRow.turn, SampleRow.id)
         )
-        with self._session(read_only=True) as s:
-            return [row.to_record() for row in s.scalars(query)]
+        with self._reading() as conn:
+            return [sample_record(row) for row in conn.execute(query)]
 
     def hypotheses_of_turns(self, run_id: str, turns: Collection[int]) -> list[HypothesisRecord]:
         """The parallel hypotheses of the given turns only (by turn, then index)."""
@@ -166,3 +252,37 @@ class PagedReads:
         with self._session(read_only=True) as s:
             total, waiting = s.execute(query).one()
             return int(total), int(waiting or 0)
+
+
+def _metric_samples(
+    conn: Connection, run_id: str, page: sa.Select[Any], metric: str
+) -> dict[tuple[int, SampleArm], list[float]]:
+    """The valid samples' values of ``metric`` for the turns of ``page``, by (turn, arm), in insertion
+    order. Joined on the page's own query rather than ``IN`` its numbers: the statement text stays the
+    same from page to page, so it is compiled once and prepared by the driver (a hundred-value
+    ``IN`` cost more than both queries' rows)."""
+    numbers = page.with_only_columns(TurnRow.number).subquery()
+    query = (
+        sa.select(SampleRow.turn, SampleRow.arm, SampleRow.values)
+        .join(numbers, SampleRow.turn == numbers.c.number)
+        .where(SampleRow.run_id == run_id, SampleRow.valid)
+        .order_by(SampleRow.turn, SampleRow.id)
+    )
+    out: dict[tuple[int, SampleArm], list[float]] = {}
+    arms = {arm.value: arm for arm in SampleArm}
+    for turn, arm, values in conn.execute(query):
+        if metric in values:
+            out.setdefault((turn, arms[arm]), []).append(values[metric])
+    return out
+
+
+def _hypotheses(conn: Connection, run_id: str, page: sa.Select[Any]) -> list[HypothesisRecord]:
+    """The parallel hypotheses of the turns of ``page`` (by turn, then index), joined like the samples."""
+    numbers = page.with_only_columns(TurnRow.number).subquery()
+    query = (
+        sa.select(_HYPOTHESES)
+        .join(numbers, HypothesisRow.turn == numbers.c.number)
+        .where(HypothesisRow.run_id == run_id)
+        .order_by(HypothesisRow.turn, HypothesisRow.idx)
+    )
+    return [hypothesis_record(row) for row in conn.execute(query)]

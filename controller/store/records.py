@@ -219,6 +219,18 @@ class SampleRecord:
 
 
 @dataclass(frozen=True)
+class TurnPage:
+    """A page of decided turns, the run's metric and the values the page shows of it: each turn's
+    valid samples by (turn, arm), in the order they were taken, and the turns' parallel hypotheses
+    (``Store.turn_page``)."""
+
+    metric_name: str
+    turns: list[TurnRecord]
+    samples: Mapping[tuple[int, SampleArm], list[float]]
+    hypotheses: list[HypothesisRecord] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
 class EventRecord:
     """One entry of the append-only event stream; ``id`` is global and increases monotonically."""
 
@@ -271,6 +283,19 @@ class TurnCounts:
     decided: Mapping[int, int]  # round -> decided turns
     highest: int  # highest turn number so far (0: none)
     started: tuple[int, ...]  # turns cut off before their decision, by number
+
+
+@dataclass(frozen=True)
+class RunSummaryRecord:
+    """The columns of a run that a line of the runs list shows (``Store.run_summaries``)."""
+
+    id: str
+    status: RunStatus
+    stop_reason: StopReason | None
+    objective: str
+    baseline_value: float | None
+    champion_value: float | None
+    created_at: datetime
 
 
 @dataclass(frozen=True)

@@ -125,6 +125,7 @@ class Store(PullsAndFeedback, ProcessGroups, Leases, PagedReads, WorkerRounds):
         self._writer = sessionmaker(self._engine, expire_on_commit=False)
         reader_engine = self._engine.execution_options(**{migrate.READ_ONLY: True})
         self._reader = sessionmaker(reader_engine, expire_on_commit=False)
+        self._page_engine = migrate.page_reader(self._engine)
 
     @property
     def url(self) -> str:
@@ -545,6 +546,14 @@ class Store(PullsAndFeedback, ProcessGroups, Leases, PagedReads, WorkerRounds):
         """A writing transaction without the ORM: for the webhook intake's batch insert, where the
         session's own bookkeeping cost more than the rows (same errors as ``_session``)."""
         with translate_errors(), self._engine.begin() as connection:
+            yield connection
+
+    @contextmanager
+    def _reading(self) -> Iterator[Connection]:
+        """A connection for the paged reads the API serves (``reads.py``): Core rows straight into
+        records, without a session's identity map, and on PostgreSQL without a transaction
+        (``migrate.page_reader``). Same errors as ``_session``."""
+        with translate_errors(), self._page_engine.connect() as connection, connection.begin():
             yield connection
 
     @contextmanager
