@@ -7,8 +7,8 @@ module of ``controller`` that reads the process environment: once, into the sett
 explicit mapping handed to child processes (scrubbed again per run before any command sees it).
 
 It sits above ``services`` and below ``cli``/``api`` in the layer contract. Heavy modules
-(SQLAlchemy, PyGithub, the services) are imported when first needed, so ``crucible --help``
-does not pay for them.
+(pydantic and the settings, SQLAlchemy, PyGithub, the services) are imported when first needed, so
+``crucible --help`` and ``crucible runs list`` do not pay for them.
 """
 
 from __future__ import annotations
@@ -19,14 +19,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from controller.config.settings import ForgeSettings, Settings
-from controller.config.spec import Spec
+from controller.config.paths import database_url, home_dir
 from controller.domain.errors import SpecError
 
 if TYPE_CHECKING:
     from controller.brokers.base import Broker
     from controller.brokers.kubernetes.broker import RemoteRoundsPort
     from controller.brokers.local import RoundRunner
+    from controller.config.settings import ForgeSettings, Settings
+    from controller.config.spec import Spec
     from controller.forge.base import Forge
     from controller.services.service import ForgeFor, RunService
     from controller.store.store import Store
@@ -35,6 +36,12 @@ if TYPE_CHECKING:
 def process_environment() -> dict[str, str]:
     """The process environment, read here and nowhere else in ``controller``."""
     return dict(os.environ)
+
+
+def configured_database(environ: Mapping[str, str]) -> str:
+    """The database URL the settings of ``environ`` name, without building them (pydantic): for
+    ``crucible runs list``'s read of the default SQLite file (ADR-0013)."""
+    return database_url(environ, home_dir(environ))
 
 
 class ForgeClients:
@@ -182,6 +189,8 @@ def build(
 ) -> Root:
     """The root for this process. ``environ`` defaults to the process environment (read once);
     ``settings`` defaults to the settings that environment names."""
+    from controller.config.settings import Settings
+
     env = process_environment() if environ is None else dict(environ)
     resolved = settings if settings is not None else Settings.from_env(env)
     return Root(

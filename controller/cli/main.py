@@ -39,11 +39,11 @@ def _fail(code: int, message: str) -> NoReturn:
     sys.exit(code)
 
 
-def _root() -> Root:
+def _root(environ: dict[str, str] | None = None) -> Root:
     """The composition root for this command: settings read from the environment once (ADR-0003)."""
     from controller.wiring import build
 
-    return build()
+    return build(environ)
 
 
 def _emit_json(data: Any) -> None:
@@ -360,13 +360,28 @@ def runs_list_cmd(as_json: bool = False, limit: int = 50, server: str | None = N
         with _client(server) as client:
             rows = client.runs(limit)
     else:
-        from controller.services.schemas import dump
-
-        rows = dump(_root().service().list_runs(limit=limit))
+        rows = _local_runs(limit)
     if as_json:
         _emit_json(rows)
         return
     print_runs(rows)
+
+
+def _local_runs(limit: int) -> list[dict[str, Any]]:
+    """The runs list of the local database: the default SQLite file is read directly, without
+    SQLAlchemy or pydantic (a tenth of the start-up cost, ADR-0013); any other database, or one to
+    create or upgrade, goes through the run service."""
+    from controller.services.summaries import quick_run_list
+    from controller.wiring import configured_database, process_environment
+
+    environ = process_environment()
+    rows = quick_run_list(configured_database(environ), limit)
+    if rows is not None:
+        return rows
+    from controller.services.schemas import dump
+
+    listed: list[dict[str, Any]] = dump(_root(environ).service().list_runs(limit=limit))
+    return listed
 
 
 @runs.command("show")

@@ -22,6 +22,7 @@ from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, EnvSettingsSource, NoDecode, SettingsConfigDict
 from pydantic_settings.sources import PydanticBaseSettingsSource
 
+from controller.config.paths import database_url, home_dir
 from controller.config.units import parse_duration
 from controller.domain.errors import SpecError
 
@@ -179,13 +180,8 @@ class Settings(BaseModel):
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> Settings:
         """Every group from ``environ`` (the edge passes ``os.environ`` once); SpecError if bad."""
-        raw_home = environ.get("CRUCIBLE_HOME")
-        if raw_home:
-            home = Path(raw_home).expanduser().resolve()
-        else:
-            base = environ.get("XDG_DATA_HOME") or str(_user_home(environ) / ".local" / "share")
-            home = Path(base).expanduser().resolve() / "crucible"
-        url = environ.get("CRUCIBLE_DATABASE_URL") or f"sqlite:///{home / 'crucible.db'}"
+        home = home_dir(environ)
+        url = database_url(environ, home)
         ttl = parse_duration(environ.get("CRUCIBLE_LEASE_TTL") or "30s", "CRUCIBLE_LEASE_TTL")
         if ttl <= 0:
             raise SpecError("CRUCIBLE_LEASE_TTL", "must be a positive duration")
@@ -199,11 +195,6 @@ class Settings(BaseModel):
     @property
     def database_is_sqlite(self) -> bool:
         return self.database_url.startswith("sqlite")
-
-
-def _user_home(environ: Mapping[str, str]) -> Path:
-    home = environ.get("HOME")
-    return Path(home) if home else Path.home()
 
 
 def describe() -> list[tuple[str, str, str]]:

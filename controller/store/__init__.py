@@ -1,7 +1,10 @@
 """The store layer (DESIGN.md sections 6 and 9): the only code that talks to the database.
 
 Everything above it sees ``Store`` and the frozen records below, never SQLAlchemy or Alembic.
+``Store`` is imported on first use, so the records and ``listing`` cost no SQLAlchemy (ADR-0013).
 """
+
+from typing import TYPE_CHECKING
 
 from controller.store.records import (
     ChampionUpdate,
@@ -24,7 +27,9 @@ from controller.store.records import (
     TurnRecord,
     TurnSnapshot,
 )
-from controller.store.store import Store
+
+if TYPE_CHECKING:
+    from controller.store.store import Store
 
 __all__ = [
     "ChampionUpdate",
@@ -48,3 +53,11 @@ __all__ = [
     "TurnRecord",
     "TurnSnapshot",
 ]
+
+
+def __getattr__(name: str) -> object:
+    if name == "Store":
+        from controller.store.store import Store
+
+        return Store
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -4,8 +4,8 @@ Alembic is configured in code, with ``script_location`` inside the package, so m
 same from a checkout and from an installed wheel, without an ``alembic.ini``. Migrations are their
 own step (``crucible db upgrade``); ``Store.open`` refuses a database that is not at the head.
 Alembic itself is imported only to migrate or compare schemas: the startup check reads the stamped
-revision with SQLAlchemy and the revision graph from the migration files' own ``revision =`` lines, so
-a command that opens an up-to-date database (``crucible runs list``) does not pay for Alembic
+revision with SQLAlchemy and the revision graph from the migration files' own ``revision =`` lines
+(``revisions.py``), so a command that opens an up-to-date database does not pay for Alembic
 (ADR-0005 decision 6; a test checks the graph against Alembic's).
 
 ``make_engine`` lives here because migrations and the store must connect the same way: on SQLite,
@@ -30,11 +30,12 @@ from sqlalchemy.pool import StaticPool
 
 from controller.domain.errors import SchemaOutdatedError
 from controller.store.models import Base, check_constraints
+from controller.store.revisions import MIGRATIONS_DIR, head_revision, known_revisions
+from controller.store.revisions import revision_graph as revision_graph  # re-exported
 
 if TYPE_CHECKING:
     from alembic.config import Config
 
-MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 BUSY_TIMEOUT_MS = 30_000
 # Execution option: this connection only reads, so on SQLite it may BEGIN DEFERRED and never
 # takes the write lock (WAL readers do not block the writer).
@@ -190,33 +191,6 @@ def current_revision(target: str | Engine) -> str | None:
 
 
 VERSION_TABLE = "alembic_version"
-_REVISION_LINE = re.compile(r'^(down_revision|revision)\s*(?::[^=]*)?=\s*(None|"([^"]*)")', re.MULTILINE)
-
-
-@functools.cache
-def revision_graph() -> dict[str, str | None]:
-    """revision -> down_revision of every migration file, read from the files' own lines (the same
-    text Alembic reads, without importing Alembic)."""
-    graph: dict[str, str | None] = {}
-    for path in sorted((MIGRATIONS_DIR / "versions").glob("*.py")):
-        found = {m.group(1): m.group(3) for m in _REVISION_LINE.finditer(path.read_text())}
-        if found.get("revision"):
-            graph[str(found["revision"])] = found.get("down_revision")
-    return graph
-
-
-def head_revision() -> str:
-    """The newest revision this version of crucible knows."""
-    graph = revision_graph()
-    heads = set(graph) - {down for down in graph.values() if down}
-    if len(heads) != 1:  # pragma: no cover - the package always ships one linear history
-        raise RuntimeError(f"expected one head under {MIGRATIONS_DIR}, found {sorted(heads)}")
-    return heads.pop()
-
-
-def known_revisions() -> frozenset[str]:
-    """Every revision id this version of crucible ships."""
-    return frozenset(revision_graph())
 
 
 def check_at_head(target: str | Engine) -> None:

@@ -1,6 +1,7 @@
 """Start-up cost, pinned by what is imported: ``crucible --help`` and ``crucible runs list`` import neither
-FastAPI nor the forge (PyGithub) nor Alembic, and ``--help`` not even SQLAlchemy (issue 8, deliverable
-10). Timing is ``bench/cli_start.py``'s business; a module list cannot be noisy.
+FastAPI nor the forge (PyGithub) nor Alembic; ``--help`` not even SQLAlchemy, and ``runs list`` on an
+up-to-date SQLite database neither SQLAlchemy nor pydantic (issue 8, deliverable 10; ADR-0013). Timing is
+``bench/cli_start.py``'s business; a module list cannot be noisy.
 """
 
 from __future__ import annotations
@@ -27,9 +28,11 @@ print(json.dumps(sorted(roots | {n for n in sys.modules if n.startswith("control
 HEAVY = {"fastapi", "starlette", "github", "alembic", "uvicorn", "httpx", "prometheus_client"}
 
 
-def _imported(args: list[str], home: Path) -> set[str]:
+def _imported(args: list[str], home: Path, database_url: str | None = None) -> set[str]:
     env = {**os.environ, "CRUCIBLE_HOME": str(home)}
     env.pop("CRUCIBLE_DATABASE_URL", None)
+    if database_url is not None:
+        env["CRUCIBLE_DATABASE_URL"] = database_url
     out = subprocess.run(
         [sys.executable, "-c", PROBE, *args], env=env, capture_output=True, text=True, check=True
     )
@@ -43,14 +46,27 @@ def test_help_imports_no_framework_no_forge_no_database(tmp_path: Path) -> None:
     assert "controller.store.store" not in modules
 
 
-@pytest.mark.parametrize("first", [True, False], ids=["fresh-home", "migrated"])
-def test_runs_list_imports_the_store_but_no_framework_forge_or_alembic(tmp_path: Path, first: bool) -> None:
-    if not first:
-        _imported(["db", "upgrade"], tmp_path)
+def test_runs_list_on_the_first_run_creates_the_schema_through_the_store(tmp_path: Path) -> None:
     modules = _imported(["runs", "list"], tmp_path)
+    assert {"sqlalchemy", "alembic", "controller.store.store"} <= modules
+    assert not modules & (HEAVY - {"alembic"})
+
+
+def test_runs_list_reads_an_up_to_date_sqlite_file_without_sqlalchemy_or_pydantic(tmp_path: Path) -> None:
+    _imported(["db", "upgrade"], tmp_path)
+    modules = _imported(["runs", "list"], tmp_path)
+    assert "controller.store.listing" in modules  # the probe sees the read it made
+    assert not modules & (HEAVY | {"sqlalchemy", "pydantic", "pydantic_settings"})
+
+
+@pytest.mark.postgres
+def test_runs_list_on_postgresql_imports_the_store_but_no_framework_forge_or_alembic(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    _imported(["db", "upgrade"], tmp_path, postgres_url)
+    modules = _imported(["runs", "list"], tmp_path, postgres_url)
     assert "sqlalchemy" in modules  # it touches the store, as it must
-    expected_absent = HEAVY if not first else HEAVY - {"alembic"}  # a first run creates the schema
-    assert not modules & expected_absent
+    assert not modules & HEAVY
 
 
 def test_a_server_command_does_not_import_the_store(tmp_path: Path) -> None:

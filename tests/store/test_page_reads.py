@@ -39,7 +39,13 @@ def _decide(store: Store, number: int, *, kept: bool = False, samples: list[Samp
         detail="",
     )
     store.decide_turn(
-        "r1", number, decision, champion=None, component_heads={}, event=("rejected", {}), samples=samples or []
+        "r1",
+        number,
+        decision,
+        champion=None,
+        component_heads={},
+        event=("rejected", {}),
+        samples=samples or [],
     )
 
 
@@ -130,4 +136,4 @@ def test_run_summaries_are_the_runs_pages_columns(store: Store) -> None:
                 (r.id, r.status, r.stop_reason, r.objective, r.baseline_value, r.champion_value, r.created_at)
                 for r in brief
             ]
-            assert full or status is RunStatus.CANCELLED and offset
+            assert full or (status is RunStatus.CANCELLED and offset)
