@@ -137,3 +137,37 @@ def test_run_summaries_are_the_runs_pages_columns(store: Store) -> None:
                 for r in brief
             ]
             assert full or (status is RunStatus.CANCELLED and offset)
+
+
+def test_a_turn_page_carries_its_turns_hypotheses_as_the_store_lists_them(store: Store) -> None:
+    from tests.ledger.test_contract import _report
+
+    for n in (1, 2):
+        store.start_turn("r1", n, 0)
+        store.report_hypothesis("r1", n, _report(0, Reason.IMPROVED, 9.0))
+        store.report_hypothesis("r1", n, _report(1, Reason.NOT_IMPROVED, 1.0))
+        final = {0: (Reason.NOT_IMPROVED, "not enough"), 1: (Reason.NOT_IMPROVED, "no")}
+        store.decide_turn(
+            "r1",
+            n,
+            TurnDecision(
+                outcome=Outcome.REJECTED,
+                reason=Reason.NOT_IMPROVED,
+                value=1.0,
+                p_value=None,
+                hypothesis=None,
+                changed_paths=(),
+                commits={},
+                cost_usd=0.0,
+                tokens=0,
+                duration_s=0.1,
+                detail="",
+            ),
+            champion=None,
+            component_heads={},
+            event=("rejected", {}),
+            hypotheses=final,
+        )
+    page = store.turn_page("r1", after=1)
+    assert page.hypotheses == store.list_hypotheses("r1", 2) and len(page.hypotheses) == 2
+    assert store.turn_page("r1").hypotheses == store.list_hypotheses("r1")
