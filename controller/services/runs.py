@@ -80,6 +80,23 @@ def create_run(
     """Record a new run (status pending) with its components; return its id."""
     bases = resolve_bases(spec, forge)
     run_id = new_run_id()
+    components = [
+        ComponentRecord(
+            run_id=run_id,
+            name=comp.name,
+            repo=str(repo),
+            base_ref=comp.base,
+            base_sha=bases[comp.name],
+            head_sha=bases[comp.name],
+            user_head=user_head(repo),
+            user_state=user_state(repo),
+            upstream=comp.upstream,
+            extra={},
+        )
+        for comp in spec.components
+        for repo in [comp.repo_path(spec.spec_dir)]
+    ]
+    # One transaction: a server's scheduler may claim the pending run the moment it is committed.
     store.create_run(
         NewRun(
             id=run_id,
@@ -91,24 +108,9 @@ def create_run(
             direction=str(spec.metric.direction),
             turns_planned=spec.turns if turns is None else turns,
             options=dict(options or {}),
-        )
+        ),
+        components,
     )
-    for comp in spec.components:
-        repo = comp.repo_path(spec.spec_dir)
-        store.add_component(
-            ComponentRecord(
-                run_id=run_id,
-                name=comp.name,
-                repo=str(repo),
-                base_ref=comp.base,
-                base_sha=bases[comp.name],
-                head_sha=bases[comp.name],
-                user_head=user_head(repo),
-                user_state=user_state(repo),
-                upstream=comp.upstream,
-                extra={},
-            )
-        )
     return run_id
 
 

@@ -172,8 +172,9 @@ class Store(PullsAndFeedback, ProcessGroups, Leases, PagedReads, WorkerRounds):
 
     # -- runs ---------------------------------------------------------------------------------
 
-    def create_run(self, run: NewRun) -> RunRecord:
-        """Store a new PENDING run. ConflictError if the id exists."""
+    def create_run(self, run: NewRun, components: Sequence[ComponentRecord] = ()) -> RunRecord:
+        """Store a new PENDING run with its ``components`` (in this order), in one transaction: a
+        scheduler that claims the run never sees it without them. ConflictError if the id exists."""
         now = self._now()
         row = RunRow(
             id=run.id,
@@ -199,6 +200,7 @@ class Store(PullsAndFeedback, ProcessGroups, Leases, PagedReads, WorkerRounds):
                 raise ConflictError(f"run {run.id} already exists")
             s.add(row)
             s.flush()
+            s.add_all(component_row(rec, position) for position, rec in enumerate(components, start=1))
             return row.to_record()
 
     def get_run(self, run_id: str) -> RunRecord:

@@ -259,6 +259,19 @@ def test_components_keep_insertion_order_and_every_field(store: Store) -> None:
     assert store.list_components("r1")[0].repo == "/src/router"
 
 
+def test_a_run_created_with_its_components_has_them_from_its_first_commit(store: Store) -> None:
+    """A server's scheduler may claim a pending run the moment it is committed (ADR-0012)."""
+    first, second = component("zeta"), component("alpha")
+    store.create_run(new_run(), [first, second])
+    assert store.list_components("r1") == [first, second]
+    third = component("beta")
+    store.add_component(third)
+    assert [c.name for c in store.list_components("r1")] == ["zeta", "alpha", "beta"]
+    with pytest.raises(ConflictError):
+        store.create_run(new_run(), [component("other")])
+    assert len(store.list_components("r1")) == 3
+
+
 def test_component_head_and_extra(store: Store) -> None:
     store.create_run(new_run())
     store.add_component(component())
