@@ -17,7 +17,7 @@ from controller.domain.enums import EventKind, Outcome
 from controller.engine.candidate import FeedbackQuote
 from controller.services.context import RoundRule, RunContext
 from controller.services.turn import notify_champion, run_turn
-from controller.store.records import FeedbackRecord
+from controller.store.records import FeedbackRecord, FeedbackSource
 from controller.workspace.git import is_ancestor
 
 
@@ -53,18 +53,23 @@ def current_versions(items: Sequence[FeedbackRecord]) -> list[FeedbackRecord]:
 def ready_batches(items: Sequence[FeedbackRecord], now: datetime, quiet_window_s: float) -> list[Batch]:
     """Pure: which accepted, unassigned feedback is ready to steer a round, oldest first.
 
-    Items of one submitted review (its body and its inline comments) form a batch at once; other
-    comments on a component wait until nothing new arrived for ``quiet_window_s`` seconds.
+    Items of one submitted review (its body and its inline comments) form a batch at once, and so
+    does an operator's steer; other comments on a component wait until nothing new arrived for
+    ``quiet_window_s`` seconds.
     """
     reviews: dict[tuple[str, int], list[FeedbackRecord]] = {}
     lone: dict[str, list[FeedbackRecord]] = {}
+    batches: list[Batch] = []
     for item in items:
-        review = item.external_id if item.source == "review" else item.review_id
+        if item.source == FeedbackSource.STEER:  # an operator asked for this round: no quiet window
+            batches.append(Batch(item.component, (item,)))
+            continue
+        review = item.external_id if item.source is FeedbackSource.REVIEW else item.review_id
         if review is not None:
             reviews.setdefault((item.component, review), []).append(item)
         else:
             lone.setdefault(item.component, []).append(item)
-    batches = [Batch(comp, tuple(group)) for (comp, _), group in reviews.items()]
+    batches += [Batch(comp, tuple(group)) for (comp, _), group in reviews.items()]
     for comp, group in lone.items():
         latest = max(item.received_at for item in group)
         if now - latest >= timedelta(seconds=quiet_window_s):
@@ -72,7 +77,12 @@ def ready_batches(items: Sequence[FeedbackRecord], now: datetime, quiet_window_s
     return sorted(batches, key=lambda b: min(i.received_at for i in b.items))
 
 
-KINDS = {"review": "review", "review_comment": "inline comment", "issue_comment": "comment"}
+KINDS = {
+    "review": "review",
+    "review_comment": "inline comment",
+    "issue_comment": "comment",
+    "steer": "operator's steer",
+}
 CONTEXT_LINES = 3
 
 
@@ -213,6 +223,8 @@ def _play(ctx: RunContext, number: int, batch: Batch) -> bool | None:
     head = ctx.champion_heads.get(batch.component) if kept else None
     events: list[tuple[EventKind, dict[str, object]]] = []
     for item in batch.items:
+        if item.source == FeedbackSource.STEER:
+            continue  # replies are for people on the PR; the operator reads the round's outcome
         reply = draft_reply(item, kept, head, detail, spec.metric.name)
         events.append((EventKind.REPLY_DRAFTED, {"feedback": item.id, "author": item.author, "reply": reply}))
     ids = [item.id for item in batch.items]

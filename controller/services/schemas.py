@@ -152,6 +152,18 @@ class Round(_View):
     detail: str
 
 
+class RoundRequest(_View):
+    """A refinement round requested by hand (``POST /api/runs/{id}/rounds``): the steer is stored as
+    a feedback item, and the run's watch starts a round for it next (ADR-0012)."""
+
+    run_id: str
+    component: str = Field(description="the component whose pull request the round refines")
+    pr_number: int
+    feedback: int = Field(description="id of the stored steer; the round that addresses it lists it")
+    after_round: int = Field(description="the run's latest round when the steer was stored")
+    message: str
+
+
 class Reply(_View):
     """A reply crucible drafted for a human to post (never posted by crucible)."""
 

@@ -24,9 +24,10 @@ from controller.services.feedback_hub import FeedbackHub
 from controller.services.loop import LoopResult, budgets_of, finish
 from controller.services.rounds import Batch, current_versions, ready_batches, resume_round, run_round
 from controller.services.trust import TrustPolicy
-from controller.store.records import FeedbackRecord
+from controller.store.records import FeedbackRecord, FeedbackSource
 
 MIN_PAUSE = 0.05  # seconds: a due poll runs on the next pass, without spinning
+STEER_TRUST = "an operator's steer, sent with the API's write token"
 
 
 @dataclass
@@ -68,13 +69,16 @@ def _judge(ctx: RunContext, trust: TrustPolicy) -> None:
     """Give every undecided item its trust verdict; only accepted ones can steer a round."""
     repos = {p.component: p.repo for p in ctx.store.list_pulls(ctx.run_id)}
     for item in ctx.store.list_feedback(ctx.run_id, undecided_only=True):
+        if item.source is FeedbackSource.STEER:  # stored only through the API's write token
+            ctx.store.set_feedback_verdict(item.id, trusted=True, verdict="accepted", reason=STEER_TRUST)
+            continue
         repo = repos.get(item.component)
         if repo is None:
             continue
         trusted, reason = trust.decide(_event_of(item, repo))
         if trusted and item.action in ("deleted", "dismissed"):
             trusted, reason = False, f"the {item.source} was {item.action}"
-        if trusted and not item.body.strip() and item.source == "review":
+        if trusted and not item.body.strip() and item.source is FeedbackSource.REVIEW:
             trusted, reason = False, "an empty review body (its inline comments carry the feedback)"
         verdict = "accepted" if trusted else "rejected"
         # The verdict lives on the item (add_feedback already wrote its feedback_received event).

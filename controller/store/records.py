@@ -345,6 +345,7 @@ class FeedbackSource(StrEnum):
     REVIEW = "review"
     REVIEW_COMMENT = "review_comment"
     ISSUE_COMMENT = "issue_comment"
+    STEER = "steer"  # an operator's steer through the API (ADR-0012), trusted by its token
 
 
 class FeedbackVerdict(StrEnum):

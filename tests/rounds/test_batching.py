@@ -61,3 +61,11 @@ def test_edits_replace_deletions_drop_and_consumed_never_returns() -> None:
         [original, edited, deleted_first, deleted, consumed, edit_after_consumed, untrusted]
     )
     assert [(i.id, i.body) for i in current] == [(2, "use 8")]
+
+
+def test_an_operators_steer_is_a_batch_of_its_own_at_once() -> None:
+    """A steer (``POST /api/runs/{id}/rounds``) needs no quiet window and joins no comment's batch."""
+    steer = _item(2, source=FeedbackSource.STEER, external_id=7, path=None, line=None, author="operator")
+    lone = _item(1)
+    batches = ready_batches([lone, steer], T0 + timedelta(seconds=5), quiet_window_s=90)
+    assert [[i.id for i in b.items] for b in batches] == [[2]]
