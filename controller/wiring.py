@@ -28,7 +28,8 @@ if TYPE_CHECKING:
     from controller.brokers.local import RoundRunner
     from controller.config.settings import ForgeSettings, Settings
     from controller.config.spec import Spec
-    from controller.forge.base import Forge
+    from controller.forge.base import Forge, ForgeUsage
+    from controller.forge.github import GithubForge
     from controller.services.service import ForgeFor, RunService
     from controller.store.store import Store
 
@@ -52,7 +53,7 @@ class ForgeClients:
 
     def __init__(self, settings: ForgeSettings) -> None:
         self._settings = settings
-        self._clients: dict[str, Forge] = {}
+        self._clients: dict[str, GithubForge] = {}
         self._lock = threading.Lock()
 
     def for_spec(self, spec: Spec) -> Forge:
@@ -65,6 +66,12 @@ class ForgeClients:
                 "required with --publish-prs (owner/name of the repository PRs target)",
             )
         return self.for_url(spec.publish.forge)
+
+    def usage(self) -> dict[str, ForgeUsage]:
+        """Per forge API URL: the requests its client sent and the rate limit left (``/metrics``)."""
+        with self._lock:
+            clients = dict(self._clients)
+        return {url: client.usage() for url, client in sorted(clients.items())}
 
     def for_url(self, api_url: str) -> Forge:
         # Imported here: PyGithub is slow to import and only publishing runs need it.

@@ -50,6 +50,11 @@ class RunCreate(_Body):
 
 class RoundCreate(_Body):
     steer: str = Field(min_length=1, max_length=20_000, description="what the agent should address")
+    component: str | None = Field(
+        default=None,
+        max_length=200,
+        description="the component whose pull request to refine (needed when the run has several)",
+    )
 
 
 class Created(BaseModel):

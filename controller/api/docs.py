@@ -23,6 +23,7 @@ def openapi() -> dict[str, Any]:
     from controller.api.app import create_app
     from controller.api.auth import ApiTokens
     from controller.config.settings import Settings
+    from controller.services.schemas import RoundRequest
     from controller.store.store import Store
 
     class _NoControl:
@@ -32,7 +33,7 @@ def openapi() -> dict[str, Any]:
         def resume(self, run_id: str) -> str:
             raise NotImplementedError
 
-        def steer(self, run_id: str, text: str) -> str:
+        def steer(self, run_id: str, text: str, component: str | None = None) -> RoundRequest:
             raise NotImplementedError
 
         def wake(self) -> None:

@@ -11,7 +11,7 @@ nothing here names a run.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from fastapi import APIRouter
@@ -23,16 +23,8 @@ from starlette.concurrency import run_in_threadpool
 
 from controller.domain.enums import Outcome, RunStatus
 from controller.domain.errors import CrucibleError
+from controller.forge.base import ForgeUsage
 from controller.store.store import Store
-
-
-@dataclass(frozen=True)
-class ForgeStats:
-    """One forge client's counters: requests sent, and the rate limit left (None: not known yet)."""
-
-    name: str
-    requests: int
-    remaining: int | None
 
 
 @dataclass
@@ -41,7 +33,8 @@ class ServiceStats:
 
     leases_held: Callable[[], int] = lambda: 0
     broker_rounds: Callable[[], int] = lambda: 0
-    forges: Callable[[], list[ForgeStats]] = field(default=lambda: [])
+    # Per forge API URL, what this process's client for it spent (``wiring.ForgeClients.usage``).
+    forges: Callable[[], Mapping[str, ForgeUsage]] = field(default=lambda: {})
 
 
 class _StoreCollector(Collector):
@@ -79,10 +72,10 @@ class _StoreCollector(Collector):
         remaining = GaugeMetricFamily(
             "crucible_forge_rate_limit_remaining", "Rate limit left, as the forge last said", labels=["forge"]
         )
-        for forge in self.stats.forges():
-            requests.add_metric([forge.name], forge.requests)
-            if forge.remaining is not None:
-                remaining.add_metric([forge.name], forge.remaining)
+        for forge, usage in self.stats.forges().items():
+            requests.add_metric([forge], usage.requests)
+            if usage.rate_remaining is not None:
+                remaining.add_metric([forge], usage.rate_remaining)
         yield requests
         yield remaining
 

@@ -46,8 +46,8 @@ class RunControl(Protocol):
         """Let a cancelled or crashed run go on; RefusedError for a finished one."""
         ...
 
-    def steer(self, run_id: str, text: str) -> str:
-        """Start a refinement round seeded with ``text``."""
+    def steer(self, run_id: str, text: str, component: str | None = None) -> schemas.RoundRequest:
+        """Queue a refinement round seeded with ``text`` (RefusedError unless the run watches feedback)."""
         ...
 
     def wake(self) -> None:
@@ -153,9 +153,10 @@ def runs_router(
         """The refinement rounds that finished, with what each addressed and pushed."""
         return feedback_view(store, run_id).rounds
 
-    @router.post("/{run_id}/rounds", status_code=202, response_model=Message)
-    def rounds(run_id: str, body: RoundCreate) -> Message:
-        """Start a refinement round by hand, seeded with the steer."""
-        return Message(message=control.steer(run_id, body.steer))
+    @router.post("/{run_id}/rounds", status_code=202, response_model=schemas.RoundRequest)
+    def rounds(run_id: str, body: RoundCreate) -> schemas.RoundRequest:
+        """Start a refinement round by hand, seeded with the steer: for a run watching feedback, the
+        steer is stored and the run's watch starts the round next (409 for any other run)."""
+        return control.steer(run_id, body.steer, body.component)
 
     return router

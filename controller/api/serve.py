@@ -12,7 +12,7 @@ stored and answered but did not process.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -22,10 +22,10 @@ from fastapi import FastAPI
 from controller.api.app import create_app
 from controller.api.auth import ApiTokens
 from controller.api.ops import ServiceStats
-from controller.config.settings import Settings
-from controller.services.feedback_hub import FeedbackHub
-from controller.services.scheduler import ForgeFactory, Scheduler
-from controller.store.store import Store
+from controller.forge.base import ForgeUsage
+from controller.services.scheduler import Scheduler
+from controller.services.service import RunService
+from controller.services.submit import ForgeFactory
 
 log = logging.getLogger("crucible.serve")
 
@@ -34,33 +34,28 @@ SHUTDOWN_S = 10.0  # the scheduler's threads get this long to detach their runs
 
 
 def serve_app(
-    settings: Settings,
-    store: Store,
+    service: RunService,
     tokens: ApiTokens,
     *,
     max_concurrent_runs: int,
     webhook_secret: str | None,
-    own_logins: tuple[str, ...] = (),
     forge_for: ForgeFactory | None = None,
-    environ: Mapping[str, str] | None = None,
+    forge_usage: Callable[[], Mapping[str, ForgeUsage]] = dict,
     tick_s: float = 1.0,
 ) -> tuple[FastAPI, Scheduler]:
-    """The app of ``crucible serve``, its scheduler and hub tied to the app's lifespan."""
-    hub = FeedbackHub(store, own_logins=own_logins)
-    scheduler = Scheduler(
-        settings,
-        store,
-        max_concurrent_runs=max_concurrent_runs,
-        forge_for=forge_for,
-        environ=environ,
-        own_logins=own_logins,
-        hub=hub,
-        tick_s=tick_s,
+    """The app of ``crucible serve`` over the run service the composition root built (its broker
+    must run rounds concurrently), with the scheduler and the service's feedback hub tied to the
+    app's lifespan. ``forge_usage``: per forge API URL, what its client spent (``/metrics``)."""
+    hub = service.hub
+    scheduler = Scheduler(service, max_concurrent_runs=max_concurrent_runs, tick_s=tick_s)
+    stats = ServiceStats(
+        leases_held=scheduler.leases_held,
+        broker_rounds=lambda: scheduler.rounds_launched,
+        forges=forge_usage,
     )
-    stats = ServiceStats(leases_held=scheduler.leases_held, broker_rounds=lambda: scheduler.rounds_launched)
     app = create_app(
-        settings,
-        store,
+        service.settings,
+        service.store,
         tokens,
         scheduler,
         webhook_secret=webhook_secret,

@@ -65,12 +65,16 @@ class BrokerCapabilities:
 class Broker(Protocol):
     """Launches and tracks rounds. Every implementation passes ``tests/brokers``.
 
-    Identity: a round is named by ``(run_id, round)`` (``RoundJob.key``).
+    Identity: a launch is named by ``(run_id, round, attempt)`` (``RoundJob.key``); the other
+    methods name a round by ``(run_id, round)`` and address its latest attempt (ADR-0012).
 
     - ``launch(job)``: start the round and return its report. Idempotent: launching a key that is
       already known returns that round's current report and starts nothing (even if it finished);
-      the same key with a different job is a ConflictError. A broker may run the round before
-      returning (the inline local broker does); callers use ``wait``/``status`` either way.
+      the same key with a different job is a ConflictError. A higher attempt of a round whose
+      latest attempt finished starts afresh (a run re-driven after a cancel or a takeover); a
+      higher attempt while the latest still runs, or a lower attempt than the latest, is a
+      ConflictError. A broker may run the round before returning (the inline local broker does);
+      callers use ``wait``/``status`` either way.
     - ``status(run_id, round)``: the current report; NotFoundError for a round never launched.
     - ``wait(run_id, round, timeout)``: block until the round is finished or ``timeout`` seconds
       passed (None: no limit), then return the current report; NotFoundError as ``status``.

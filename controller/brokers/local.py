@@ -32,31 +32,45 @@ class _Round:
     done: threading.Event = field(default_factory=threading.Event)
 
 
+def _check_supersedes(known: _Round, job: RoundJob) -> None:
+    """A new attempt replaces a round's finished latest attempt, and nothing else (ADR-0012)."""
+    where = f"round {job.round} of run {job.run_id}"
+    if job.attempt < known.job.attempt:
+        raise ConflictError(f"{where}: attempt {job.attempt} is stale, attempt {known.job.attempt} exists")
+    if not known.report.finished:
+        raise ConflictError(
+            f"{where}: attempt {known.job.attempt} is still {known.report.state}; cancel it and wait first"
+        )
+
+
 class LocalBroker:
     """Runs rounds in this process through an injected runner (see the module docstring)."""
 
     def __init__(self, runner: RoundRunner, *, inline: bool = True) -> None:
         self._runner = runner
         self._inline = inline
-        self._rounds: dict[tuple[str, int], _Round] = {}
+        self._rounds: dict[tuple[str, int], _Round] = {}  # (run, round) -> its latest attempt
         self._lock = threading.Lock()
         self.capabilities = BrokerCapabilities(remote=False, concurrent=not inline)
 
     def launch(self, job: RoundJob) -> RoundReport:
         with self._lock:
-            known = self._rounds.get(job.key)
-            if known is not None:
+            known = self._rounds.get((job.run_id, job.round))
+            if known is not None and known.job.attempt == job.attempt:
                 if known.job != job:
                     raise ConflictError(
-                        f"round {job.round} of run {job.run_id} was launched with a different job"
+                        f"round {job.round} of run {job.run_id} (attempt {job.attempt}) was launched "
+                        "with a different job"
                     )
                 return known.report
+            if known is not None:
+                _check_supersedes(known, job)
             entry = _Round(job, RoundReport(job.run_id, job.round, RoundState.PENDING))
-            self._rounds[job.key] = entry
+            self._rounds[(job.run_id, job.round)] = entry
         if self._inline:
             self._execute(entry)
         else:
-            name = f"crucible-round-{job.run_id}-{job.round}"
+            name = f"crucible-round-{job.run_id}-{job.round}-{job.attempt}"
             threading.Thread(target=self._execute, args=(entry,), name=name, daemon=True).start()
         return self.status(job.run_id, job.round)
 

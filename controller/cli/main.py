@@ -516,6 +516,7 @@ def serve(host: str, port: int, max_concurrent_runs: int | None) -> None:
     from controller.api.serve import run_server, serve_app
 
     root = _root()
+    root.inline = False  # one thread per round: the scheduler drives runs side by side
     settings = root.settings
     if settings.api.api_token is None:
         _fail(EXIT_USAGE, "CRUCIBLE_API_TOKEN: required (the bearer token of the operator API)")
@@ -524,17 +525,15 @@ def serve(host: str, port: int, max_concurrent_runs: int | None) -> None:
     if secret is None:
         click.echo("warning: CRUCIBLE_WEBHOOK_SECRET is not set: webhooks are refused (503)", err=True)
     app, _scheduler = serve_app(
-        settings,
-        root.store(),
+        root.service(),
         ApiTokens(
             settings.api.api_token.get_secret_value(),
             readonly.get_secret_value() if readonly is not None else None,
         ),
         max_concurrent_runs=max_concurrent_runs or settings.scheduler.max_concurrent_runs,
         webhook_secret=secret.get_secret_value() if secret is not None else None,
-        own_logins=settings.forge.own_logins,
         forge_for=root.forges.for_spec,
-        environ=dict(root.environ),
+        forge_usage=root.forges.usage,
     )
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     run_server(app, host, port)

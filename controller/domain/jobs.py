@@ -41,7 +41,11 @@ class HoldRule:
 class RoundJob:
     """One round of one run, as a broker launches it.
 
-    run_id / round: which round; (run_id, round) identifies the job, and launching it twice is one launch.
+    run_id / round: which round.
+    attempt: which drive of the run launched it: 0 for the first, and one more for each resume or
+        takeover of the run (the count of its ``resumed`` events, so replicas agree on it). A round
+        re-driven after a cancel, a lost lease or a dead holder is a new launch with a new attempt;
+        (run_id, round, attempt) identifies the job, and launching it twice is one launch (ADR-0012).
     turns: the most turns this round may decide; a search round stops earlier on a budget or a stop rule,
         a refinement round at the first turn that holds the score.
     first_turn: the number the round's first turn gets (turns are counted over the whole run).
@@ -59,6 +63,7 @@ class RoundJob:
     steer: str = ""
     feedback_ids: tuple[int, ...] = ()
     hold: HoldRule | None = None
+    attempt: int = 0
     schema: int = field(default=JOB_SCHEMA)
 
     def __post_init__(self) -> None:
@@ -68,6 +73,8 @@ class RoundJob:
             raise SpecError("turns", f"must be >= 0, got {self.turns}")
         if self.first_turn < 1:
             raise SpecError("first_turn", f"must be >= 1, got {self.first_turn}")
+        if self.attempt < 0:
+            raise SpecError("attempt", f"must be >= 0, got {self.attempt}")
         if self.round == 0 and self.hold is not None:
             raise SpecError("hold", "round 0 searches; only refinement rounds hold the score")
         # Frozen all the way down: a job handed to a broker must not change under it.
@@ -75,9 +82,9 @@ class RoundJob:
         object.__setattr__(self, "feedback_ids", tuple(self.feedback_ids))
 
     @property
-    def key(self) -> tuple[str, int]:
+    def key(self) -> tuple[str, int, int]:
         """What identifies the job to a broker (launch is idempotent per key)."""
-        return (self.run_id, self.round)
+        return (self.run_id, self.round, self.attempt)
 
     @property
     def kind(self) -> RoundKind:
@@ -96,6 +103,7 @@ class RoundJob:
             "schema": self.schema,
             "run_id": self.run_id,
             "round": self.round,
+            "attempt": self.attempt,
             "kind": str(self.kind),
             "turns": self.turns,
             "first_turn": self.first_turn,
@@ -131,6 +139,8 @@ class RoundJob:
         job = cls(
             run_id=_field(data, "run_id", str),
             round=_field(data, "round", int),
+            # Optional: jobs written before attempts existed are first attempts.
+            attempt=_field(data, "attempt", int) if "attempt" in data else 0,
             turns=_field(data, "turns", int),
             first_turn=_field(data, "first_turn", int),
             heads=heads,

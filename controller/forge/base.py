@@ -226,3 +226,13 @@ class RateStatus:
     remaining: int
     reset: float
     observed: float
+
+
+@dataclass(frozen=True)
+class ForgeUsage:
+    """What one forge client spent, for ``/metrics``: HTTP requests sent (its REST calls and its
+    feedback reader's conditional GETs, 304s included) and the primary rate limit left as the
+    newest answers said (the smallest over the credentials it holds; None before any answer)."""
+
+    requests: int
+    rate_remaining: int | None

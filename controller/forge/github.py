@@ -43,6 +43,7 @@ from controller.forge.base import (
     ForgeError,
     ForgeNotFound,
     ForgeRateLimited,
+    ForgeUsage,
     PullInfo,
     RepoInfo,
 )
@@ -119,6 +120,8 @@ class GithubForge:
         self._write_lock = threading.Lock()
         self._last_write: float | None = None
         self._sessions = _Sessions(credentials, self._options, self._read)
+        self._calls = 0  # REST calls sent (each one request: the client is lazy), for ``usage``
+        self._calls_lock = threading.Lock()
 
     # -- reads ------------------------------------------------------------------------------
 
@@ -169,6 +172,19 @@ class GithubForge:
                     self.api_url, self._sessions.git_token, timeout=self._timeout, sleep=self._sleep
                 )
             return self._reader
+
+    def usage(self) -> ForgeUsage:
+        """Requests sent so far and the rate limit left (``ForgeUsage``); costs no request."""
+        with self._calls_lock:
+            requests_sent = self._calls
+        left = [self._sessions.rate_remaining()]
+        reader = self._reader
+        if reader is not None:
+            requests_sent += reader.requests
+            rate = reader.rate_status()
+            left.append(rate.remaining if rate is not None else None)
+        known = [n for n in left if n is not None]
+        return ForgeUsage(requests_sent, min(known) if known else None)
 
     # -- writes -----------------------------------------------------------------------------
 
@@ -224,6 +240,7 @@ class GithubForge:
         """``call()``, retried on 5xx, dropped connections and rate limits (waiting as told)."""
         for attempt in range(1, READ_ATTEMPTS + 1):
             try:
+                self._count()
                 return call()
             except (GithubException, requests.RequestException) as exc:
                 error, retryable = self._classify(what, exc)
@@ -245,9 +262,14 @@ class GithubForge:
                 if wait > 0:
                     self._sleep(wait)
             try:
+                self._count()
                 return call()
             finally:
                 self._last_write = self._clock()
+
+    def _count(self) -> None:
+        with self._calls_lock:
+            self._calls += 1
 
     def _error(self, what: str, exc: GithubException) -> ForgeError:
         message = f"{what}: {exc.status} {_message(exc)}"
@@ -313,6 +335,16 @@ class _Sessions:
         if self._token_client is not None:
             return self._token_client
         return self._installation(full_name)[0]
+
+    def rate_remaining(self) -> int | None:
+        """The smallest ``x-ratelimit-remaining`` PyGithub's clients last saw (None: none seen yet);
+        read from their requesters, never by asking ``/rate_limit``."""
+        with self._lock:
+            clients = [self._token_client] if self._token_client is not None else []
+            clients += [client for client, _auth in self._by_installation.values()]
+        seen = [c.requester.rate_limiting for c in clients]
+        known = [remaining for remaining, limit in seen if limit >= 0]
+        return min(known) if known else None
 
     def git_token(self, full_name: str) -> str:
         if self._credentials.token is not None:

@@ -1,9 +1,10 @@
-"""``resume`` and ``cancel``: continuing a run after a crash, stopping one from outside.
+"""What ``resume`` and ``cancel`` need besides the run service: is it safe to continue a run after a
+crash, what did a dead driver leave running, and stopping one from outside.
 
-Resume first proves it is safe (same spec fingerprint, same bases, and no live driver: the run's
-lease is free or ran out without being renewed, ``liveness.await_takeover``), takes the lease, kills
-every process group the dead driver recorded on this host, then rebuilds the context (which resets
-every checkout to the stored champion) and re-enters the loop, which re-runs any turn that was cut
+Resume (``RunService.resume``) first proves it is safe here (same spec fingerprint, same bases, and
+no live driver: the run's lease is free or ran out without being renewed,
+``liveness.await_takeover``), takes the lease, kills every process group the dead driver recorded
+on this host (``kill_leftovers``), then drives the run again, which re-runs any turn that was cut
 off before its decision and, for a run that was watching or in a round, goes on from there.
 
 Cancel never signals a process (it may run on another host): it sets the run's cancel flag, which
@@ -12,8 +13,7 @@ the driver's heartbeat reads; a run nobody drives is marked cancelled at once.
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 
 from controller.config.settings import Settings
@@ -21,13 +21,10 @@ from controller.config.spec import Spec, load_spec, parse_spec
 from controller.domain.enums import EventKind, RunStatus, StopReason
 from controller.domain.errors import LeaseHeldError, RefusedError, SpecError
 from controller.forge.base import Forge
-from controller.services.context import Observer
 from controller.services.layout import RunLayout
-from controller.services.liveness import Heartbeat, await_takeover, process_owner
-from controller.services.loop import Handover, LoopResult, run_loop
+from controller.services.liveness import await_takeover, process_owner
 from controller.services.pgroups import GroupRegistry
-from controller.services.publish import Publisher
-from controller.services.runs import open_context, resolve_bases
+from controller.services.runs import resolve_bases
 from controller.store.store import Store
 from controller.workspace.process import kill_process_group
 
@@ -97,47 +94,6 @@ def kill_leftovers(settings: Settings, store: Store, run_id: str) -> int:
         store.clear_process_group(run_id, pgid)
         registry.clear(pgid)
     return killed
-
-
-def resume(
-    settings: Settings,
-    store: Store,
-    run_id: str,
-    *,
-    environ: Mapping[str, str] | None = None,
-    observer: Observer | None = None,
-    cancel_event: threading.Event | None = None,
-    publisher: Publisher | None = None,
-    then: Handover | None = None,
-    on_wait: Callable[[str, float], None] | None = None,
-    detach: threading.Event | None = None,
-    wakeup: threading.Event | None = None,
-) -> LoopResult:
-    """Continue ``run_id`` in this process (see the module docstring); ``then`` is the feedback watch
-    of a run started with ``--watch-feedback`` (a run resumed while watching goes on watching)."""
-    spec = check_resumable(store, run_id, publisher.forge if publisher else None, on_wait=on_wait)
-    cancel_event = cancel_event or threading.Event()
-    beat = Heartbeat(store, run_id, cancel=cancel_event, ttl_s=settings.lease_ttl_s)
-    try:
-        beat.start()
-    except LeaseHeldError as exc:  # someone else took it over between the check and the claim
-        raise RefusedError(f"run {run_id} is still running: {exc}") from exc
-    try:
-        killed = kill_leftovers(settings, store, run_id)
-        store.set_run_status(run_id, RunStatus.RUNNING)
-        store.append_event(run_id, EventKind.RESUMED, {"killed_process_groups": killed})
-        ctx = open_context(
-            settings, store, run_id, spec, environ=environ, observer=observer, cancel=cancel_event
-        )
-        ctx.heartbeat = beat
-        ctx.detach = detach or ctx.detach
-        ctx.wakeup = wakeup or ctx.wakeup
-        beat.on_cancel = ctx.wakeup.set
-        if publisher is not None:
-            ctx.on_champion = publisher.publish
-        return run_loop(ctx, then=then)
-    finally:
-        beat.stop()
 
 
 def cancel(settings: Settings, store: Store, run_id: str) -> str:

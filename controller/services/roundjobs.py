@@ -22,8 +22,9 @@ from controller.services.loop import LoopResult, run_loop
 from controller.services.rounds import Batch, first_published_score, run_round
 
 
-def search_job(ctx: RunContext) -> RoundJob:
-    """Round 0 of a run (new or resumed) as a job: the turns its budget still allows."""
+def search_job(ctx: RunContext, *, attempt: int = 0) -> RoundJob:
+    """Round 0 of a run (new or resumed) as a job: the turns its budget still allows. ``attempt``:
+    which drive of the run this is (``RoundJob.attempt``)."""
     snapshot = ctx.store.turn_snapshot(ctx.run_id, last=1)
     done = snapshot.counts.decided.get(0, 0)
     first = snapshot.counts.started[0] if snapshot.counts.started else snapshot.counts.highest + 1
@@ -33,10 +34,11 @@ def search_job(ctx: RunContext) -> RoundJob:
         turns=max(0, snapshot.run.turns_planned - done),
         first_turn=first,
         heads=ctx.champion_heads,
+        attempt=attempt,
     )
 
 
-def refinement_job(ctx: RunContext, batch: Batch) -> RoundJob:
+def refinement_job(ctx: RunContext, batch: Batch, *, attempt: int = 0) -> RoundJob:
     """The next refinement round of a run, steered by ``batch``."""
     spec = ctx.spec
     assert spec.feedback is not None
@@ -63,6 +65,7 @@ def refinement_job(ctx: RunContext, batch: Batch) -> RoundJob:
         steer=steer,
         feedback_ids=tuple(item.id for item in batch.items),
         hold=hold,
+        attempt=attempt,
     )
 
 

@@ -3,28 +3,28 @@
 Every tick it claims up to ``max_concurrent_runs`` minus what it already drives (``Store.claim_runs``:
 pending runs, and running ones whose holder stopped heart-beating; ``FOR UPDATE SKIP LOCKED`` on
 PostgreSQL, so replicas on one database split the work instead of queueing on it) and drives each in
-a thread of its own, holding the run's lease with a heartbeat (``services.liveness``). A pending run
-starts; a run taken over is resumed like ``crucible resume`` does (process groups the dead holder left
-on this host are killed, the turn it cut off runs again), so any number of replicas can share the
-runs and a replica's death costs its runs one lease.
+a thread of its own through the ``RunService`` (ADR-0012): the same service object ``crucible loop``
+uses, over whatever broker the composition root gave it (a threaded ``LocalBroker`` today, the
+Kubernetes broker by swapping it). A pending run is driven under the lease the claim took; a run
+taken over is resumed like ``crucible resume`` does (process groups the dead holder left on this
+host are killed, the turn it cut off runs again, its rounds are launched as a new attempt), so any
+number of replicas can share the runs and a replica's death costs its runs one lease.
 
 Shutting down (SIGTERM) stops claiming and *detaches* every run: the running command's process group
 is killed, the cut-off turn stays undecided, and the lease is handed back, so another replica (or
 this one after a restart) takes the run over at once instead of after the lease runs out.
 
 It is also the API's ``RunControl``: cancel reaches the run wherever it is driven (the cancel flag
-that heartbeats read), resume makes a cancelled run claimable again.
+that heartbeats read), resume makes a cancelled run claimable again, and a steer queues a
+refinement round for a watching run.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 
-from controller.config.settings import Settings
-from controller.config.spec import Spec
 from controller.domain.enums import EventKind, RunStatus, StopReason
 from controller.domain.errors import (
     ConflictError,
@@ -33,61 +33,39 @@ from controller.domain.errors import (
     LeaseLostError,
     RefusedError,
 )
-from controller.forge.base import Forge
-from controller.services.context import Detached, Observer
-from controller.services.feedback_hub import FeedbackHub
+from controller.services import schemas
+from controller.services.context import Detached
 from controller.services.liveness import Heartbeat, process_owner
-from controller.services.loop import Handover, LoopResult, run_loop
-from controller.services.publish import Publisher
-from controller.services.recovery import cancel as cancel_stored
-from controller.services.recovery import resume, stored_spec
-from controller.services.runs import open_context
+from controller.services.loop import LoopResult
+from controller.services.service import RunService, Signals
 from controller.services.submit import reopen
-from controller.services.watch import Watch, watch_feedback
-from controller.store.store import Store
 
 log = logging.getLogger(__name__)
-
-ForgeFactory = Callable[[Spec], Forge]
 
 
 @dataclass
 class _Driven:
-    """A run this process drives: its thread and the events that stop it."""
+    """A run this process drives: its thread and the signals that stop or wake it."""
 
     thread: threading.Thread
-    cancel: threading.Event = field(default_factory=threading.Event)
-    detach: threading.Event = field(default_factory=threading.Event)
-    wakeup: threading.Event = field(default_factory=threading.Event)
+    signals: Signals = field(default_factory=Signals)
 
 
 class Scheduler:
-    """Claims and drives runs from the store (see the module docstring); thread-safe."""
+    """Claims runs from the store and drives them through the run service (see the module
+    docstring); thread-safe."""
 
-    def __init__(
-        self,
-        settings: Settings,
-        store: Store,
-        *,
-        max_concurrent_runs: int,
-        forge_for: ForgeFactory | None = None,
-        environ: Mapping[str, str] | None = None,
-        own_logins: Collection[str] = (),
-        hub: FeedbackHub | None = None,
-        tick_s: float = 1.0,
-        owner: str | None = None,
-    ) -> None:
+    def __init__(self, service: RunService, *, max_concurrent_runs: int, tick_s: float = 1.0) -> None:
         if max_concurrent_runs < 1:
             raise ValueError(f"max_concurrent_runs must be >= 1, got {max_concurrent_runs}")
-        self.settings, self.store = settings, store
+        if not service.broker.capabilities.concurrent:
+            raise ValueError("the scheduler drives runs side by side: it needs a concurrent broker")
+        self.service = service
+        self.settings, self.store = service.settings, service.store
         self.max_concurrent_runs = max_concurrent_runs
-        self.forge_for = forge_for
-        self.environ = environ
-        self.own_logins = tuple(own_logins)
-        self.hub = hub
         self.tick_s = tick_s
-        self.owner = owner or process_owner()
-        self.rounds_launched = 0
+        # Resume's takeover check knows this process's own claims by this owner (liveness).
+        self.owner = process_owner()
         self._driving: dict[str, _Driven] = {}
         self._lock = threading.Lock()
         self._wake = threading.Event()
@@ -109,9 +87,9 @@ class Scheduler:
         with self._lock:
             driven = dict(self._driving)
         for run in driven.values():
-            run.detach.set()
-            run.cancel.set()  # kills the running command; with detach set, nothing is decided
-            run.wakeup.set()
+            run.signals.detach.set()
+            run.signals.cancel.set()  # kills the running command; with detach set, nothing is decided
+            run.signals.wakeup.set()
         stuck = []
         for run_id, run in driven.items():
             run.thread.join(timeout_s)
@@ -127,6 +105,10 @@ class Scheduler:
         with self._lock:
             return sorted(self._driving)
 
+    @property
+    def rounds_launched(self) -> int:
+        return self.service.rounds_launched
+
     # -- RunControl -----------------------------------------------------------------------------
 
     def wake(self) -> None:
@@ -137,18 +119,25 @@ class Scheduler:
             driven = self._driving.get(run_id)
         if driven is not None:
             self.store.request_cancel(run_id)  # recorded, should this process die before it stops
-            driven.cancel.set()
-            driven.wakeup.set()
+            driven.signals.cancel.set()  # the service passes it on to the broker's round
+            driven.signals.wakeup.set()
             return "cancelling: the running command is stopped and its turn restored"
-        return cancel_stored(self.settings, self.store, run_id)
+        return self.service.cancel(run_id)
 
     def resume(self, run_id: str) -> str:
         message = reopen(self.store, run_id)
         self.wake()
         return message
 
-    def steer(self, run_id: str, text: str) -> str:
-        raise RefusedError("starting a round by hand is not available in this version (see ADR-0005)")
+    def steer(self, run_id: str, text: str, component: str | None = None) -> schemas.RoundRequest:
+        """Queue a refinement round seeded with ``text``; the run's watch starts it (at once when
+        this process drives the run, else at its driver's next look, within a poll interval)."""
+        request = self.service.steer(run_id, text, component)
+        with self._lock:
+            driven = self._driving.get(run_id)
+        if driven is not None:
+            driven.signals.wakeup.set()
+        return request
 
     # -- claiming and driving -------------------------------------------------------------------
 
@@ -185,7 +174,7 @@ class Scheduler:
         with self._lock:
             driven = self._driving[run_id]
         try:
-            result = self._drive_run(run_id, driven)
+            result = self._drive_run(run_id, driven.signals)
             log.info("run %s: %s", run_id, result.message)
         except Detached:
             log.info("run %s: detached; its lease is handed back", run_id)
@@ -208,56 +197,20 @@ class Scheduler:
                 self._driving.pop(run_id, None)
             self._wake.set()  # room for another run
 
-    def _drive_run(self, run_id: str, driven: _Driven) -> LoopResult:
-        run = self.store.get_run(run_id)
-        spec = stored_spec(self.store, run_id)
-        forge = self.forge_for(spec) if run.options.get("publish_prs") and self.forge_for else None
-        publisher = Publisher(forge) if forge is not None else None
-        then = self._watch(forge) if run.options.get("watch_feedback") and forge is not None else None
-        self.rounds_launched += 1
-        if run.status is RunStatus.PENDING:
-            return self._start(run_id, spec, driven, publisher, then)
-        # A takeover: hand our claim back so resume's own checks and claim run as for crucible resume.
-        self.store.release_lease(run_id, self.owner)
-        return resume(
-            self.settings,
-            self.store,
-            run_id,
-            environ=self.environ,
-            observer=Observer(),
-            cancel_event=driven.cancel,
-            publisher=publisher,
-            then=then,
-            detach=driven.detach,
-            wakeup=driven.wakeup,
-        )
-
-    def _start(
-        self, run_id: str, spec: Spec, driven: _Driven, publisher: Publisher | None, then: Handover | None
-    ) -> LoopResult:
+    def _drive_run(self, run_id: str, signals: Signals) -> LoopResult:
+        """Drive a claimed run under the lease the claim took: a pending run starts, any other is
+        taken over (resumed)."""
+        pending = self.store.get_run(run_id).status is RunStatus.PENDING
         beat = Heartbeat(
-            self.store, run_id, cancel=driven.cancel, ttl_s=self.settings.lease_ttl_s, owner=self.owner
+            self.store, run_id, cancel=signals.cancel, ttl_s=self.settings.lease_ttl_s, owner=self.owner
         )
-        beat.start()
+        beat.start()  # ours already (the claim): this starts renewing it
         try:
-            ctx = open_context(
-                self.settings, self.store, run_id, spec, environ=self.environ, cancel=driven.cancel
-            )
-            ctx.heartbeat, ctx.detach, ctx.wakeup = beat, driven.detach, driven.wakeup
-            beat.on_cancel = ctx.wakeup.set
-            if publisher is not None:
-                ctx.on_champion = publisher.publish
-            return run_loop(ctx, then=then)
+            if pending:
+                return self.service.drive(run_id, signals=signals, heartbeat=beat)
+            return self.service.resume(run_id, signals=signals, heartbeat=beat)
         finally:
             beat.stop()
-
-    def _watch(self, forge: Forge) -> Handover:
-        watch = Watch(forge=forge, own_logins=self.own_logins, hub=self.hub)
-
-        def then(ctx: object, searched: LoopResult) -> LoopResult:
-            return watch_feedback(ctx, searched, watch)  # type: ignore[arg-type]
-
-        return then
 
     def _fail(self, run_id: str, message: str) -> None:
         """A run this process cannot drive (its spec or bases changed, an error): failed, with the

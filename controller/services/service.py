@@ -23,7 +23,7 @@ from controller.config.settings import Settings
 from controller.config.spec import Spec, parse_spec
 from controller.domain.enums import EventKind, RunStatus, StopReason
 from controller.domain.errors import CrucibleError, LeaseHeldError, RefusedError, SpecError
-from controller.domain.jobs import RoundState
+from controller.domain.jobs import RoundJob, RoundState
 from controller.forge.base import Forge
 from controller.services import schemas
 from controller.services.context import Detached, Observer, RunContext
@@ -37,6 +37,7 @@ from controller.services.recovery import check_resumable, kill_leftovers, stored
 from controller.services.roundjobs import LocalRounds, refinement_job, search_job
 from controller.services.rounds import Batch
 from controller.services.runs import create_run, open_context
+from controller.services.steer import queue_steer
 from controller.services.views import events_jsonl, feedback_view, run_view, runs_list
 from controller.services.watch import Watch, watch_feedback
 from controller.store.records import PullRecord
@@ -50,6 +51,8 @@ BrokerFactory = Callable[[RoundRunner], Broker]
 
 OnWait = Callable[[str, float], None]
 """Told the holder and the seconds a resume waits for a silent holder's lease to run out."""
+
+ROUND_POLL_S = 0.2  # seconds between looks for a cancel while a round runs elsewhere (a thread, a pod)
 
 BeforeWatch = Callable[[RunContext, LoopResult], None]
 """Called with round 0's result once its search is done, before the feedback watch starts (the CLI
@@ -90,6 +93,8 @@ class RunService:
         # client); the webhook endpoint wakes it (``hub.wake``).
         self.hub = FeedbackHub(store, own_logins=settings.forge.own_logins)
         self._current: dict[str, int] = {}  # run id -> round being driven here
+        self._attempts: dict[str, int] = {}  # run id -> which drive of the run this is (RoundJob.attempt)
+        self.rounds_launched = 0  # rounds this process launched through the broker (for /metrics)
 
     # -- creating -----------------------------------------------------------------------------
 
@@ -167,6 +172,9 @@ class RunService:
         beat.on_cancel = ctx.wakeup.set
         ctx.heartbeat = beat
         self.rounds.register(ctx, hand_over=watch is not None)
+        # Each resume appends one RESUMED event, so their count numbers the drives of the run alike
+        # on every replica: a round launched again by a later drive is a new launch (ADR-0012).
+        self._attempts[run_id] = len(self.store.list_events(run_id, kinds=[EventKind.RESUMED]))
         try:
             searched = self._launch_search(ctx)
             if watch is None or searched.status != RunStatus.RUNNING:
@@ -175,13 +183,13 @@ class RunService:
         finally:
             self.rounds.forget(run_id)
             self._current.pop(run_id, None)
+            self._attempts.pop(run_id, None)
             if heartbeat is None:
                 beat.stop()
 
     def _launch_search(self, ctx: RunContext) -> LoopResult:
-        job = search_job(ctx)
-        self._current[ctx.run_id] = job.round
-        report = self._finished(ctx, self.broker.launch(job))
+        job = search_job(ctx, attempt=self._attempts.get(ctx.run_id, 0))
+        report = self._finished(ctx, self._launch(job))
         assert report.outcome is not None
         outcome = report.outcome
         reason = outcome.stop_reason or StopReason.ERROR
@@ -201,26 +209,38 @@ class RunService:
     def _refine(self, ctx: RunContext, batch: Batch) -> bool | None:
         """One refinement round through the broker; True when it kept (and pushed) a turn, None
         when a cancel cut it off (as ``rounds.run_round``)."""
-        job = refinement_job(ctx, batch)
+        job = refinement_job(ctx, batch, attempt=self._attempts.get(ctx.run_id, 0))
         self.rounds.expect_batch(job, batch)
-        self._current[ctx.run_id] = job.round
-        report = self._finished(ctx, self.broker.launch(job))
+        report = self._finished(ctx, self._launch(job))
         if report.outcome is None or report.outcome.run_status is RunStatus.CANCELLED:
             return None
         return report.outcome.kept
 
+    def _launch(self, job: RoundJob) -> RoundReport:
+        self._current[job.run_id] = job.round
+        self.rounds_launched += 1
+        return self.broker.launch(job)
+
     def _finished(self, ctx: RunContext, report: RoundReport) -> RoundReport:
         """Wait for a launched round to end; a failed round is the run's error, a detached one
-        (SIGTERM) stops this process driving the run."""
+        (SIGTERM) stops this process driving the run. A cancel of the run (Ctrl-C, the API, the
+        heartbeat's flag, a shutdown) is passed on to the broker, which stops the round wherever
+        it runs."""
+        run_id, number = report.run_id, report.round
         try:
-            report = self.broker.wait(report.run_id, report.round)
+            while not report.finished:
+                if ctx.executor.cancel.is_set():
+                    self.broker.cancel(run_id, number)
+                    report = self.broker.wait(run_id, number)
+                    break
+                report = self.broker.wait(run_id, number, ROUND_POLL_S)
         except KeyboardInterrupt:
-            self.broker.cancel(report.run_id, report.round)
-            report = self.broker.wait(report.run_id, report.round)
+            self.broker.cancel(run_id, number)
+            report = self.broker.wait(run_id, number)
         if ctx.detach.is_set() and ctx.executor.cancel.is_set():
             raise Detached(f"run {ctx.run_id} detached from this process; it goes on when resumed")
         if report.state == RoundState.FAILED:
-            raise CrucibleError(report.error or f"round {report.round} of run {report.run_id} failed")
+            raise CrucibleError(report.error or f"round {number} of run {run_id} failed")
         return report
 
     # -- resuming and cancelling --------------------------------------------------------------
@@ -237,23 +257,31 @@ class RunService:
         observer: Observer | None = None,
         signals: Signals | None = None,
         on_wait: OnWait | None = None,
+        heartbeat: Heartbeat | None = None,
     ) -> LoopResult:
         """Continue a run after a crash, a cancel or a lost holder, with every option it was
-        started with: claim its lease, kill what a dead driver left on this host, then drive."""
+        started with: claim its lease, kill what a dead driver left on this host, then drive.
+
+        ``heartbeat``: the run's lease, already claimed by this process (the server's scheduler
+        claims runs before it drives them); the caller stops it. Otherwise it is claimed here."""
         signals = signals or Signals()
         self.check_resumable(run_id, on_wait)
-        beat = Heartbeat(self.store, run_id, cancel=signals.cancel, ttl_s=self.settings.lease_ttl_s)
-        try:
-            beat.start()
-        except LeaseHeldError as exc:  # someone else took it over between the check and the claim
-            raise RefusedError(f"run {run_id} is still running: {exc}") from exc
+        beat = heartbeat or Heartbeat(
+            self.store, run_id, cancel=signals.cancel, ttl_s=self.settings.lease_ttl_s
+        )
+        if heartbeat is None:
+            try:
+                beat.start()
+            except LeaseHeldError as exc:  # someone else took it over between the check and the claim
+                raise RefusedError(f"run {run_id} is still running: {exc}") from exc
         try:
             killed = kill_leftovers(self.settings, self.store, run_id)
             self.store.set_run_status(run_id, RunStatus.RUNNING)
             self.store.append_event(run_id, EventKind.RESUMED, {"killed_process_groups": killed})
             return self.drive(run_id, observer=observer, signals=signals, heartbeat=beat)
         finally:
-            beat.stop()
+            if heartbeat is None:
+                beat.stop()
 
     def cancel(self, run_id: str) -> str:
         """Cancel a run: the round driven here is cancelled through the broker; a run driven by
@@ -266,6 +294,10 @@ class RunService:
                 ctx.executor.cancel.set()
             return "cancelling"
         return cancel_stored(self.settings, self.store, run_id)
+
+    def steer(self, run_id: str, text: str, component: str | None = None) -> schemas.RoundRequest:
+        """Queue a refinement round seeded with ``text`` for a watching run (``services.steer``)."""
+        return queue_steer(self.store, run_id, text, component)
 
     def resume_pull(self, run_id: str, component: str) -> PullRecord:
         """Lift a pause on a PR: adopt its current head and let crucible write to it again."""

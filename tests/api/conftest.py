@@ -17,6 +17,7 @@ from controller.api.app import create_app
 from controller.api.auth import ApiTokens
 from controller.config.settings import Settings
 from controller.localforge.server import serve_in_thread
+from controller.services.schemas import RoundRequest
 from controller.store import NewRun, Store
 from tests.conftest import make_repo
 
@@ -55,9 +56,16 @@ class Recorder:
         self.calls.append(("resume", run_id))
         return "resuming"
 
-    def steer(self, run_id: str, text: str) -> str:
+    def steer(self, run_id: str, text: str, component: str | None = None) -> RoundRequest:
         self.calls.append(("steer", run_id))
-        return "round requested"
+        return RoundRequest(
+            run_id=run_id,
+            component=component or "app",
+            pr_number=1,
+            feedback=1,
+            after_round=0,
+            message="round requested",
+        )
 
     def wake(self) -> None:
         self.calls.append(("wake", ""))

@@ -27,6 +27,7 @@ REFINE = RoundJob(
     steer="@bob on src/a.py:3:\n> keep it stable",
     feedback_ids=(4, 5),
     hold=HoldRule(tolerance=0.01, relative=True, first_published=101.5),
+    attempt=1,
 )
 
 
@@ -34,7 +35,7 @@ def test_a_job_round_trips_through_json_text() -> None:
     text = json.dumps(REFINE.to_json())
     back = RoundJob.from_json(json.loads(text))
     assert back == REFINE
-    assert back.kind is RoundKind.REFINEMENT and back.key == ("r1", 2)
+    assert back.kind is RoundKind.REFINEMENT and back.key == ("r1", 2, 1)
     search = RoundJob(run_id="r1", round=0, turns=5, first_turn=1, heads={"app": "a" * 40})
     assert RoundJob.from_json(json.loads(json.dumps(search.to_json()))) == search
     assert search.kind is RoundKind.SEARCH and search.to_json()["hold"] is None
@@ -49,7 +50,7 @@ def test_a_job_is_frozen_all_the_way_down() -> None:
     job = RoundJob(run_id="r1", round=0, turns=1, first_turn=1, heads=source)
     source["app"] = "z" * 40
     assert job.heads["app"] == "a" * 40, "the job copied the heads it was given"
-    assert hash(job.key) == hash(("r1", 0))
+    assert hash(job.key) == hash(("r1", 0, 0))
 
 
 @pytest.mark.parametrize(
@@ -59,6 +60,8 @@ def test_a_job_is_frozen_all_the_way_down() -> None:
         ({"turns": "3"}, "turns"),
         ({"turns": True}, "turns"),
         ({"first_turn": 0}, "first_turn"),
+        ({"attempt": -1}, "attempt"),
+        ({"attempt": "1"}, "attempt"),
         ({"heads": {"app": 7}}, "heads.app"),
         ({"hold": {"tolerance": 0.1, "relative": "yes", "first_published": 1.0}}, "hold.relative"),
         ({"hold": {"relative": True, "first_published": 1.0}}, "hold.tolerance"),
@@ -79,6 +82,12 @@ def test_a_missing_field_is_named() -> None:
     del data["run_id"]
     with pytest.raises(SpecError, match="run_id: is required"):
         RoundJob.from_json(data)
+
+
+def test_a_job_written_before_attempts_existed_is_a_first_attempt() -> None:
+    data = REFINE.to_json()
+    del data["attempt"]
+    assert RoundJob.from_json(data).attempt == 0
 
 
 def test_round_zero_never_holds() -> None:

@@ -9,6 +9,7 @@ real: the local forge over HTTP, PyGithub, git pushes and fetches.
 
 from __future__ import annotations
 
+import os
 import subprocess
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -24,9 +25,9 @@ from controller.localforge.server import ForgeHandle
 from controller.services.context import RunContext
 from controller.services.loop import run_loop
 from controller.services.publish import Publisher, branch_name
-from controller.services.recovery import resume
 from controller.services.schemas import dump
 from controller.services.views import run_view
+from controller.wiring import build
 from tests.conftest import git, make_repo
 from tests.forgekit import (
     PublishingRun,
@@ -217,7 +218,11 @@ def test_a_resumed_run_keeps_building_on_the_adopted_lineage(team: Team) -> None
     merged = team.github.get_repo("alice/alpha").get_branch(branch).commit
     assert [p.sha for p in merged.parents][:1] == [pushed["bob"]]
 
-    result = resume(run.settings, run.store, run.run_id, publisher=Publisher(run.client))
+    root = build(dict(os.environ), settings=run.settings, forge_for=lambda _spec: run.client)
+    try:
+        result = root.service().resume(run.run_id)
+    finally:
+        root.close()
 
     assert result.stop_reason == "max_turns", result.message
     head = team.github.get_repo("alice/alpha").get_branch(branch).commit

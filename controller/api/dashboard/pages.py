@@ -328,7 +328,7 @@ def _action_routes(router: APIRouter, dash: Dashboard, control: RunControl) -> N
         elif action == "round":
             if not steer.strip():
                 raise HTTPException(status_code=422, detail="steer: say what the round should address")
-            message = control.steer(run_id, steer)
+            message = control.steer(run_id, steer).message
         else:
             raise HTTPException(status_code=404, detail=f"action: no such action {action[:40]!r}")
         return dash.page(request, "done.html", session, run_id=run_id, message=message)

@@ -1,0 +1,115 @@
+"""The server's scheduler drives runs through the run service and its (threaded) broker (ADR-0012).
+
+A run cancelled through the scheduler mid-turn and resumed is driven again *by the same process*:
+its round 0 is launched a second time, as a new attempt, and finishes with every turn decided once.
+Before attempts existed the broker answered the second launch with the first one's report (or a
+conflict), so the run never went on. Real parts: git, SQLite, the agent and metric as shell commands.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from controller.config.options import RunOptions
+from controller.config.settings import Settings
+from controller.config.spec import load_spec
+from controller.domain.enums import EventKind, RunStatus
+from controller.domain.jobs import RoundState
+from controller.services.scheduler import Scheduler
+from controller.wiring import Root, build
+from tests.conftest import make_repo
+
+SPEC = """
+objective = "count up"
+turns = 3
+[agent]
+command = "if [ -f {gate} ] && [ $CRUCIBLE_TURN = 2 ]; then sleep 120; fi; echo $CRUCIBLE_TURN > src/a.txt"
+[sandbox]
+mode = "none"
+[metric]
+command = "echo METRIC m=$(cat src/a.txt)"
+name = "m"
+direction = "maximize"
+samples = 1
+warmups = 0
+confidence = 0
+interleave = false
+[[component]]
+name = "app"
+repo = "."
+base = "main"
+mutable = ["src/**"]
+"""
+DECISIONS = (EventKind.ACCEPTED, EventKind.REJECTED, EventKind.FAILED, EventKind.NO_CHANGE)
+BOUND_S = 120.0  # a bound for a broken scheduler, never reached by a working one
+
+
+def _until(check: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + BOUND_S
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Iterator[Root]:
+    home = tmp_path / "home"
+    settings = Settings(home=home, database_url=f"sqlite:///{tmp_path / 'crucible.db'}")
+    built = build(dict(os.environ), settings=settings, inline=False)
+    yield built
+    built.close()
+
+
+def test_a_run_cancelled_and_resumed_in_one_process_is_driven_again_as_a_new_attempt(
+    tmp_path: Path, root: Root
+) -> None:
+    gate = tmp_path / "gate"
+    gate.write_text("")
+    repo = make_repo(tmp_path / "app", {"src/a.txt": "0\n", "crucible.toml": SPEC.format(gate=gate)})
+    spec_path = repo / "crucible.toml"
+    service = root.service()
+    run_id = service.create(load_spec(spec_path), spec_path.read_text(), spec_path, RunOptions())
+    store = root.store()
+    scheduler = Scheduler(service, max_concurrent_runs=2, tick_s=0.05)
+    scheduler.start()
+    try:
+
+        def started(turn: int) -> bool:
+            kinds = store.list_events(run_id, kinds=[EventKind.TURN_STARTED])
+            return any(e.payload.get("turn") == turn for e in kinds)
+
+        _until(lambda: started(2), "turn 2 to start")
+        assert scheduler.driving() == [run_id]
+        scheduler.cancel(run_id)
+        _until(lambda: store.get_run(run_id).status is RunStatus.CANCELLED, "the cancel")
+        _until(lambda: scheduler.driving() == [], "the driving thread to end")
+        first = service.broker.status(run_id, 0)
+        assert first.outcome is not None and first.outcome.run_status is RunStatus.CANCELLED
+
+        gate.unlink()
+        scheduler.resume(run_id)
+        _until(lambda: store.get_run(run_id).status is RunStatus.COMPLETED, "the resumed run to finish")
+    finally:
+        assert scheduler.stop(30) == []
+    events = store.list_events(run_id)
+    decided = Counter(e.payload["turn"] for e in events if e.kind in DECISIONS)
+    assert decided == {1: 1, 2: 1, 3: 1}, decided
+    assert [e.kind for e in events].count(EventKind.RESUMED) == 1
+    assert service.broker.status(run_id, 0).state is RoundState.SUCCEEDED, "the second attempt ran"
+    assert service.rounds_launched == 2
+    run = store.get_run(run_id)
+    assert (run.stop_reason, run.champion_value, run.lease_owner) == ("max_turns", 3.0, None)
+
+
+def test_the_scheduler_needs_a_concurrent_broker(tmp_path: Path) -> None:
+    settings = Settings(home=tmp_path, database_url=f"sqlite:///{tmp_path / 'c.db'}")
+    inline = build({}, settings=settings, inline=True)
+    with pytest.raises(ValueError, match="concurrent broker"):
+        Scheduler(inline.service(), max_concurrent_runs=1)
+    inline.close()
