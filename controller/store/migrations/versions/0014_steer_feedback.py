@@ -1,7 +1,7 @@
 """Feedback: an operator's steer (``POST /api/runs/{id}/rounds``) is a feedback source of its own.
 
-Revision ID: 0010
-Revises: 0009
+Revision ID: 0014
+Revises: 0013
 Create Date: 2026-12-03
 
 A steer is stored as a feedback item so that the run's watch starts its round through the same
@@ -17,8 +17,8 @@ from collections.abc import Sequence
 
 from alembic import op
 
-revision: str = "0010"
-down_revision: str | None = "0009"
+revision: str = "0014"
+down_revision: str | None = "0013"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
