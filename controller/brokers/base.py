@@ -65,8 +65,9 @@ class BrokerCapabilities:
 class Broker(Protocol):
     """Launches and tracks rounds. Every implementation passes ``tests/brokers``.
 
-    Identity: a launch is named by ``(run_id, round, attempt)`` (``RoundJob.key``); the other
-    methods name a round by ``(run_id, round)`` and address its latest attempt (ADR-0012).
+    Identity: a launch is named by ``(run_id, round, attempt)`` (``RoundJob.launch_key``); the other
+    methods name a round by ``(run_id, round)`` (``RoundJob.key``) and address its latest attempt
+    (ADR-0012).
 
     - ``launch(job)``: start the round and return its report. Idempotent: launching a key that is
       already known returns that round's current report and starts nothing (even if it finished);

@@ -41,11 +41,12 @@ class HoldRule:
 class RoundJob:
     """One round of one run, as a broker launches it.
 
-    run_id / round: which round.
+    run_id / round: which round (``key``).
     attempt: which drive of the run launched it: 0 for the first, and one more for each resume or
         takeover of the run (the count of its ``resumed`` events, so replicas agree on it). A round
         re-driven after a cancel, a lost lease or a dead holder is a new launch with a new attempt;
-        (run_id, round, attempt) identifies the job, and launching it twice is one launch (ADR-0012).
+        (run_id, round, attempt) identifies the launch (``launch_key``), and launching it twice is one
+        launch (ADR-0012).
     turns: the most turns this round may decide; a search round stops earlier on a budget or a stop rule,
         a refinement round at the first turn that holds the score.
     first_turn: the number the round's first turn gets (turns are counted over the whole run).
@@ -82,8 +83,13 @@ class RoundJob:
         object.__setattr__(self, "feedback_ids", tuple(self.feedback_ids))
 
     @property
-    def key(self) -> tuple[str, int, int]:
-        """What identifies the job to a broker (launch is idempotent per key)."""
+    def key(self) -> tuple[str, int]:
+        """The round: what a broker's status, wait and cancel name (its latest launch)."""
+        return (self.run_id, self.round)
+
+    @property
+    def launch_key(self) -> tuple[str, int, int]:
+        """One launch of the round: what ``Broker.launch`` is idempotent per."""
         return (self.run_id, self.round, self.attempt)
 
     @property

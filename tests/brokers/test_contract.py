@@ -40,14 +40,14 @@ class Script:
         return started, release
 
     def __call__(self, job: RoundJob, cancel: threading.Event) -> RoundOutcome:
-        self.ran.append(job.key)
-        started, release = self.gate(job.key)
+        self.ran.append(job.launch_key)
+        started, release = self.gate(job.launch_key)
         started.set()
         if self.blocking:
             while not release.wait(0.01):
                 if cancel.is_set():
                     return RoundOutcome(RunStatus.CANCELLED, StopReason.CANCELLED, "cancelled")
-        if job.key in self.fail:
+        if job.launch_key in self.fail:
             raise CrucibleError(f"round {job.round} broke")
         return RoundOutcome(RunStatus.RUNNING, StopReason.MAX_TURNS, f"round {job.round} done", kept=True)
 
@@ -60,7 +60,7 @@ class Subject:
 
     def launch(self, job: RoundJob) -> None:
         """Launch ``job`` to run through (released up front: an inline broker runs it right here)."""
-        self.script.gate(job.key)[1].set()
+        self.script.gate(job.launch_key)[1].set()
         self.broker.launch(job)
 
 

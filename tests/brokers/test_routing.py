@@ -27,9 +27,9 @@ def test_rounds_go_to_the_broker_of_their_runs_kind_and_stay_there() -> None:
     assert built == [], "nothing is built before a run needs it"
     routed.launch(job("r1"))
     assert routed.wait("r1", 0, 5).state is RoundState.SUCCEEDED
-    assert scripts["a"].ran == [("r1", 0)] and scripts["b"].ran == []
+    assert scripts["a"].ran == [("r1", 0, 0)] and scripts["b"].ran == []
     routed.launch(job("r2"))
-    assert scripts["b"].ran == [("r2", 0)]
+    assert scripts["b"].ran == [("r2", 0, 0)]
     assert built == ["a", "b"]
     assert routed.capabilities_for("r2", 0) == routed.broker_for("r2", 0).capabilities
     with pytest.raises(NotFoundError):

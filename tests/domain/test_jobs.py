@@ -35,7 +35,7 @@ def test_a_job_round_trips_through_json_text() -> None:
     text = json.dumps(REFINE.to_json())
     back = RoundJob.from_json(json.loads(text))
     assert back == REFINE
-    assert back.kind is RoundKind.REFINEMENT and back.key == ("r1", 2, 1)
+    assert back.kind is RoundKind.REFINEMENT and back.key == ("r1", 2) and back.launch_key == ("r1", 2, 1)
     search = RoundJob(run_id="r1", round=0, turns=5, first_turn=1, heads={"app": "a" * 40})
     assert RoundJob.from_json(json.loads(json.dumps(search.to_json()))) == search
     assert search.kind is RoundKind.SEARCH and search.to_json()["hold"] is None
@@ -50,7 +50,7 @@ def test_a_job_is_frozen_all_the_way_down() -> None:
     job = RoundJob(run_id="r1", round=0, turns=1, first_turn=1, heads=source)
     source["app"] = "z" * 40
     assert job.heads["app"] == "a" * 40, "the job copied the heads it was given"
-    assert hash(job.key) == hash(("r1", 0, 0))
+    assert hash(job.launch_key) == hash(("r1", 0, 0))
 
 
 @pytest.mark.parametrize(

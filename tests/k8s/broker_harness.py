@@ -21,6 +21,7 @@ import pytest
 from kubernetes import client
 
 from controller.brokers.base import RoundOutcome
+from controller.brokers.kubernetes import manifest
 from controller.brokers.kubernetes.broker import KubernetesBroker
 from controller.config.broker import BrokerSpec
 from controller.domain.errors import CrucibleError
@@ -52,10 +53,11 @@ class FakeController:
         self.core = core
         self.namespace = namespace
         self.tokens: dict[str, RoundJob] = {}
-        self.outcomes: dict[tuple[str, int], RoundOutcome] = {}
-        self.errors: dict[tuple[str, int], str] = {}
-        self.done: dict[tuple[str, int], threading.Event] = {}
-        self.cancel: dict[tuple[str, int], threading.Event] = {}
+        # Per launch (run, round, attempt); ``remote_outcome`` answers for a round's latest attempt.
+        self.outcomes: dict[tuple[str, int, int], RoundOutcome] = {}
+        self.errors: dict[tuple[str, int, int], str] = {}
+        self.done: dict[tuple[str, int, int], threading.Event] = {}
+        self.cancel: dict[tuple[str, int, int], threading.Event] = {}
         self.lock = threading.Lock()
         self.deadline = 300
         self.minted: list[tuple[str, int]] = []
@@ -85,13 +87,14 @@ class FakeController:
 
     def remote_outcome(self, run_id: str, round: int) -> RoundOutcome | None:
         with self.lock:
-            return self.outcomes.get((run_id, round))
+            attempts = [key for key in self.done if key[:2] == (run_id, round)]
+            return self.outcomes.get(max(attempts)) if attempts else None
 
     def spec_for(self, run_id: str) -> BrokerSpec:
         return loop_spec(self.namespace, self.deadline)
 
     def start(self, job: RoundJob) -> None:
-        key = job.key
+        key = job.launch_key
         with self.lock:
             if key in self.done:
                 return
@@ -101,8 +104,8 @@ class FakeController:
         threading.Thread(target=self._run, args=(job,), daemon=True).start()
 
     def _run(self, job: RoundJob) -> None:
-        key = job.key
-        name = f"crucible-{job.run_id}-{job.round}"
+        key = job.launch_key
+        name = manifest.job_name(job.run_id, job.round, job.attempt)
         wait_until(lambda: self._pod_running(name), what=f"the pod of {name} to run")
         try:
             outcome = self.script(job, self.cancel[key])
@@ -143,7 +146,7 @@ class FakeController:
                     controller.start(job)
                     self._answer(200, None)
                 elif self.path == "/cancel":
-                    controller.cancel.setdefault(job.key, threading.Event()).set()
+                    controller.cancel.setdefault(job.launch_key, threading.Event()).set()
                     self._answer(200, None)
                 else:
                     self._answer(404, None)
@@ -153,9 +156,9 @@ class FakeController:
                 if job is None:
                     self._answer(401, {"detail": "bad token"})
                     return
-                done = controller.done.get(job.key)
+                done = controller.done.get(job.launch_key)
                 finished = done is not None and done.is_set()
-                self._answer(200, {"done": finished, "error": controller.errors.get(job.key)})
+                self._answer(200, {"done": finished, "error": controller.errors.get(job.launch_key)})
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass

@@ -27,7 +27,7 @@ __all__ = ["harness"]
 Harness = tuple[FakeController, Script]
 
 
-def started(script: Script, key: tuple[str, int] = ("r1", 0)) -> None:
+def started(script: Script, key: tuple[str, int, int] = ("r1", 0, 0)) -> None:
     assert script.gate(key)[0].wait(WAIT), f"round {key} started"
 
 
@@ -79,7 +79,7 @@ def test_the_token_is_in_a_secret_owned_by_the_job_not_in_the_pod_spec(
     )
     (owner,) = secret.metadata.owner_references
     assert (owner.kind, owner.uid) == ("Job", created.metadata.uid)
-    script.gate(("r1", 0))[1].set()
+    script.gate(("r1", 0, 0))[1].set()
     assert broker.wait("r1", 0, WAIT).state is RoundState.SUCCEEDED
     broker.close()
 
@@ -99,13 +99,13 @@ def test_a_restarted_controller_adopts_the_running_job_and_creates_no_second(
     assert second.launch(job()).state is RoundState.RUNNING, "the relaunch finds the Job"
     with pytest.raises(ConflictError):
         second.launch(job(turns=9))
-    script.gate(("r1", 0))[1].set()
+    script.gate(("r1", 0, 0))[1].set()
     report = second.wait("r1", 0, WAIT)
     assert report.state is RoundState.SUCCEEDED and report.outcome is not None
     assert len(jobs_of(control_plane, controller.namespace)) == 1
     assert controller.minted == [("r1", 0)], "no second token, so the running worker's stays good"
     assert controller.revoked == [("r1", 0)], "the round is over: its token is revoked once"
-    assert script.ran == [("r1", 0)]
+    assert script.ran == [("r1", 0, 0)]
     second.close()
 
 
@@ -113,7 +113,7 @@ def test_a_fresh_controller_asked_about_a_finished_round_reads_it_from_the_clust
     control_plane: ControlPlane, harness: Harness
 ) -> None:
     controller, script = harness
-    script.gate(("r1", 0))[1].set()
+    script.gate(("r1", 0, 0))[1].set()
     first = make_broker(control_plane, controller)
     first.launch(job())
     done = first.wait("r1", 0, WAIT)

@@ -117,15 +117,17 @@ class KubernetesBroker:
     def launch(self, job: RoundJob) -> RoundReport:
         digest = manifest.job_digest(job)
         with self._lock:
-            known = self._rounds.get((job.run_id, job.round))
-        if known is not None:
+            known = self._rounds.get(job.key)
+        if known is not None and known.job.attempt == job.attempt:
             if known.digest != digest:
                 raise ConflictError(
                     f"round {job.round} of run {job.run_id} was launched with a different job"
                 )
             return self.status(job.run_id, job.round)
+        if known is not None:
+            self._check_supersedes(known, job)
         spec = self._spec(job.run_id)
-        name = manifest.job_name(job.run_id, job.round)
+        name = manifest.job_name(job.run_id, job.round, job.attempt)
         existing = self._read_job(spec.namespace, name)
         if existing is None:
             existing = self._create(job, spec)
@@ -136,9 +138,25 @@ class KubernetesBroker:
                 "for a different job"
             )
         self._pods.follow(spec.namespace)
+        entry = _Round(job, digest, spec.namespace, name)
         with self._lock:
-            self._rounds.setdefault((job.run_id, job.round), _Round(job, digest, spec.namespace, name))
+            current = self._rounds.get(job.key)
+            if current is None or current.job.attempt < job.attempt:
+                self._rounds[job.key] = entry  # a later attempt supersedes the finished one
         return self.status(job.run_id, job.round)
+
+    def _check_supersedes(self, known: _Round, job: RoundJob) -> None:
+        """A new attempt replaces a round's finished latest attempt, and nothing else (ADR-0012)."""
+        where = f"round {job.round} of run {job.run_id}"
+        if job.attempt < known.job.attempt:
+            raise ConflictError(
+                f"{where}: attempt {job.attempt} is stale, attempt {known.job.attempt} exists"
+            )
+        report = self.status(job.run_id, job.round)
+        if not report.finished:
+            raise ConflictError(
+                f"{where}: attempt {known.job.attempt} is still {report.state}; cancel it and wait first"
+            )
 
     def status(self, run_id: str, round: int) -> RoundReport:
         entry = self._entry(run_id, round)
@@ -187,6 +205,7 @@ class KubernetesBroker:
             raise _api_error(exc, f"listing Jobs in {namespace}") from exc
         self._pods.follow(namespace)
         reports = []
+        adopted: dict[tuple[str, int], None] = {}
         found: Any
         for found in jobs:
             annotations = found.metadata.annotations or {}
@@ -195,11 +214,18 @@ class KubernetesBroker:
             if run_id is None or not round_label.isdigit() or found.metadata.deletion_timestamp is not None:
                 continue
             key = (run_id, int(round_label))
+            attempt_label = (found.metadata.labels or {}).get(manifest.LABEL_ATTEMPT, "0")
+            attempt = int(attempt_label) if attempt_label.isdigit() else 0
             with self._lock:
-                if key not in self._rounds:
+                known = self._rounds.get(key)
+                if known is None or known.job.attempt < attempt:  # the latest attempt is the round's
                     digest = annotations.get(manifest.ANNOTATION_JOB, "")
-                    stub = RoundJob(run_id=key[0], round=key[1], turns=0, first_turn=1, heads={})
+                    stub = RoundJob(
+                        run_id=key[0], round=key[1], turns=0, first_turn=1, heads={}, attempt=attempt
+                    )
                     self._rounds[key] = _Round(stub, digest, namespace, found.metadata.name)
+            adopted.setdefault(key, None)
+        for key in adopted:  # once per round, its latest attempt
             report = self.status(*key)
             if not report.finished:
                 reports.append(report)

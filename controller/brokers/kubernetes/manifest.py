@@ -36,6 +36,7 @@ DEFAULT_COMMAND = ("crucible", "worker")
 
 LABEL_RUN = "crucible.dev/run"
 LABEL_ROUND = "crucible.dev/round"
+LABEL_ATTEMPT = "crucible.dev/attempt"  # RoundJob.attempt (ADR-0012); absent on Jobs made before it
 ANNOTATION_RUN = "crucible.dev/run-id"
 ANNOTATION_JOB = "crucible.dev/round-job-sha256"
 COMMON_LABELS = {
@@ -50,20 +51,21 @@ def _slug(text: str) -> str:
     return re.sub(r"-+", "-", re.sub(r"[^a-z0-9-]", "-", text.lower())).strip("-") or "x"
 
 
-def job_name(run_id: str, round: int) -> str:
-    """``crucible-<run>-<round>``: a DNS label, the same for the same round in any process. A run id
-    that is not already a short DNS label is shortened with a digest so two runs never share a name."""
+def job_name(run_id: str, round: int, attempt: int = 0) -> str:
+    """``crucible-<run>-<round>`` (``-a<attempt>`` after it for a later attempt, ADR-0012): a DNS label,
+    the same for the same launch in any process. A run id that is not already a short DNS label is
+    shortened with a digest so two runs never share a name."""
     slug = _slug(run_id)
-    suffix = f"-{round}"
+    suffix = f"-{round}" if attempt == 0 else f"-{round}-a{attempt}"
     if slug != run_id or len("crucible-" + slug + suffix) > MAX_NAME:
         digest = hashlib.sha256(run_id.encode("utf-8")).hexdigest()[:10]
         slug = slug[: MAX_NAME - len("crucible-") - len(suffix) - len(digest) - 1].strip("-") + "-" + digest
     return f"crucible-{slug}{suffix}"
 
 
-def secret_name(run_id: str, round: int) -> str:
+def secret_name(run_id: str, round: int, attempt: int = 0) -> str:
     """The Secret holding the round's worker token (``<job>-token``, a DNS subdomain)."""
-    return job_name(run_id, round) + "-token"
+    return job_name(run_id, round, attempt) + "-token"
 
 
 def run_label(run_id: str) -> str:
@@ -77,8 +79,13 @@ def job_digest(job: RoundJob) -> str:
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
-def labels(run_id: str, round: int) -> dict[str, str]:
-    return {**COMMON_LABELS, LABEL_RUN: run_label(run_id), LABEL_ROUND: str(round)}
+def labels(run_id: str, round: int, attempt: int = 0) -> dict[str, str]:
+    return {
+        **COMMON_LABELS,
+        LABEL_RUN: run_label(run_id),
+        LABEL_ROUND: str(round),
+        LABEL_ATTEMPT: str(attempt),
+    }
 
 
 def job_manifest(
@@ -90,8 +97,8 @@ def job_manifest(
 ) -> dict[str, Any]:
     """The Job of ``job``'s round. ``env`` is the worker's environment (``mint_worker_env``); its token
     is referenced from the round's Secret, every other variable is set in the pod spec as is."""
-    name = job_name(job.run_id, job.round)
-    meta_labels = labels(job.run_id, job.round)
+    name = job_name(job.run_id, job.round, job.attempt)
+    meta_labels = labels(job.run_id, job.round, job.attempt)
     annotations = {ANNOTATION_RUN: job.run_id, ANNOTATION_JOB: job_digest(job)}
     variables: list[dict[str, Any]] = [
         {"name": key, "value": value} for key, value in sorted(env.items()) if key != TOKEN_VARIABLE
@@ -99,7 +106,9 @@ def job_manifest(
     variables.append(
         {
             "name": TOKEN_VARIABLE,
-            "valueFrom": {"secretKeyRef": {"name": secret_name(job.run_id, job.round), "key": TOKEN_KEY}},
+            "valueFrom": {
+                "secretKeyRef": {"name": secret_name(job.run_id, job.round, job.attempt), "key": TOKEN_KEY}
+            },
         }
     )
     variables += [{"name": "HOME", "value": TMPDIR}, {"name": "TMPDIR", "value": TMPDIR}]
@@ -166,9 +175,12 @@ def secret_manifest(
     job: RoundJob, spec: BrokerSpec, token: str, owner_uid: str | None = None
 ) -> dict[str, Any]:
     """The Secret holding the round's token, owned by its Job (``owner_uid``) so it goes when the Job goes."""
-    name = job_name(job.run_id, job.round)
+    name = job_name(job.run_id, job.round, job.attempt)
     metadata = _metadata(
-        secret_name(job.run_id, job.round), spec, labels(job.run_id, job.round), {ANNOTATION_RUN: job.run_id}
+        secret_name(job.run_id, job.round, job.attempt),
+        spec,
+        labels(job.run_id, job.round, job.attempt),
+        {ANNOTATION_RUN: job.run_id},
     )
     if owner_uid is not None:
         metadata["ownerReferences"] = [
