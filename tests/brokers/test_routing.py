@@ -57,5 +57,5 @@ def test_a_run_may_keep_some_rounds_on_another_kind() -> None:
     )
     routed.launch(job("r1", 0))
     routed.launch(job("r1", 1, hold=None))
-    assert (remote.ran, local.ran) == ([("r1", 0)], [("r1", 1)])
+    assert (remote.ran, local.ran) == ([("r1", 0, 0)], [("r1", 1, 0)])
     assert routed.status("r1", 1).state is RoundState.SUCCEEDED
