@@ -45,6 +45,8 @@ def test_login_sets_a_strict_httponly_session_and_a_wrong_token_gets_none(api: A
         assert client.get("/").status_code == 303  # to /login
         page = client.get("/login")
         assert page.status_code == 200 and 'name="token"' in page.text
+        in_url = client.get("/login", params={"token": ADMIN})  # serve's tokens never log in from a URL
+        assert in_url.status_code == 200 and COOKIE not in in_url.cookies and 'name="token"' in in_url.text
         wrong = client.post("/login", data={"token": "nope"})
         assert wrong.status_code == 401 and COOKIE not in wrong.cookies
         ok = client.post("/login", data={"token": ADMIN})

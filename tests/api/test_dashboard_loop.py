@@ -123,3 +123,20 @@ def test_sigterm_ends_the_loop_promptly_while_a_browser_follows_the_stream(loop:
     assert code != 0 and "still running" in loop.stderr(), loop.stderr()
     follower.join(30)
     assert any(line == "event: turn_step" for line in received)
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--dashboard", "nonsense"], "--dashboard wants HOST:PORT"),
+        (["--dashboard", "127.0.0.1:99999"], "--dashboard wants HOST:PORT"),
+        (["--dashboard", "127.0.0.1:0", "--server", "http://127.0.0.1:9"], "--dashboard is for local runs"),
+    ],
+)
+def test_a_bad_dashboard_address_is_a_usage_error_before_anything_starts(
+    tmp_path: Path, args: list[str], says: str
+) -> None:
+    (tmp_path / "crucible.toml").write_text("objective = 'x'\n")
+    argv = [sys.executable, "-c", "from controller.cli.main import main; main()", "loop", *args]
+    done = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and says in done.stderr, done.stderr
