@@ -539,6 +539,40 @@ def serve(host: str, port: int, max_concurrent_runs: int | None) -> None:
     run_server(app, host, port)
 
 
+@cli.command("worker")
+@click.option(
+    "--controller", "controller_url", default=None, help="the controller's API (CRUCIBLE_CONTROLLER_URL)"
+)
+@click.option("--run", "run_id", default=None, help="the run (CRUCIBLE_RUN_ID)")
+@click.option("--round", "round_number", default=None, type=click.IntRange(min=0), help="(CRUCIBLE_ROUND)")
+@click.option("--workdir", type=click.Path(path_type=Path, file_okay=False), default=None, help="default: .")
+def worker_cmd(
+    controller_url: str | None, run_id: str | None, round_number: int | None, workdir: Path | None
+) -> None:
+    """Execute one round of a run for the controller (in a loop pod): its token only from
+    CRUCIBLE_WORKER_TOKEN. Exit 0 once the round ran to its end and the controller accepted it."""
+    import threading
+
+    from controller.services.worker import run_worker, worker_config
+    from controller.wiring import process_environment
+
+    environ = process_environment()
+    config = worker_config(
+        environ, controller=controller_url, run_id=run_id, round=round_number, workdir=workdir
+    )
+    config.workdir.mkdir(parents=True, exist_ok=True)
+    cancel = threading.Event()
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        # The round ends cancelled (its running command killed, the turn restored) and is reported.
+        cancel.set()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    outcome = run_worker(config, environ, cancel=cancel)
+    click.echo(f"round {config.round} of run {config.run_id}: {outcome.message}")
+
+
 @cli.group()
 def db() -> None:
     """Database maintenance."""

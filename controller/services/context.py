@@ -69,8 +69,11 @@ class RunContext:
     # (SIGTERM): the turn cut off stays undecided and the run stays running, for a resume or a takeover.
     detach: threading.Event = field(default_factory=threading.Event)
     _checkouts: dict[tuple[str, str], Checkout] = field(default_factory=dict)
-    # Another ledger for the turn path (the HTTP client in a loop pod, next issue); None: the store.
+    # Another ledger for the turn path (the HTTP client of ``crucible worker``); None: the store.
     _ledger: Ledger | None = None
+    # The controller holds the run's lease while a worker executes its round elsewhere (ADR-0014):
+    # the round's loop claims none of its own.
+    lease_elsewhere: bool = False
 
     @property
     def ledger(self) -> Ledger:

@@ -151,7 +151,7 @@ def run_loop(ctx: RunContext, *, then: Handover | None = None) -> LoopResult:
 
     ``then`` (the feedback watch) takes over when round 0's search is done, or at once for a run
     resumed after its search (watching, or in a round); it decides the final stop."""
-    if ctx.heartbeat is not None:
+    if ctx.heartbeat is not None or ctx.lease_elsewhere:
         return _run_held(ctx, then)
     beat = heartbeat_for(ctx)
     with beat:

@@ -131,7 +131,36 @@ def open_context(
 ) -> RunContext:
     """The live context of a stored run, with candidate and champion checkouts at the stored heads."""
     components = store.list_components(run_id)
-    layout = RunLayout(settings.run_dir(run_id), tuple(c.name for c in components))
+    return build_context(
+        settings,
+        store,
+        run_id,
+        spec,
+        base_shas={c.name: c.base_sha for c in components},
+        heads={c.name: c.head_sha for c in components},
+        environ=environ,
+        observer=observer,
+        cancel=cancel,
+    )
+
+
+def build_context(
+    settings: Settings,
+    store: Store,
+    run_id: str,
+    spec: Spec,
+    *,
+    base_shas: Mapping[str, str],
+    heads: Mapping[str, str],
+    environ: Mapping[str, str] | None = None,
+    observer: Observer | None = None,
+    cancel: threading.Event | None = None,
+) -> RunContext:
+    """A run's live context from its spec and heads (by component, in the spec's order), with candidate
+    and champion checkouts at ``heads``: ``open_context`` reads them from the store, ``crucible worker``
+    from its round job."""
+    names = tuple(comp.name for comp in spec.components)
+    layout = RunLayout(settings.run_dir(run_id), names)
     layout.agent_dir.mkdir(parents=True, exist_ok=True)
     layout.logs.mkdir(parents=True, exist_ok=True)
     sandbox, network_warning = resolve_network(spec.sandbox.mode, spec.sandbox.network)
@@ -161,8 +190,8 @@ def open_context(
         store=store,
         layout=layout,
         executor=executor,
-        base_shas={c.name: c.base_sha for c in components},
-        champion_heads={c.name: c.head_sha for c in components},
+        base_shas=dict(base_shas),
+        champion_heads=dict(heads),
         observer=observer or Observer(),
     )
     ctx.ensure_arm("candidate", ctx.champion_heads)

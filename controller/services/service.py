@@ -38,6 +38,7 @@ from controller.services.roundjobs import LocalRounds, refinement_job, search_jo
 from controller.services.rounds import Batch
 from controller.services.runs import create_run, open_context
 from controller.services.steer import queue_steer
+from controller.services.turn import notify_champion
 from controller.services.views import events_jsonl, feedback_view, run_view, runs_list
 from controller.services.watch import Watch, watch_feedback
 from controller.store.records import PullRecord
@@ -191,6 +192,8 @@ class RunService:
         job = search_job(ctx, attempt=self._attempts.get(ctx.run_id, 0))
         report = self._finished(ctx, self._launch(job))
         assert report.outcome is not None
+        if self.broker.capabilities.remote:
+            self._take_remote_round(ctx)
         outcome = report.outcome
         reason = outcome.stop_reason or StopReason.ERROR
         return LoopResult(outcome.run_status, reason, outcome.message)
@@ -205,6 +208,18 @@ class RunService:
         except KeyboardInterrupt:
             ctx.executor.cancel.set()
             return finish(ctx, StopReason.CANCELLED, "stopped: cancelled by the user")
+
+    def _take_remote_round(self, ctx: RunContext) -> None:
+        """After a round executed elsewhere (ADR-0014): its kept commits arrived as verified bundles
+        in the candidate clones and the record names them; move this process's checkouts to them and
+        publish as a local round would have after each keep (publishing is idempotent)."""
+        heads = {c.name: c.head_sha for c in self.store.list_components(ctx.run_id)}
+        if heads != ctx.champion_heads:
+            ctx.ensure_arm("candidate", heads)
+            ctx.ensure_arm("champion", heads)
+            ctx.champion_heads = heads
+        ctx.champion_arm = None  # re-read from the record when this process measures next
+        notify_champion(ctx)
 
     def _refine(self, ctx: RunContext, batch: Batch) -> bool | None:
         """One refinement round through the broker; True when it kept (and pushed) a turn, None

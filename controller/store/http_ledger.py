@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Collection, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -50,6 +51,11 @@ from controller.store.records import (
 TokenFor = Callable[[str], str]
 """The bearer token to send for a run (a worker has one token, for its own run)."""
 
+BeforeKeep = Callable[[str, int, Mapping[str, str]], None]
+"""Called with (run id, turn, component -> commit) before a decision or a hypothesis report that
+carries commits is sent: ``crucible worker`` uploads them as a bundle there, since the controller
+refuses commits no verified bundle brought in."""
+
 ERROR_OF_STATUS: dict[int, type[Exception]] = {
     401: UnauthenticatedError,
     403: ForbiddenError,
@@ -69,8 +75,10 @@ class HttpLedger:
         *,
         timeout: float = 60.0,
         transport: httpx.BaseTransport | None = None,
+        before_keep: BeforeKeep | None = None,
     ) -> None:
         self._token_for: TokenFor = (lambda _run: token) if isinstance(token, str) else token
+        self._before_keep = before_keep
         self._http = httpx.Client(base_url=base_url.rstrip("/"), timeout=timeout, transport=transport)
 
     def close(self) -> None:
@@ -127,6 +135,9 @@ class HttpLedger:
         samples: Sequence[Sample] = (),
         hypotheses: Mapping[int, tuple[Reason, str]] | None = None,
     ) -> TurnRecord:
+        commits = {**component_heads, **decision.commits}
+        if commits and self._before_keep is not None:
+            self._before_keep(run_id, number, commits)
         body = {
             "decision": codec.decision_json(decision),
             "champion": codec.champion_json(champion),
@@ -142,6 +153,8 @@ class HttpLedger:
             number = getattr(report, name)
             if number is not None and not math.isfinite(number):
                 raise ValueError(f"{name} must be finite, got {number!r}")
+        if report.commits and self._before_keep is not None:
+            self._before_keep(run_id, turn, report.commits)
         body = codec.report_json(report)
         return codec.decode_hypothesis(self._call("POST", run_id, f"turns/{turn}/hypotheses", body=body))
 
@@ -211,6 +224,62 @@ class HttpLedger:
         if response.status_code < 400:
             return response.json()
         raise error_of(response)
+
+
+class WorkerApi:
+    """The rest of the worker routes (``api/worker.py``) for one round: the job, the start bundles,
+    the worker's bundles and the outcome. Errors as ``HttpLedger``'s."""
+
+    def __init__(
+        self, base_url: str, token: str, run_id: str, *, transport: httpx.BaseTransport | None = None
+    ) -> None:
+        self.run_id = run_id
+        headers = {"Authorization": f"Bearer {token}"}
+        self._http = httpx.Client(
+            base_url=f"{base_url.rstrip('/')}/api/worker/runs/{run_id}",
+            headers=headers,
+            timeout=300.0,
+            transport=transport,
+        )
+
+    def close(self) -> None:
+        self._http.close()
+
+    def job(self) -> dict[str, Any]:
+        """The round's job, the spec text, the components' base shas, whether round 0 hands over."""
+        return dict(self._send("GET", "/job").json())
+
+    def start_bundle(self, component: str, out: Path) -> None:
+        """Write the start commits of ``component`` (a git bundle) to ``out``."""
+        out.write_bytes(self._send("GET", f"/components/{component}/bundle").content)
+
+    def send_bundle(self, bundle: Path, turn: int | None) -> dict[str, str]:
+        """Upload the worker's commits; the heads the controller verified (ForbiddenError: refused)."""
+        params = {} if turn is None else {"turn": turn}
+        answer = self._send("POST", "/bundle", content=bundle.read_bytes(), params=params)
+        return dict(answer.json()["heads"])
+
+    def finish(self, outcome: Mapping[str, Any]) -> None:
+        """Report how the round ended (the token is revoked with it)."""
+        self._send("POST", "/outcome", content=json.dumps(dict(outcome)), json_body=True)
+
+    def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        content: bytes | str | None = None,
+        params: Mapping[str, Any] | None = None,
+        json_body: bool = False,
+    ) -> httpx.Response:
+        headers = {"Content-Type": "application/json"} if json_body else None
+        try:
+            response = self._http.request(method, path, content=content, params=params, headers=headers)
+        except httpx.TransportError as exc:
+            raise RetryLaterError(f"the controller is unreachable: {exc}") from exc
+        if response.status_code >= 400:
+            raise error_of(response)
+        return response
 
 
 def error_of(response: httpx.Response) -> Exception:

@@ -1,0 +1,181 @@
+"""``SubprocessBroker``: each round runs ``crucible worker`` as a child process of the controller.
+
+The remote path of the Kubernetes broker (ADR-0014, ADR-0015) without a cluster: the child gets
+only the environment a loop pod would (the worker's four variables, minted per round, on top of a
+base environment the composition root scrubbed of every credential), its own working directory,
+and talks to the controller over HTTP like a pod. What the round concluded comes from the
+controller (``remote_outcome``: what the worker reported, once accepted), never from the child's
+output; a child that exits otherwise is a FAILED round with its exit code and the tail of its log.
+
+Cancel sends SIGTERM to the child's process group (the worker then cancels its round, restores
+the turn, reports, and exits); a child that has not exited ``kill_after_s`` later is killed.
+Dependency inversion as for the other brokers: ``mint_worker_env``/``remote_outcome``/``revoke``
+are injected; this module knows nothing of the store or the services.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from controller.brokers.base import BrokerCapabilities, RoundOutcome, RoundReport
+from controller.domain.errors import ConflictError, NotFoundError
+from controller.domain.jobs import RoundJob, RoundState, check_round_transition
+
+MintWorkerEnv = Callable[[RoundJob], dict[str, str]]
+RemoteOutcome = Callable[[str, int], RoundOutcome | None]
+Revoke = Callable[[str, int], None]
+
+WORKER_COMMAND: tuple[str, ...] = (sys.executable, "-m", "controller.cli.main", "worker")
+LOG_TAIL = 2000  # characters of the child's output a FAILED report quotes
+
+
+@dataclass
+class _Round:
+    job: RoundJob
+    report: RoundReport
+    workdir: Path
+    process: subprocess.Popen[bytes] | None = None
+    cancelled: bool = False
+    done: threading.Event = field(default_factory=threading.Event)
+
+
+class SubprocessBroker:
+    """See the module docstring. ``root``: where each round's working directory is made."""
+
+    def __init__(
+        self,
+        *,
+        mint_worker_env: MintWorkerEnv,
+        remote_outcome: RemoteOutcome,
+        root: Path,
+        environ: Mapping[str, str],
+        revoke: Revoke | None = None,
+        command: Sequence[str] = WORKER_COMMAND,
+        kill_after_s: float = 30.0,
+    ) -> None:
+        self._mint = mint_worker_env
+        self._outcome = remote_outcome
+        self._revoke = revoke
+        self._root = root
+        self._environ = dict(environ)
+        self._command = tuple(command)
+        self._kill_after_s = kill_after_s
+        self._rounds: dict[tuple[str, int], _Round] = {}
+        self._lock = threading.Lock()
+        self.capabilities = BrokerCapabilities(remote=True, concurrent=True)
+
+    def launch(self, job: RoundJob) -> RoundReport:
+        with self._lock:
+            known = self._rounds.get(job.key)
+            if known is not None:
+                if known.job != job:
+                    raise ConflictError(
+                        f"round {job.round} of run {job.run_id} was launched with a different job"
+                    )
+                return known.report
+            workdir = self._root / job.run_id / f"round-{job.round}"
+            entry = _Round(job, RoundReport(job.run_id, job.round, RoundState.PENDING), workdir)
+            self._rounds[job.key] = entry
+        name = f"crucible-worker-{job.run_id}-{job.round}"
+        threading.Thread(target=self._execute, args=(entry,), name=name, daemon=True).start()
+        return entry.report
+
+    def status(self, run_id: str, round: int) -> RoundReport:
+        return self._get(run_id, round).report
+
+    def wait(self, run_id: str, round: int, timeout: float | None = None) -> RoundReport:
+        entry = self._get(run_id, round)
+        entry.done.wait(timeout)
+        return entry.report
+
+    def cancel(self, run_id: str, round: int) -> RoundReport:
+        entry = self._get(run_id, round)
+        with self._lock:
+            entry.cancelled = True
+            if entry.report.state == RoundState.PENDING:
+                self._move(entry, RoundState.CANCELLED)
+                entry.done.set()
+            process = entry.process
+        if process is not None and process.poll() is None:
+            _signal_group(process, signal.SIGTERM)
+        return entry.report
+
+    # -- the child ----------------------------------------------------------------------------
+
+    def _execute(self, entry: _Round) -> None:
+        job = entry.job
+        try:
+            with self._lock:
+                if entry.report.state != RoundState.PENDING:
+                    return  # cancelled before it started
+                env = {**self._environ, **self._mint(job)}
+                entry.workdir.mkdir(parents=True, exist_ok=True)
+                log = entry.workdir / "worker.log"
+                with log.open("wb") as out:
+                    entry.process = subprocess.Popen(
+                        self._command,
+                        cwd=entry.workdir,
+                        env=env,
+                        stdin=subprocess.DEVNULL,
+                        stdout=out,
+                        stderr=subprocess.STDOUT,
+                        start_new_session=True,  # its own process group: cancel reaches its commands
+                    )
+                self._move(entry, RoundState.RUNNING)
+            code = self._reap(entry)
+            self._conclude(entry, code, log)
+        except Exception as exc:  # the round failed, not the broker: report it
+            with self._lock:
+                if entry.report.state not in (RoundState.SUCCEEDED, RoundState.FAILED, RoundState.CANCELLED):
+                    self._move(entry, RoundState.FAILED, error=f"{type(exc).__name__}: {exc}")
+        finally:
+            if self._revoke is not None:
+                # A revoke that failed (database away) still leaves the token to expire.
+                with contextlib.suppress(Exception):
+                    self._revoke(job.run_id, job.round)
+            entry.done.set()
+
+    def _reap(self, entry: _Round) -> int:
+        process = entry.process
+        assert process is not None
+        while True:
+            try:
+                return process.wait(timeout=self._kill_after_s if entry.cancelled else None)
+            except subprocess.TimeoutExpired:
+                _signal_group(process, signal.SIGKILL)
+
+    def _conclude(self, entry: _Round, code: int, log: Path) -> None:
+        outcome = self._outcome(entry.job.run_id, entry.job.round)
+        with self._lock:
+            if code == 0 and outcome is not None:
+                state = RoundState.CANCELLED if entry.cancelled else RoundState.SUCCEEDED
+                self._move(entry, state, outcome=outcome)
+            elif entry.cancelled:
+                self._move(entry, RoundState.CANCELLED, outcome=outcome, error=f"worker exited {code}")
+            else:
+                why = "exited 0 but reported no outcome" if code == 0 else f"exited {code}"
+                tail = log.read_text(errors="replace")[-LOG_TAIL:].strip()
+                self._move(entry, RoundState.FAILED, error=f"worker_failed: crucible worker {why}: {tail}")
+
+    def _get(self, run_id: str, round: int) -> _Round:
+        entry = self._rounds.get((run_id, round))
+        if entry is None:
+            raise NotFoundError(f"round {round} of run {run_id} was never launched here")
+        return entry
+
+    def _move(self, entry: _Round, state: RoundState, **changes: object) -> None:
+        check_round_transition(entry.report.state, state)
+        entry.report = replace(entry.report, state=state, **changes)  # type: ignore[arg-type]
+
+
+def _signal_group(process: subprocess.Popen[bytes], sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, sig)

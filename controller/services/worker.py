@@ -1,0 +1,234 @@
+"""``crucible worker``: one round of a run, executed away from the controller (ADR-0014, DESIGN §8).
+
+A loop pod (or the subprocess broker's child) knows nothing but a controller URL, a token for one
+round and an empty directory. The worker fetches its round (job, spec, the components' bases) and
+the start commits (a git bundle per component), then runs the round with the code a local round
+runs: ``run_loop`` over a ``RunContext`` whose ledger is the HTTP ledger. Before a kept turn's
+decision is sent, the new commits go to the controller as a bundle, which it verifies first. At the
+end the worker reports the round's outcome, which revokes its token.
+
+What it never has: a database URL, forge credentials, the operator API token. Its token is taken out
+of the environment every command of the round sees (``worker_environ``). The controller holds the
+run's lease for the whole round (``ctx.lease_elsewhere``), and keeps the exactly-once decision.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NoReturn, cast
+
+from controller.brokers.base import RoundOutcome
+from controller.config.settings import Settings
+from controller.config.spec import Spec, parse_spec
+from controller.domain.errors import CrucibleError, SpecError
+from controller.domain.jobs import RoundJob
+from controller.services.context import Observer, RunContext
+from controller.services.loop import LoopResult, run_loop
+from controller.services.runs import build_context
+from controller.store.http_ledger import HttpLedger, WorkerApi
+from controller.store.store import Store
+from controller.workspace import bundles
+from controller.workspace.checkout import CRUCIBLE_REF_PREFIX
+from controller.workspace.git import run_git
+
+TOKEN_VARIABLE = "CRUCIBLE_WORKER_TOKEN"
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    """Where the worker's round is and how to reach it; ``token`` is a secret (never in a repr)."""
+
+    controller_url: str
+    run_id: str
+    round: int
+    workdir: Path
+    attempt: int | None = None
+    parallel_index: int | None = None
+    token: str = field(default="", repr=False)
+
+
+def worker_config(
+    environ: Mapping[str, str],
+    *,
+    controller: str | None = None,
+    run_id: str | None = None,
+    round: int | None = None,
+    workdir: Path | None = None,
+) -> WorkerConfig:
+    """The configuration from the environment (the contract's variables), flags overriding;
+    SpecError naming the variable or flag that is missing or malformed."""
+    url = controller or environ.get("CRUCIBLE_CONTROLLER_URL", "")
+    if not url.startswith(("http://", "https://")):
+        raise SpecError(
+            "CRUCIBLE_CONTROLLER_URL", "the controller's API URL (http:// or https://) is required"
+        )
+    token = environ.get(TOKEN_VARIABLE, "")
+    if not token:
+        raise SpecError(TOKEN_VARIABLE, "the round's token is required (only from the environment)")
+    run = run_id or environ.get("CRUCIBLE_RUN_ID", "")
+    if not run:
+        raise SpecError("CRUCIBLE_RUN_ID", "the run id is required (or --run)")
+    number = round if round is not None else _int(environ, "CRUCIBLE_ROUND", required=True)
+    assert number is not None
+    return WorkerConfig(
+        controller_url=url,
+        run_id=run,
+        round=number,
+        workdir=(workdir or Path.cwd()).resolve(),
+        attempt=_int(environ, "CRUCIBLE_ROUND_ATTEMPT"),
+        parallel_index=_int(environ, "CRUCIBLE_PARALLEL_INDEX"),
+        token=token,
+    )
+
+
+def _int(environ: Mapping[str, str], name: str, *, required: bool = False) -> int | None:
+    raw = environ.get(name)
+    if raw is None or raw == "":
+        if required:
+            raise SpecError(name, "is required")
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        raise SpecError(name, f"must be an integer, got {raw!r}") from None
+    if value < 0:
+        raise SpecError(name, f"must be >= 0, got {value}")
+    return value
+
+
+def worker_environ(environ: Mapping[str, str]) -> dict[str, str]:
+    """The environment the round's commands start from: the worker's own, without its token (the
+    run's scrubbing then removes every other ``CRUCIBLE_*`` and secret-looking variable)."""
+    return {name: value for name, value in environ.items() if name != TOKEN_VARIABLE}
+
+
+class _NoStore:
+    """The worker's stand-in for the controller's store: the turn path reaches the record through
+    ``ctx.ledger`` only (ADR-0003), so any use of ``ctx.store`` here is a bug and says so."""
+
+    def __getattr__(self, name: str) -> NoReturn:
+        raise CrucibleError(f"crucible worker has no store (Store.{name}); the turn path uses the ledger")
+
+
+def run_worker(
+    config: WorkerConfig,
+    environ: Mapping[str, str],
+    *,
+    cancel: threading.Event | None = None,
+    observer: Observer | None = None,
+) -> RoundOutcome:
+    """Execute the round ``config`` names to its end and report it; the outcome the controller accepted."""
+    api = WorkerApi(config.controller_url, config.token, config.run_id)
+    ledger: HttpLedger | None = None
+    try:
+        inputs = api.job()
+        job = RoundJob.from_json(inputs["job"])
+        if job.key != (config.run_id, config.round):
+            raise CrucibleError(f"the token is for round {job.round} of run {job.run_id}, not {config.round}")
+        if job.round != 0:
+            raise CrucibleError(
+                f"round {job.round} is a refinement round: this version of crucible worker executes "
+                "search rounds (round 0) only; refinement rounds run on the controller"
+            )
+        spec = _fetch_components(api, config.workdir, inputs)
+        uploads = _Uploads(api, config.workdir / "outgoing", job)
+        ledger = HttpLedger(config.controller_url, config.token, before_keep=uploads)
+        ctx = _context(config, spec, job, inputs, ledger, environ, cancel, observer)
+        uploads.ctx = ctx
+        result = run_loop(ctx, then=_stay if inputs.get("hand_over") else None)
+        outcome = RoundOutcome(result.status, result.stop_reason, result.message)
+        api.finish(
+            {
+                "run_status": str(outcome.run_status),
+                "stop_reason": str(outcome.stop_reason) if outcome.stop_reason else None,
+                "message": outcome.message,
+                "kept": outcome.kept,
+            }
+        )
+        return outcome
+    finally:
+        if ledger is not None:
+            ledger.close()
+        api.close()
+
+
+def _stay(ctx: RunContext, searched: LoopResult) -> LoopResult:
+    """Round 0 hands over to the feedback watch: the controller watches, not the worker."""
+    return searched
+
+
+def _fetch_components(api: WorkerApi, workdir: Path, inputs: Mapping[str, Any]) -> Spec:
+    """A local repository per component holding its start commits and base; the spec pointed at them."""
+    repos = workdir / "repos"
+    paths: dict[str, Path] = {}
+    for comp in inputs["components"]:
+        name = str(comp["name"])
+        bundle = workdir / "incoming" / f"{name}.bundle"
+        bundle.parent.mkdir(parents=True, exist_ok=True)
+        api.start_bundle(name, bundle)
+        repo = repos / name
+        repo.mkdir(parents=True, exist_ok=True)
+        run_git(["init", "-q"], repo)
+        heads = bundles.list_heads(bundle, repo)
+        bundles.fetch(bundle, repo, list(heads))
+        for ref, sha in heads.items():
+            bundles.pin(repo, ref, sha)
+        paths[name] = repo
+    spec = parse_spec(str(inputs["spec"]), repos)
+    missing = [c.name for c in spec.components if c.name not in paths]
+    if missing:
+        raise CrucibleError(f"the controller sent no commits for component(s) {', '.join(missing)}")
+    components = [c.model_copy(update={"repo": str(paths[c.name])}) for c in spec.components]
+    return spec.model_copy(update={"components": components})
+
+
+def _context(
+    config: WorkerConfig,
+    spec: Spec,
+    job: RoundJob,
+    inputs: Mapping[str, Any],
+    ledger: HttpLedger,
+    environ: Mapping[str, str],
+    cancel: threading.Event | None,
+    observer: Observer | None,
+) -> RunContext:
+    # No database: the URL below is never opened (the worker's record is the ledger).
+    settings = Settings(home=config.workdir / "home", database_url="sqlite://")
+    bases = {str(c["name"]): str(c["base_sha"]) for c in inputs["components"]}
+    ctx = build_context(
+        settings,
+        cast(Store, _NoStore()),
+        config.run_id,
+        spec,
+        base_shas=bases,
+        heads=dict(job.heads),
+        environ=worker_environ(environ),
+        observer=observer,
+        cancel=cancel,
+    )
+    ctx._ledger = ledger
+    ctx.lease_elsewhere = True
+    return ctx
+
+
+class _Uploads:
+    """The HTTP ledger's ``before_keep``: bundle the commits about to be kept and send them first."""
+
+    def __init__(self, api: WorkerApi, where: Path, job: RoundJob) -> None:
+        self.api = api
+        self.where = where
+        self.job = job
+        self.ctx: RunContext | None = None
+
+    def __call__(self, run_id: str, turn: int, commits: Mapping[str, str]) -> None:
+        assert self.ctx is not None
+        out = self.where / f"turn-{turn}.bundle"
+        # One bundle per component (each has its own clone); the start head is the prerequisite.
+        for name, sha in commits.items():
+            repo = self.ctx.checkout("candidate", name).path
+            ref = f"{CRUCIBLE_REF_PREFIX}{run_id}/{name}"
+            bundles.create_bundle(repo, out, {ref: sha}, exclude=(self.job.heads[name],))
+            self.api.send_bundle(out, turn)
