@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from controller.config.spec import Spec
     from controller.forge.base import Forge, ForgeUsage
     from controller.forge.github import GithubForge
+    from controller.services.remote_rounds import RemoteRounds
     from controller.services.service import ForgeFor, RunService
     from controller.store.store import Store
 
@@ -179,6 +180,25 @@ class Root:
             spec_for=lambda run_id: stored_spec(self.store(), run_id).broker,
             namespace=namespace,
         )
+
+    def worker_api(self, default_url: str) -> RemoteRounds:
+        """The controller's side of remote rounds (ADR-0014), which ``crucible serve`` mounts and the
+        remote brokers mint tokens from; workers reach it at ``CRUCIBLE_WORKER_CONTROLLER_URL`` or,
+        unset, ``default_url`` (where this process listens)."""
+        from controller.config.options import RunOptions
+        from controller.services.remote_rounds import RemoteRounds
+
+        store = self.store()
+        workers = self.settings.workers
+        remote = RemoteRounds(
+            self.settings,
+            store,
+            controller_url=workers.worker_controller_url or default_url,
+            token_ttl_s=workers.worker_token_ttl,
+            hand_over=lambda run_id: RunOptions.stored(store.get_run(run_id).options).watch_feedback,
+        )
+        self.remote_rounds = remote
+        return remote
 
     def close(self) -> None:
         if self._store is not None:

@@ -26,6 +26,7 @@ from controller.forge.base import ForgeUsage
 from controller.services.scheduler import Scheduler
 from controller.services.service import RunService
 from controller.services.submit import ForgeFactory
+from controller.services.remote_rounds import RemoteRounds
 
 log = logging.getLogger("crucible.serve")
 
@@ -42,6 +43,7 @@ def serve_app(
     forge_for: ForgeFactory | None = None,
     forge_usage: Callable[[], Mapping[str, ForgeUsage]] = dict,
     tick_s: float = 1.0,
+    remote: RemoteRounds | None = None,
 ) -> tuple[FastAPI, Scheduler]:
     """The app of ``crucible serve`` over the run service the composition root built (its broker
     must run rounds concurrently), with the scheduler and the service's feedback hub tied to the
@@ -62,6 +64,7 @@ def serve_app(
         on_delivery=hub.wake,
         stats=stats,
         forge_for=forge_for,
+        remote=remote,
     )
     inner = app.router.lifespan_context
 

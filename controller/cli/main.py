@@ -524,6 +524,8 @@ def serve(host: str, port: int, max_concurrent_runs: int | None) -> None:
     secret = settings.webhooks.webhook_secret
     if secret is None:
         click.echo("warning: CRUCIBLE_WEBHOOK_SECRET is not set: webhooks are refused (503)", err=True)
+    # The worker API first: the Kubernetes broker of the service mints its tokens there.
+    remote = root.worker_api(f"http://{_reachable(host)}:{port}")
     app, _scheduler = serve_app(
         root.service(),
         ApiTokens(
@@ -534,6 +536,7 @@ def serve(host: str, port: int, max_concurrent_runs: int | None) -> None:
         webhook_secret=secret.get_secret_value() if secret is not None else None,
         forge_for=root.forges.for_spec,
         forge_usage=root.forges.usage,
+        remote=remote,
     )
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     run_server(app, host, port)
@@ -571,6 +574,11 @@ def worker_cmd(
     signal.signal(signal.SIGINT, stop)
     outcome = run_worker(config, environ, cancel=cancel)
     click.echo(f"round {config.round} of run {config.run_id}: {outcome.message}")
+
+
+def _reachable(host: str) -> str:
+    """Where a worker on this machine reaches a server listening on ``host`` (any address: loopback)."""
+    return "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
 
 
 @cli.group()

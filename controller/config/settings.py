@@ -146,6 +146,17 @@ class KubernetesSettings(SettingsGroup):
     default: the kubeconfig context's, or the service account's."""
 
 
+class WorkerSettings(SettingsGroup):
+    """What the controller tells the workers of remote rounds (``crucible worker``, ADR-0014)."""
+
+    worker_controller_url: str | None = None
+    """CRUCIBLE_WORKER_CONTROLLER_URL: the controller's API as loop pods reach it (a Service URL such
+    as ``http://crucible.crucible.svc:8080``); default: the host and port ``crucible serve`` listens on."""
+    worker_token_ttl: float = Field(default=6 * 3600.0, gt=0)
+    """CRUCIBLE_WORKER_TOKEN_TTL, seconds: the longest a round's worker token is good (it is revoked
+    as soon as the round ends); bounds what a leaked token could do, so keep it near a round's length."""
+
+
 class Settings(BaseModel):
     """The whole tree. ``home`` and ``database_url`` are top-level because every command needs them.
 
@@ -168,6 +179,7 @@ class Settings(BaseModel):
     api: ApiSettings = Field(default_factory=ApiSettings)
     scheduler: SchedulerSettings = Field(default_factory=SchedulerSettings)
     kubernetes: KubernetesSettings = Field(default_factory=KubernetesSettings)
+    workers: WorkerSettings = Field(default_factory=WorkerSettings)
 
     GROUPS: ClassVar[dict[str, type[SettingsGroup]]] = {
         "forge": ForgeSettings,
@@ -175,6 +187,7 @@ class Settings(BaseModel):
         "api": ApiSettings,
         "scheduler": SchedulerSettings,
         "kubernetes": KubernetesSettings,
+        "workers": WorkerSettings,
     }
 
     @classmethod

@@ -18,6 +18,7 @@ from typing import Any
 
 from controller.brokers.base import Broker, RoundReport
 from controller.brokers.local import RoundRunner
+from controller.brokers.routing import RoutedBroker
 from controller.config.options import RunOptions
 from controller.config.settings import Settings
 from controller.config.spec import Spec, parse_spec
@@ -192,7 +193,7 @@ class RunService:
         job = search_job(ctx, attempt=self._attempts.get(ctx.run_id, 0))
         report = self._finished(ctx, self._launch(job))
         assert report.outcome is not None
-        if self.broker.capabilities.remote:
+        if self._remote(job.run_id, job.round):
             self._take_remote_round(ctx)
         outcome = report.outcome
         reason = outcome.stop_reason or StopReason.ERROR
@@ -208,6 +209,12 @@ class RunService:
         except KeyboardInterrupt:
             ctx.executor.cancel.set()
             return finish(ctx, StopReason.CANCELLED, "stopped: cancelled by the user")
+
+    def _remote(self, run_id: str, round: int) -> bool:
+        """Whether the round ran elsewhere (a routed broker answers per round, ADR-0015)."""
+        if isinstance(self.broker, RoutedBroker):
+            return self.broker.capabilities_for(run_id, round).remote
+        return self.broker.capabilities.remote
 
     def _take_remote_round(self, ctx: RunContext) -> None:
         """After a round executed elsewhere (ADR-0014): its kept commits arrived as verified bundles

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from controller.api.auth import ApiTokens
+from controller.api.serve import serve_app
 from controller.domain.jobs import RoundJob
+from controller.localforge.server import serve_in_thread
 from controller.services.remote_rounds import token_hash
-from tests.worker.conftest import OPERATOR, Controller
+from controller.wiring import build
+from tests.worker.conftest import OPERATOR, Clock, Controller
 
 
 def test_the_env_names_the_round_and_carries_no_other_credential(controller: Controller) -> None:
@@ -116,3 +122,40 @@ def test_worker_routes_stay_out_of_the_operator_document(controller: Controller)
     with controller.client(None) as http:
         paths = http.get("/openapi.json").json()["paths"]
     assert not [p for p in paths if p.startswith("/api/worker")]
+
+
+def test_the_composition_root_builds_the_worker_api_crucible_serve_mounts(
+    tmp_path: Path, database_url: str
+) -> None:
+    environ = {
+        "CRUCIBLE_HOME": str(tmp_path / "home"),
+        "CRUCIBLE_DATABASE_URL": database_url,
+        "CRUCIBLE_WORKER_CONTROLLER_URL": "http://crucible.crucible.svc:8080",
+        "CRUCIBLE_WORKER_TOKEN_TTL": "60",
+    }
+    root = build(environ)
+    try:
+        store = root.upgraded_store()
+        remote = root.worker_api("http://127.0.0.1:8080")
+        assert root.remote_rounds is remote
+        Controller("http://unused", store, remote, root.settings, Clock()).seed_run("r1")
+        job = RoundJob(run_id="r1", round=0, turns=1, first_turn=1, heads={"app": "a" * 40})
+        env = remote.mint_worker_env(job)
+        assert env["CRUCIBLE_CONTROLLER_URL"] == "http://crucible.crucible.svc:8080"
+        grant = store.worker_round_by_token(token_hash(env["CRUCIBLE_WORKER_TOKEN"]))
+        assert grant is not None and 59 < (grant.expires_at - grant.created_at).total_seconds() <= 60
+        app, _scheduler = serve_app(
+            root.settings,
+            store,
+            ApiTokens(OPERATOR),
+            max_concurrent_runs=1,
+            webhook_secret=None,
+            remote=remote,
+        )
+        with serve_in_thread(app) as url:
+            served = Controller(url, store, remote, root.settings, Clock())
+            with served.client(env["CRUCIBLE_WORKER_TOKEN"]) as http:
+                answer = http.get("/api/worker/runs/r1/job")
+        assert answer.status_code == 200 and answer.json()["job"]["run_id"] == "r1"
+    finally:
+        root.close()
