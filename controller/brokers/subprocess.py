@@ -1,8 +1,9 @@
 """``SubprocessBroker``: each round runs ``crucible worker`` as a child process of the controller.
 
 The remote path of the Kubernetes broker (ADR-0014, ADR-0015) without a cluster: the child gets
-only the environment a loop pod would (the worker's four variables, minted per round, on top of a
-base environment the composition root scrubbed of every credential), its own working directory,
+only the environment a loop pod would (the worker's variables, minted per round, on top of the few
+variables in ``CHILD_VARIABLES`` taken from the given environment: no database URL, no forge or API
+credential can pass, whatever the controller's own environment holds), its own working directory,
 and talks to the controller over HTTP like a pod. What the round concluded comes from the
 controller (``remote_outcome``: what the worker reported, once accepted), never from the child's
 output; a child that exits otherwise is a FAILED round with its exit code and the tail of its log.
@@ -34,6 +35,10 @@ RemoteOutcome = Callable[[str, int], RoundOutcome | None]
 Revoke = Callable[[str, int], None]
 
 WORKER_COMMAND: tuple[str, ...] = (sys.executable, "-m", "controller.cli.main", "worker")
+# What a child takes from the environment it is given (a pod's image sets as much): nothing secret.
+CHILD_VARIABLES = frozenset(
+    {"PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "USER", "LOGNAME", "VIRTUAL_ENV"}
+)
 LOG_TAIL = 2000  # characters of the child's output a FAILED report quotes
 
 
@@ -65,7 +70,7 @@ class SubprocessBroker:
         self._outcome = remote_outcome
         self._revoke = revoke
         self._root = root
-        self._environ = dict(environ)
+        self._environ = {name: value for name, value in environ.items() if name in CHILD_VARIABLES}
         self._command = tuple(command)
         self._kill_after_s = kill_after_s
         self._rounds: dict[tuple[str, int], _Round] = {}
