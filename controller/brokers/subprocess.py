@@ -80,16 +80,19 @@ class SubprocessBroker:
     def launch(self, job: RoundJob) -> RoundReport:
         with self._lock:
             known = self._rounds.get(job.key)
-            if known is not None:
+            if known is not None and known.job.attempt == job.attempt:
                 if known.job != job:
                     raise ConflictError(
-                        f"round {job.round} of run {job.run_id} was launched with a different job"
+                        f"round {job.round} of run {job.run_id} (attempt {job.attempt}) was launched "
+                        "with a different job"
                     )
                 return known.report
-            workdir = self._root / job.run_id / f"round-{job.round}"
+            if known is not None:
+                _check_supersedes(known, job)
+            workdir = self._root / job.run_id / f"round-{job.round}-{job.attempt}"
             entry = _Round(job, RoundReport(job.run_id, job.round, RoundState.PENDING), workdir)
-            self._rounds[job.key] = entry
-        name = f"crucible-worker-{job.run_id}-{job.round}"
+            self._rounds[job.key] = entry  # (run, round) -> its latest attempt
+        name = f"crucible-worker-{job.run_id}-{job.round}-{job.attempt}"
         threading.Thread(target=self._execute, args=(entry,), name=name, daemon=True).start()
         return entry.report
 
@@ -179,6 +182,17 @@ class SubprocessBroker:
     def _move(self, entry: _Round, state: RoundState, **changes: object) -> None:
         check_round_transition(entry.report.state, state)
         entry.report = replace(entry.report, state=state, **changes)  # type: ignore[arg-type]
+
+
+def _check_supersedes(known: _Round, job: RoundJob) -> None:
+    """A new attempt replaces a round's finished latest attempt, and nothing else (ADR-0012)."""
+    where = f"round {job.round} of run {job.run_id}"
+    if job.attempt < known.job.attempt:
+        raise ConflictError(f"{where}: attempt {job.attempt} is stale, attempt {known.job.attempt} exists")
+    if not known.report.finished:
+        raise ConflictError(
+            f"{where}: attempt {known.job.attempt} is still {known.report.state}; cancel it and wait first"
+        )
 
 
 def _signal_group(process: subprocess.Popen[bytes], sig: signal.Signals) -> None:

@@ -76,7 +76,7 @@ def test_the_child_gets_no_credential_whatever_the_controller_holds(tmp_path: Pa
     broker.launch(contract.job())
     report = broker.wait("r1", 0, contract.WAIT)
     assert report.state is RoundState.FAILED and "reported no outcome" in (report.error or "")
-    seen = json.loads((tmp_path / "children" / "r1" / "round-0" / "worker.log").read_text())
+    seen = json.loads((tmp_path / "children" / "r1" / "round-0-0" / "worker.log").read_text())
     assert set(seen) - {"PWD", "SHLVL", "_", "LC_CTYPE"} == {
         "PATH",
         "HOME",

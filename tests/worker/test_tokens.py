@@ -144,14 +144,9 @@ def test_the_composition_root_builds_the_worker_api_crucible_serve_mounts(
         assert env["CRUCIBLE_CONTROLLER_URL"] == "http://crucible.crucible.svc:8080"
         grant = store.worker_round_by_token(token_hash(env["CRUCIBLE_WORKER_TOKEN"]))
         assert grant is not None and 59 < (grant.expires_at - grant.created_at).total_seconds() <= 60
-        app, _scheduler = serve_app(
-            root.settings,
-            store,
-            ApiTokens(OPERATOR),
-            max_concurrent_runs=1,
-            webhook_secret=None,
-            remote=remote,
-        )
+        root.inline = False  # as crucible serve builds it
+        tokens = ApiTokens(OPERATOR)
+        app, _ = serve_app(root.service(), tokens, max_concurrent_runs=1, webhook_secret=None, remote=remote)
         with serve_in_thread(app) as url:
             served = Controller(url, store, remote, root.settings, Clock())
             with served.client(env["CRUCIBLE_WORKER_TOKEN"]) as http:
