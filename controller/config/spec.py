@@ -15,6 +15,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
+import math
 import re
 import tomllib
 from collections.abc import Mapping
@@ -369,6 +370,24 @@ class Spec(_Model):
                 raise _KeyedError(("component", index, "repo"), f"no such directory: {path}")
         return self
 
+    @model_validator(mode="after")
+    def _parallel_can_keep(self) -> Spec:
+        """With N parallel hypotheses the keep rule tests at Holm's levels, the first (1 - confidence)/N
+        (ADR-0016): too few samples per side make even a candidate better in every sample fail it."""
+        n, metric = self.broker.parallel, self.metric
+        if n == 1 or metric.confidence == 0 or metric.samples < 3:  # no test runs: the medians decide
+            return self
+        first = float(1 - Decimal(repr(metric.confidence))) / n
+        if 1 / math.comb(2 * metric.samples, metric.samples) > first:
+            needed = next((k for k in range(metric.samples, 200) if 1 / math.comb(2 * k, k) <= first), 200)
+            message = (
+                f"with metric.samples = {metric.samples} no hypothesis can ever be kept: the smallest "
+                f"p-value of {metric.samples} vs {metric.samples} samples is above Holm's first level "
+                f"{first:.3g} ((1 - confidence) / {n}); raise metric.samples to at least {needed}"
+            )
+            raise _KeyedError(("broker", "parallel"), message)
+        return self
+
     def component(self, name: str) -> ComponentSpec:
         """The component called ``name``; NotFoundError if there is none."""
         for component in self.components:
@@ -393,6 +412,8 @@ class Spec(_Model):
                 for c in self.components
             ],
         }
+        if self.broker.parallel != 1:  # N hypotheses change the keep rule (Holm over N, ADR-0016)
+            decided["parallel"] = self.broker.parallel
         canonical = json.dumps(decided, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 

@@ -125,3 +125,29 @@ def test_quantities_are_read_as_kubernetes_reads_them(text: str, value: object) 
 def test_quantities_kubernetes_refuses_are_refused(text: str) -> None:
     with pytest.raises(ValueError, match="quantity"):
         quantity_value(text)
+
+
+def _with_metric(tmp_path: Path, parallel: int, **metric: Any) -> Spec:
+    spec = doc(parallel=parallel)
+    spec["metric"].update(metric)
+    return parse_spec(tomlkit.dumps(spec), tmp_path)
+
+
+def test_parallel_refuses_sample_counts_that_can_never_pass_holm(tmp_path: Path) -> None:
+    with pytest.raises(SpecError) as caught:
+        _with_metric(tmp_path, 2, samples=3)
+    assert caught.value.key == "broker.parallel"
+    assert "raise metric.samples to at least 4" in str(caught.value)
+    with pytest.raises(SpecError, match="at least 6"):
+        _with_metric(tmp_path, 13, samples=5)
+    # Enough samples, no test at all, or one hypothesis: accepted.
+    assert _with_metric(tmp_path, 12, samples=5).broker.parallel == 12
+    assert _with_metric(tmp_path, 4, samples=3, confidence=0.0).broker.parallel == 4
+    assert _with_metric(tmp_path, 4, samples=2).broker.parallel == 4
+    assert _with_metric(tmp_path, 1, samples=3).broker.parallel == 1
+
+
+def test_parallel_changes_the_fingerprint_but_one_keeps_the_old_one(tmp_path: Path) -> None:
+    one, unset, four = parse(tmp_path, parallel=1), parse(tmp_path), parse(tmp_path, parallel=4)
+    assert one.fingerprint() == unset.fingerprint(), "runs started before [broker] still resume"
+    assert four.fingerprint() != one.fingerprint(), "a different N is a different keep rule"
