@@ -35,6 +35,13 @@ if TYPE_CHECKING:
     from controller.store.store import Store
 
 
+def round_kind(spec_kind: str, round: int) -> str:
+    """The broker kind a round of a run goes to: the spec's for round 0; refinement rounds stay local,
+    since ``crucible worker`` executes search rounds only (ADR-0014) and the controller holds the
+    commits a remote round 0 brought back."""
+    return spec_kind if round == 0 else "local"
+
+
 def process_environment() -> dict[str, str]:
     """The process environment, read here and nowhere else in ``controller``."""
     return dict(os.environ)
@@ -152,7 +159,7 @@ class Root:
         inline = self.inline
         return RoutedBroker(
             {"local": lambda: LocalBroker(runner, inline=inline), "kubernetes": self.kubernetes_broker},
-            lambda run_id, _round: stored_spec(self.store(), run_id).broker.kind,
+            lambda run_id, round: round_kind(stored_spec(self.store(), run_id).broker.kind, round),
             concurrent=not inline,
         )
 

@@ -4,12 +4,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from controller.api.auth import ApiTokens
 from controller.api.serve import serve_app
+from controller.brokers.local import LocalBroker
+from controller.brokers.routing import RoutedBroker
+from controller.domain.errors import SpecError
 from controller.domain.jobs import RoundJob
 from controller.localforge.server import serve_in_thread
 from controller.services.remote_rounds import token_hash
-from controller.wiring import build
+from controller.store import NewRun
+from controller.wiring import build, round_kind
 from tests.worker.conftest import OPERATOR, Clock, Controller
 
 
@@ -152,5 +158,37 @@ def test_the_composition_root_builds_the_worker_api_crucible_serve_mounts(
             with served.client(env["CRUCIBLE_WORKER_TOKEN"]) as http:
                 answer = http.get("/api/worker/runs/r1/job")
         assert answer.status_code == 200 and answer.json()["job"]["run_id"] == "r1"
+    finally:
+        root.close()
+
+
+def test_refinement_rounds_of_a_kubernetes_run_stay_local(tmp_path: Path, database_url: str) -> None:
+    """``crucible worker`` refuses refinement rounds, so the routed broker keeps them on the controller."""
+    assert round_kind("kubernetes", 0) == "kubernetes"
+    assert [round_kind("kubernetes", n) for n in (1, 2)] == ["local", "local"]
+    assert round_kind("local", 0) == "local"
+    environ = {"CRUCIBLE_HOME": str(tmp_path / "home"), "CRUCIBLE_DATABASE_URL": database_url}
+    root = build(environ)
+    try:
+        store = root.upgraded_store()
+        spec = 'objective = "x"\n[agent]\ncommand = "true"\n[metric]\ncommand = "true"\nname = "m"\n'
+        spec += '[[component]]\nname = "app"\nrepo = "."\n[broker]\nkind = "kubernetes"\nimage = "loop:1"\n'
+        store.create_run(
+            NewRun(
+                id="k1",
+                spec_text=spec,
+                spec_fingerprint="f",
+                spec_path=str(tmp_path / "crucible.toml"),
+                objective="x",
+                metric_name="m",
+                direction="minimize",
+                turns_planned=1,
+            )
+        )
+        broker = root.service().broker
+        assert isinstance(broker, RoutedBroker)
+        assert isinstance(broker.broker_for("k1", 1), LocalBroker), "no cluster needed for round 1"
+        with pytest.raises(SpecError, match=r"broker\.kind"):
+            broker.broker_for("k1", 0)  # round 0 goes to Kubernetes, which this process cannot reach
     finally:
         root.close()
