@@ -69,10 +69,8 @@ def _escapees(session: int, since: int) -> tuple[list[int], list[int]]:
     nor another running command's. The start time keeps processes this program started itself in
     their own session before the command (a server, a test's fixture) out of it."""
     me, own_session = os.getpid(), os.getsid(0)
-    live: list[int] = []
-    zombies: list[int] = []
-    with SPAWN_LOCK:
-        running = set(active_sessions)
+    live: list[tuple[int, int]] = []  # (pid, session)
+    zombies: list[tuple[int, int]] = []
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit() or int(entry.name) == me:
             continue
@@ -80,17 +78,25 @@ def _escapees(session: int, since: int) -> tuple[list[int], list[int]]:
         if found is None:
             continue
         parent, sid, state, started = found
-        foreign = parent == me and sid != own_session and sid not in running
+        foreign = parent == me and sid != own_session
         if state in (b"Z", b"X"):
             # A dead orphan is reaped whenever it started: as a subreaper this process inherits the
             # zombies of everything that leaves one (bwrap's namespace init after a probe, say).
             if parent == me and (sid == session or foreign):
-                zombies.append(int(entry.name))
+                zombies.append((int(entry.name), sid))
         elif sid == session or (foreign and (started, int(entry.name)) > (since, session)):
             # Started after the command's leader: a later clock tick, or the same tick (10 ms) and a
             # higher pid (pids are handed out in order; a wrap within one tick is not a concern).
-            live.append(int(entry.name))
-    return live, zombies
+            live.append((int(entry.name), sid))
+    # The sessions of running commands are read *after* the scan: a command another thread spawned
+    # while the scan ran is registered by then (it registers under SPAWN_LOCK before the lock is
+    # free), so it is never taken for an orphan. Read before the scan, a server's concurrent runs
+    # killed each other's freshly started commands (ADR-0012).
+    with SPAWN_LOCK:
+        running = set(active_sessions) - {session}
+    live = [(pid, sid) for pid, sid in live if sid not in running]
+    zombies = [(pid, sid) for pid, sid in zombies if sid not in running]
+    return [pid for pid, _ in live], [pid for pid, _ in zombies]
 
 
 def reap_escapees(session: int, since: int, grace_s: float = ESCAPEE_GRACE_S) -> list[int]:
