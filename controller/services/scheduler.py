@@ -32,6 +32,7 @@ from controller.domain.errors import (
     LeaseHeldError,
     LeaseLostError,
     RefusedError,
+    RetryLaterError,
 )
 from controller.services import schemas
 from controller.services.context import Detached
@@ -41,6 +42,8 @@ from controller.services.service import RunService, Signals
 from controller.services.submit import reopen
 
 log = logging.getLogger(__name__)
+
+CLAIM_BATCH = 8  # runs claimed per tick at most (see ``tick``)
 
 
 @dataclass
@@ -55,7 +58,14 @@ class Scheduler:
     """Claims runs from the store and drives them through the run service (see the module
     docstring); thread-safe."""
 
-    def __init__(self, service: RunService, *, max_concurrent_runs: int, tick_s: float = 1.0) -> None:
+    def __init__(
+        self,
+        service: RunService,
+        *,
+        max_concurrent_runs: int,
+        tick_s: float = 1.0,
+        claim_batch: int = CLAIM_BATCH,
+    ) -> None:
         if max_concurrent_runs < 1:
             raise ValueError(f"max_concurrent_runs must be >= 1, got {max_concurrent_runs}")
         if not service.broker.capabilities.concurrent:
@@ -64,6 +74,7 @@ class Scheduler:
         self.settings, self.store = service.settings, service.store
         self.max_concurrent_runs = max_concurrent_runs
         self.tick_s = tick_s
+        self.claim_batch = claim_batch
         # Resume's takeover check knows this process's own claims by this owner (liveness).
         self.owner = process_owner()
         self._driving: dict[str, _Driven] = {}
@@ -156,7 +167,11 @@ class Scheduler:
             room = self.max_concurrent_runs - len(self._driving)
         if room <= 0 or self._stopping.is_set():
             return []
-        claimed = self.store.claim_runs(self.owner, self.settings.lease_ttl_s, limit=room)
+        # At most a batch per tick: a replica that starts with a thousand claimable runs starts them a
+        # batch a second rather than all at once (their checkouts and baselines would starve the
+        # database pool and the disk together; bench/scheduler.py).
+        limit = min(room, self.claim_batch)
+        claimed = self.store.claim_runs(self.owner, self.settings.lease_ttl_s, limit=limit)
         with self._lock:
             # A run this process drives whose renewal lagged past its expiry is claimed again: it is
             # still ours and still driven (the claim renewed its lease); never start it twice.
@@ -180,6 +195,9 @@ class Scheduler:
             log.info("run %s: detached; its lease is handed back", run_id)
         except LeaseHeldError as error:  # another replica claimed it between our claim and start
             log.info("run %s: driven elsewhere: %s", run_id, error)
+        except RetryLaterError as error:  # a busy database: hand the run back, a later tick retries
+            log.warning("run %s: handed back, the database is busy: %s", run_id, error)
+            self._hand_back(run_id)
         except RefusedError as error:
             if self.store.get_run(run_id).lease_owner not in (None, self.owner):
                 log.info("run %s: driven elsewhere: %s", run_id, error)
@@ -211,6 +229,12 @@ class Scheduler:
             return self.service.resume(run_id, signals=signals, heartbeat=beat)
         finally:
             beat.stop()
+
+    def _hand_back(self, run_id: str) -> None:
+        try:
+            self.store.release_lease(run_id, self.owner)
+        except CrucibleError as error:  # it runs out on its own
+            log.warning("run %s: could not hand the lease back: %s", run_id, error)
 
     def _fail(self, run_id: str, message: str) -> None:
         """A run this process cannot drive (its spec or bases changed, an error): failed, with the

@@ -28,6 +28,9 @@ def translate_errors() -> Iterator[None]:
         if isinstance(exc, sa_exc.OperationalError):
             raise RetryLaterError(f"database busy or unreachable: {message}") from exc
         raise
+    except sa_exc.TimeoutError as exc:
+        # No pooled connection came free in time: as transient as a busy database.
+        raise RetryLaterError(f"database busy: no free connection in the pool ({exc})") from exc
     except sa_exc.StatementError as exc:
         # A value the driver or the JSON serialiser refused (NaN in a payload, a naive datetime).
         if isinstance(exc.orig, ValueError | TypeError):

@@ -113,3 +113,21 @@ def test_the_scheduler_needs_a_concurrent_broker(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="concurrent broker"):
         Scheduler(inline.service(), max_concurrent_runs=1)
     inline.close()
+
+
+def test_a_tick_claims_at_most_a_batch(tmp_path: Path, root: Root) -> None:
+    """A replica starting with many claimable runs starts them a batch per tick (ADR-0012)."""
+    gate = tmp_path / "gate"
+    repo = make_repo(tmp_path / "app", {"src/a.txt": "0\n", "crucible.toml": SPEC.format(gate=gate)})
+    spec_path = repo / "crucible.toml"
+    service = root.service()
+    ids = [
+        service.create(load_spec(spec_path), spec_path.read_text(), spec_path, RunOptions()) for _ in range(5)
+    ]
+    scheduler = Scheduler(service, max_concurrent_runs=10, tick_s=3600, claim_batch=2)
+    try:
+        assert len(scheduler.tick()) == 2
+    finally:
+        assert scheduler.stop(60) == []
+    store = root.store()
+    assert sum(store.get_run(r).status is not RunStatus.PENDING for r in ids) == 2

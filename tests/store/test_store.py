@@ -607,3 +607,15 @@ def test_an_unreachable_database_is_retry_later() -> None:
             store.get_run("r1")
     finally:
         store.close()
+
+
+def test_an_exhausted_connection_pool_is_retry_later_not_a_crash() -> None:
+    """A server driving many runs at once can wait out the pool's timeout; that is a busy database,
+    which the scheduler answers by handing the run back (ADR-0012), not an unknown error."""
+    from sqlalchemy import exc as sa_exc
+
+    from controller.domain.errors import RetryLaterError
+    from controller.store.errors import translate_errors
+
+    with pytest.raises(RetryLaterError, match="no free connection"), translate_errors():
+        raise sa_exc.TimeoutError("QueuePool limit of size 20 overflow 20 reached")
