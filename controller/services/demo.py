@@ -136,11 +136,22 @@ class DemoForge:
             self.process.wait()
 
 
-def _demo_spec(repo: Path, upstream: str, api_url: str) -> str:
-    """The bundled spec, pointed at the local forge (the copy lives outside the repository)."""
+KUBERNETES_TABLE = """
+[broker]
+kind = "kubernetes"
+image = "crucible:demo"
+resources = { requests = { cpu = "100m", memory = "256Mi" }, limits = { memory = "2Gi" } }
+deadline = "30m"
+ttl = "10m"
+"""
+
+
+def _demo_spec(repo: Path, upstream: str, api_url: str, *, kubernetes: bool = False) -> str:
+    """The bundled spec, pointed at the local forge (the copy lives outside the repository); with
+    ``kubernetes``, its search round runs as a Job (``crucible demo --kubernetes``)."""
     text = (repo / "crucible.toml").read_text()
     text = text.replace('repo = "."', f'repo = "{repo.name}"\nupstream = "{upstream}"')
-    return text + f'\n[publish]\nforge = "{api_url}"\n'
+    return text + f'\n[publish]\nforge = "{api_url}"\n' + (KUBERNETES_TABLE if kubernetes else "")
 
 
 DemoServices = Callable[[Settings, Forge], RunService]
@@ -156,8 +167,9 @@ def run_demo(
     observer: Observer,
     environ: Mapping[str, str],
     services: DemoServices,
+    kubernetes: bool = False,
 ) -> int:
-    """Run the demo; return the process exit code."""
+    """Run the demo; return the process exit code. ``kubernetes``: round 0 runs as a Job."""
     root = workdir or Path(tempfile.mkdtemp(prefix="crucible-demo-"))
     root.mkdir(parents=True, exist_ok=True)
     repo = make_demo_repo(root / "router", environ)
@@ -171,7 +183,7 @@ def run_demo(
         forge.add_reviewer(upstream)
         say(f"demo: local forge at {forge.url}; upstream repository {upstream}")
         spec_path = root / "crucible.toml"
-        spec_path.write_text(_demo_spec(repo, upstream, forge.api_url))
+        spec_path.write_text(_demo_spec(repo, upstream, forge.api_url, kubernetes=kubernetes))
         client = GithubForge(forge.api_url, ForgeCredentials.for_token(forge.token), write_interval=0)
         settings = Settings(
             home=home,

@@ -34,7 +34,7 @@ from typing import Any
 
 from controller.brokers.base import RoundOutcome
 from controller.config.settings import Settings
-from controller.config.spec import parse_spec
+from controller.config.spec import Spec, parse_spec
 from controller.domain.enums import EventKind, Outcome, Reason, RunStatus, StopReason, TurnPhase
 from controller.domain.errors import (
     ConflictError,
@@ -263,7 +263,7 @@ class RemoteRounds:
         if outside or not heads:
             raise self._refuse(grant, turn, f"refs outside the run: {', '.join(outside) or '(none at all)'}")
         proved: dict[str, str] = {}
-        spec = parse_spec(self.store.get_run(run_id).spec_text, scratch)
+        spec = self._spec(run_id)
         for ref, sha in heads.items():
             name = allowed[ref]
             repo = self._repo(components[name])
@@ -327,6 +327,13 @@ class RemoteRounds:
             self.store.append_event(run_id, EventKind.REJECTED, {**payload, "turn": turn})
         self.store.revoke_worker_rounds(run_id, grant.round)
         return PolicyViolation(f"policy_violation: bundle refused: {detail}")
+
+    def _spec(self, run_id: str) -> Spec:
+        """The run's spec as it was read: relative repository paths resolve against the spec file's
+        directory (only the globs and commands are used here)."""
+        run = self.store.get_run(run_id)
+        spec_dir = Path(run.spec_path).parent if run.spec_path else Path.cwd()
+        return parse_spec(run.spec_text, spec_dir)
 
     def _component(self, run_id: str, name: str) -> ComponentRecord:
         for comp in self.store.list_components(run_id):

@@ -39,3 +39,18 @@ def connect(
         'a run with [broker] kind = "kubernetes" needs a cluster: set CRUCIBLE_KUBECONFIG to a kubeconfig '
         "file, or run the controller in the cluster (deploy/)",
     )
+
+
+def unreachable(kubeconfig: Path | None, namespace: str | None, *, timeout_s: float = 5.0) -> str | None:
+    """Why no control plane answers with these settings, or None when one does."""
+    try:
+        api, _ = connect(kubeconfig, namespace)
+    except SpecError as exc:
+        return str(exc)
+    try:
+        client.VersionApi(api).get_code(_request_timeout=timeout_s)
+    except Exception as exc:  # any failure to answer means the same thing here
+        return f"the API server of {kubeconfig or 'this pod'} does not answer ({type(exc).__name__})"
+    finally:
+        api.close()  # type: ignore[no-untyped-call]
+    return None

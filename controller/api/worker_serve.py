@@ -1,0 +1,49 @@
+"""The worker routes alone, served from a thread of this process, for a controller that drives
+Kubernetes rounds without ``crucible serve`` (``crucible demo --kubernetes``): its loop pods need an API
+to fetch their round from and report to (ADR-0014, ADR-0015)."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import uvicorn
+from fastapi import FastAPI
+
+from controller.api import errors
+from controller.api.worker import worker_router
+from controller.services.remote_rounds import RemoteRounds
+
+START_S = 15.0
+
+
+def worker_app(remote: RemoteRounds) -> FastAPI:
+    """An app with only the worker routes (each request needs its round's worker token)."""
+    app = FastAPI(title="crucible worker API", docs_url=None, redoc_url=None, openapi_url=None)
+    errors.install(app)
+    app.include_router(worker_router(remote))
+    return app
+
+
+@contextmanager
+def serving(app: FastAPI, host: str = "127.0.0.1") -> Iterator[str]:
+    """Serve ``app`` on a free port of ``host`` for the ``with`` block; yields its base URL."""
+    sock = socket.socket()
+    sock.bind((host, 0))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="worker-api", daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + START_S
+        while not server.started:
+            if not thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("the worker API did not start")
+            time.sleep(0.01)
+        yield f"http://{host}:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=START_S)
+        sock.close()

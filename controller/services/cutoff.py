@@ -1,0 +1,61 @@
+"""The turn a remote round was in when its pod died: decided ``failed`` with the broker's named reason.
+
+A worker decides its turns through the ledger API; when its pod is evicted, OOM-killed, deleted or
+runs past its deadline, the turn it had started stays STARTED and no one will decide it. The broker
+says why the round failed (``FailureReason``: ``evicted: ...``); this records that on the turn, so the
+run's history says what happened and the next attempt of the round goes on from the next turn
+(ADR-0015). The DESIGN §5 reasons are kept (no migration): a round past its deadline is ``timeout``,
+every other loss ``cancelled`` (the infrastructure stopped the turn's commands); ``detail`` carries
+the named reason and its evidence.
+"""
+
+from __future__ import annotations
+
+from controller.domain.enums import EventKind, Outcome, Reason, TurnPhase
+from controller.domain.errors import ConflictError
+from controller.store.records import TurnDecision, TurnRecord
+from controller.store.store import Store
+
+# FailureReason values (brokers.kubernetes) that mean the pod, not the worker's own logic, ended the turn.
+LOST = ("evicted", "oom_killed", "deadline_exceeded", "pod_lost", "job_deleted", "start_failed")
+
+
+def cut_off_reason(error: str | None) -> str | None:
+    """The named reason of a round that failed because its pod was lost; None for any other failure."""
+    head = (error or "").split(":", 1)[0].strip()
+    return head if head in LOST else None
+
+
+def fail_cut_off_turn(store: Store, run_id: str, round: int, error: str) -> TurnRecord | None:
+    """Decide the round's STARTED turn (if any) ``failed`` naming ``error``; the decided turn, or None
+    when no turn was in progress (or another process decided it first)."""
+    named = cut_off_reason(error)
+    if named is None:
+        return None
+    open_turns = [
+        t for t in store.list_turns(run_id, last=5) if t.phase is TurnPhase.STARTED and t.round == round
+    ]
+    if not open_turns:
+        return None
+    turn = open_turns[-1]
+    reason = Reason.TIMEOUT if named == "deadline_exceeded" else Reason.CANCELLED
+    decision = TurnDecision(Outcome.FAILED, reason, detail=error)
+    payload = {
+        "turn": turn.number,
+        "round": round,
+        "outcome": str(Outcome.FAILED),
+        "reason": str(reason),
+        "detail": error,
+        "lost": named,
+    }
+    try:
+        return store.decide_turn(
+            run_id,
+            turn.number,
+            decision,
+            champion=None,
+            component_heads={},
+            event=(EventKind.FAILED, payload),
+        )
+    except ConflictError:  # decided meanwhile (the worker's last report arrived after all)
+        return None

@@ -1,0 +1,64 @@
+"""The turn a remote round was in when its pod was lost is decided ``failed``, naming why (ADR-0015)."""
+
+from __future__ import annotations
+
+import pytest
+
+from controller.domain.enums import EventKind, Outcome, Reason, RunStatus, TurnPhase
+from controller.services.cutoff import cut_off_reason, fail_cut_off_turn
+from controller.store import ComponentRecord, NewRun, Store
+
+
+@pytest.fixture
+def store(database_url: str) -> Store:
+    opened = Store.open(database_url, upgrade=True)
+    opened.create_run(
+        NewRun(
+            id="r1",
+            spec_text='objective = "x"\n',
+            spec_fingerprint="fp",
+            spec_path=None,
+            objective="o",
+            metric_name="m",
+            direction="minimize",
+            turns_planned=3,
+        )
+    )
+    sha = "a" * 40
+    opened.add_component(
+        ComponentRecord(
+            run_id="r1", name="app", repo="/src", base_ref="main", base_sha=sha, head_sha=sha, extra={}
+        )
+    )
+    opened.set_run_status("r1", RunStatus.RUNNING)
+    return opened
+
+
+@pytest.mark.parametrize(
+    ("error", "reason"),
+    [
+        ("evicted: EvictionByEvictionAPI: Eviction API: evicting", Reason.CANCELLED),
+        ("pod_lost: the pod was deleted before it finished", Reason.CANCELLED),
+        ("oom_killed: the worker ran out of its memory limit", Reason.CANCELLED),
+        ("deadline_exceeded: Job was active longer than specified deadline", Reason.TIMEOUT),
+    ],
+)
+def test_the_started_turn_of_a_lost_pod_fails_naming_the_reason(
+    store: Store, error: str, reason: Reason
+) -> None:
+    store.start_turn("r1", 1, 0)
+    decided = fail_cut_off_turn(store, "r1", 0, error)
+    assert decided is not None and decided.phase is TurnPhase.DECIDED
+    assert (decided.outcome, decided.reason, decided.detail) == (Outcome.FAILED, reason, error)
+    (event,) = [e for e in store.list_events("r1") if e.kind is EventKind.FAILED]
+    assert event.payload["lost"] == error.split(":")[0] and event.payload["turn"] == 1
+    store.close()
+
+
+def test_nothing_is_decided_for_a_failure_of_the_worker_itself_or_without_an_open_turn(store: Store) -> None:
+    store.start_turn("r1", 1, 0)
+    assert fail_cut_off_turn(store, "r1", 0, "worker_failed: crucible worker exited 1: boom") is None
+    assert fail_cut_off_turn(store, "r1", 1, "pod_lost: deleted") is None, "no open turn in round 1"
+    assert store.get_turn("r1", 1).phase is TurnPhase.STARTED
+    assert cut_off_reason(None) is None and cut_off_reason("evicted: x") == "evicted"
+    store.close()
