@@ -597,8 +597,15 @@ def upgrade() -> None:
 @click.option("--turns", default=8, type=click.IntRange(min=1), help="turns in round 0")
 @click.option("--json", "as_json", is_flag=True)
 @click.option("--keep", "keep_dir", type=click.Path(path_type=Path), default=None, help="work here, keep it")
-def demo(turns: int, as_json: bool, keep_dir: Path | None) -> None:
+@click.option(
+    "--kubernetes",
+    is_flag=True,
+    help="run the search round as a Job on the Kubernetes control plane CRUCIBLE_KUBECONFIG names",
+)
+def demo(turns: int, as_json: bool, keep_dir: Path | None, kubernetes: bool) -> None:
     """The whole loop end to end on embedded defaults, offline."""
+    from contextlib import ExitStack
+
     from controller.cli.display import TableObserver
     from controller.config.settings import Settings
     from controller.forge.base import Forge
@@ -607,19 +614,50 @@ def demo(turns: int, as_json: bool, keep_dir: Path | None) -> None:
     from controller.wiring import build
 
     root = _root()
+    if kubernetes:
+        _require_control_plane(root.settings)
+    stack = ExitStack()
 
     def services(settings: Settings, forge: Forge) -> RunService:
-        return build(root.environ, settings=settings, forge_for=lambda spec: forge).service()
+        settings = settings.model_copy(update={"kubernetes": root.settings.kubernetes})
+        demo_root = build(root.environ, settings=settings, forge_for=lambda spec: forge)
+        if kubernetes:
+            from controller.api.worker_serve import serving, worker_app
+            from controller.services.remote_rounds import RemoteRounds
 
-    code = run_demo(
-        turns=turns,
-        as_json=as_json,
-        workdir=keep_dir,
-        observer=TableObserver(),
-        environ=root.environ,
-        services=services,
-    )
+            remote = RemoteRounds(settings, demo_root.store(), controller_url="http://127.0.0.1")
+            remote.controller_url = stack.enter_context(serving(worker_app(remote)))
+            demo_root.remote_rounds = remote
+        return demo_root.service()
+
+    with stack:
+        code = run_demo(
+            turns=turns,
+            as_json=as_json,
+            workdir=keep_dir,
+            observer=TableObserver(),
+            environ=root.environ,
+            services=services,
+            kubernetes=kubernetes,
+        )
     sys.exit(code)
+
+
+K8S_HINT = """crucible demo --kubernetes needs a Kubernetes control plane: {problem}
+On this machine, from a crucible checkout:
+  bash scripts/k8s/up                  # a real API server, etcd and Job controller on 127.0.0.1
+  eval "$(bash scripts/k8s/env)"
+  CRUCIBLE_KUBECONFIG=$CRUCIBLE_K8S_KUBECONFIG crucible demo --kubernetes
+Or point CRUCIBLE_KUBECONFIG at any cluster whose nodes can reach this machine."""
+
+
+def _require_control_plane(settings: Any) -> None:
+    from controller.brokers.kubernetes.connect import unreachable
+
+    problem = unreachable(settings.kubernetes.kubeconfig, settings.kubernetes.kube_namespace)
+    if problem is not None:
+        click.echo(K8S_HINT.format(problem=problem), err=True)
+        sys.exit(EXIT_USAGE)
 
 
 @cli.command("forge", context_settings={"ignore_unknown_options": True, "help_option_names": []})
