@@ -243,9 +243,7 @@ class RunService:
         self._current[job.run_id] = job.round
         # A remote round still running for this run (its Job, after this controller or another
         # restarted) is adopted, not launched again: its worker goes on reporting (ADR-0015).
-        adopted = (
-            self._in_flight(job.run_id, job.round) if self._ran_remotely(job.run_id, job.round) else None
-        )
+        adopted = self._in_flight(job.run_id, job.round) if self._remote(job.run_id, job.round) else None
         if adopted is not None:
             return adopted
         self.rounds_launched += 1
@@ -258,12 +256,6 @@ class RunService:
         except NotFoundError:
             return None
         return None if report.finished else report
-
-    def _ran_remotely(self, run_id: str, round: int) -> bool:
-        """Whether the round ran elsewhere: a broker that routes per round says per round."""
-        per_round = getattr(self.broker, "capabilities_for", None)
-        caps = per_round(run_id, round) if per_round is not None else self.broker.capabilities
-        return bool(caps.remote)
 
     def _finished(self, ctx: RunContext, report: RoundReport) -> RoundReport:
         """Wait for a launched round to end; a failed round is the run's error, a detached one
@@ -284,7 +276,7 @@ class RunService:
         if ctx.detach.is_set() and ctx.executor.cancel.is_set():
             raise Detached(f"run {ctx.run_id} detached from this process; it goes on when resumed")
         if report.state == RoundState.FAILED:
-            if report.error and self._ran_remotely(run_id, number):
+            if report.error and self._remote(run_id, number):
                 # Its pod was lost mid-turn: that turn is decided failed, naming why (ADR-0015).
                 fail_cut_off_turn(self.store, run_id, number, report.error)
             raise CrucibleError(report.error or f"round {number} of run {run_id} failed")

@@ -4,10 +4,16 @@ plane the command says how to start one."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
+from kubernetes import client
+
+from tests.k8s.conftest import ControlPlane
 
 CLI = [sys.executable, "-c", "from controller.cli.main import main; main()"]
 
@@ -25,3 +31,18 @@ def test_without_a_control_plane_the_demo_says_how_to_start_one(tmp_path: Path) 
     assert done.returncode == 2
     assert "bash scripts/k8s/up" in done.stderr and "CRUCIBLE_KUBECONFIG" in done.stderr
     assert not (tmp_path / "runs").exists()
+@pytest.mark.slow
+def test_the_demo_runs_its_search_round_as_a_job(tmp_path: Path, control_plane: ControlPlane) -> None:
+    env = _env(CRUCIBLE_HOME=str(tmp_path / "home"), CRUCIBLE_KUBECONFIG=str(control_plane.kubeconfig))
+    argv = [*CLI, "demo", "--kubernetes", "--turns", "3", "--json", "--keep", str(tmp_path / "demo")]
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr
+    view = json.loads(done.stdout.strip().splitlines()[-1])
+    assert view["status"] == "completed"
+    assert len([t for t in view["turns"] if t["round"] == 0]) == 3
+    [pull] = view["pull_requests"]
+    assert pull["head_sha"] == view["components"][0]["head_sha"]
+    batch = client.BatchV1Api(control_plane.api)
+    job = batch.read_namespaced_job(f"crucible-{view['run_id']}-0", "default")
+    assert any(c.type == "Complete" and c.status == "True" for c in job.status.conditions)
+    batch.delete_namespaced_job(job.metadata.name, "default", propagation_policy="Foreground")

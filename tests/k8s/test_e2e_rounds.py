@@ -1,0 +1,284 @@
+"""Rounds through the real control plane with the real ``crucible worker`` (ADR-0015, ADR-0014).
+
+The run service drives the run with ``KubernetesBroker``: each round is a Job whose pod the process node
+runs as ``python -m controller.cli.main worker`` on this host, with only the pod's environment (the
+worker's variables, its token from the round's Secret). The worker reaches the controller's app (its
+worker routes) over HTTP, as a pod reaches the controller's Service. Compared with the same run through
+the local broker: the same decisions, the same trees.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from kubernetes import client
+
+from controller.api.app import create_app
+from controller.api.auth import ApiTokens
+from controller.brokers.kubernetes.broker import KubernetesBroker
+from controller.brokers.local import LocalBroker
+from controller.config.options import RunOptions
+from controller.config.settings import Settings
+from controller.config.spec import load_spec
+from controller.domain.enums import EventKind, Outcome, Reason, RunStatus, StopReason, TurnPhase
+from controller.domain.errors import CrucibleError
+from controller.localforge.server import serve_in_thread
+from controller.services.recovery import stored_spec
+from controller.services.remote_rounds import RemoteRounds
+from controller.services.service import RunService
+from controller.store import Store, TurnRecord
+from tests.conftest import git, make_repo
+from tests.k8s.broker_harness import RESTRICTED
+from tests.k8s.conftest import ControlPlane, wait_until
+from tests.worker.conftest import OPERATOR, _Control
+
+pytestmark = pytest.mark.slow
+
+WORKER = (sys.executable, "-m", "controller.cli.main", "worker")
+
+SPEC = """
+objective = "bring m down"
+turns = 4
+
+[agent]
+builtin = "knobs"
+seed = 11
+
+[[agent.knob]]
+file = "conf.json"
+key = "a"
+values = [1, 2, 3, 4, 5, 6]
+
+[sandbox]
+mode = "none"
+
+[metric]
+command = "python3 bench.py"
+name = "m"
+direction = "minimize"
+samples = 3
+warmups = 0
+confidence = 0
+interleave = false
+sequential = false
+
+[[component]]
+name = "app"
+repo = "."
+mutable = ["conf.json"]
+
+[broker]
+kind = "kubernetes"
+image = "crucible:test"
+namespace = "{namespace}"
+resources = {{ requests = {{ cpu = "10m", memory = "64Mi" }}, limits = {{ memory = "1Gi" }} }}
+deadline = "10m"
+"""
+
+BENCH = """
+import json, os, time
+a = json.load(open("conf.json"))["a"]
+time.sleep(float(open("slow.txt").read()) if os.path.exists("slow.txt") else 0)
+print(f"METRIC m={(a - 4) ** 2 + 1}")
+"""
+
+
+@dataclass
+class Sides:
+    local: RunService
+    remote: RunService
+    store: Store
+    spec_path: Path
+    namespace: str
+    api_url: str
+    settings: Settings
+
+
+@pytest.fixture
+def metric_delay() -> str:
+    """Seconds each metric run sleeps (a test that must catch a round mid-way slows it)."""
+    return "0"
+
+
+@pytest.fixture
+def sides(
+    metric_delay: str,
+    tmp_path: Path,
+    database_url: str,
+    control_plane: ControlPlane,
+    namespace: Callable[..., str],
+) -> Iterator[Sides]:
+    ns = namespace(labels=RESTRICTED)
+    files = {"conf.json": json.dumps({"a": 1}), "bench.py": BENCH}
+    if metric_delay != "0":
+        files["slow.txt"] = metric_delay
+    repo = make_repo(tmp_path / "app", files)
+    spec_path = repo / "crucible.toml"
+    spec_path.write_text(SPEC.format(namespace=ns))
+    git(repo, "add", "crucible.toml")
+    git(repo, "commit", "-q", "-m", "spec")
+    with Store.open(database_url, upgrade=True) as store:
+        local_settings = Settings(home=tmp_path / "home-local", database_url=database_url)
+        settings = Settings(home=tmp_path / "home-remote", database_url=database_url, lease_ttl_s=2.0)
+        remote = RemoteRounds(settings, store, controller_url="http://unused")
+        app = create_app(settings, store, ApiTokens(OPERATOR), _Control(), remote=remote)
+        with serve_in_thread(app) as url:
+            remote.controller_url = url
+            local = RunService(
+                local_settings,
+                store,
+                environ={},
+                forge_for=_no_forge,
+                broker=lambda runner: LocalBroker(runner, inline=True),
+            )
+            brokers: list[KubernetesBroker] = []
+
+            def kubernetes(_runner: object) -> KubernetesBroker:
+                broker = KubernetesBroker(
+                    control_plane.api,
+                    mint_worker_env=remote.mint_worker_env,
+                    remote_outcome=remote.remote_outcome,
+                    revoke=remote.revoke,
+                    spec_for=lambda run_id: stored_spec(store, run_id).broker,
+                    command=WORKER,
+                )
+                brokers.append(broker)
+                return broker
+
+            service = RunService(settings, store, environ={}, forge_for=_no_forge, broker=kubernetes)
+            yield Sides(local, service, store, spec_path, ns, url, settings)
+            for broker in brokers:
+                broker.close()
+
+
+def _no_forge(spec: object) -> object:
+    raise AssertionError("these runs do not publish")
+
+
+def _run(service: RunService, spec_path: Path) -> str:
+    spec = load_spec(spec_path)
+    run_id = service.create(spec, spec_path.read_text(), spec_path, RunOptions())
+    result = service.drive(run_id)
+    assert result.status is RunStatus.COMPLETED, result.message
+    return run_id
+
+
+def _decisions(turns: list[TurnRecord]) -> list[tuple[object, ...]]:
+    return [(t.number, t.round, t.outcome, t.reason, t.value, t.hypothesis, t.changed_paths) for t in turns]
+
+
+def test_a_round_through_the_control_plane_decides_and_commits_as_the_local_round(
+    sides: Sides, control_plane: ControlPlane
+) -> None:
+    local_id = _run(sides.local, sides.spec_path)
+    remote_id = _run(sides.remote, sides.spec_path)
+    store = sides.store
+    local_turns, remote_turns = store.list_turns(local_id), store.list_turns(remote_id)
+    assert len(remote_turns) == 4
+    assert _decisions(remote_turns) == _decisions(local_turns)
+    assert any(t.commits for t in remote_turns), "the seed keeps at least one turn"
+    local_run, remote_run = store.get_run(local_id), store.get_run(remote_id)
+    assert (remote_run.stop_reason, remote_run.champion_value, remote_run.champion_turn) == (
+        local_run.stop_reason,
+        local_run.champion_value,
+        local_run.champion_turn,
+    )
+    assert remote_run.stop_reason is StopReason.MAX_TURNS
+    local_clone = sides.local.settings.run_dir(local_id) / "arms" / "candidate" / "app"
+    remote_clone = sides.remote.settings.run_dir(remote_id) / "arms" / "candidate" / "app"
+    local_head = store.list_components(local_id)[0].head_sha
+    remote_head = store.list_components(remote_id)[0].head_sha
+    assert git(remote_clone, "rev-parse", f"{remote_head}^{{tree}}") == git(
+        local_clone, "rev-parse", f"{local_head}^{{tree}}"
+    )
+    # It ran as a Job in the namespace, one for the round, and completed.
+    (job,) = client.BatchV1Api(control_plane.api).list_namespaced_job(sides.namespace).items
+    assert job.metadata.name == f"crucible-{remote_id}-0"
+    assert any(c.type == "Complete" and c.status == "True" for c in job.status.conditions)
+
+
+@pytest.mark.parametrize("metric_delay", ["0.7"])
+def test_a_restarted_controller_adopts_the_running_job_and_records_each_turn_once(
+    sides: Sides, control_plane: ControlPlane, database_url: str
+) -> None:
+    spec = load_spec(sides.spec_path)
+    run_id = sides.remote.create(spec, sides.spec_path.read_text(), sides.spec_path, RunOptions())
+    driver = [sys.executable, str(Path(__file__).with_name("controller_proc.py")), database_url]
+    driver += [
+        str(sides.settings.home),
+        sides.api_url,
+        str(control_plane.kubeconfig),
+        run_id,
+        json.dumps(WORKER),
+    ]
+    with (sides.settings.home.parent / "controller.log").open("wb") as log:
+        first = subprocess.Popen(driver, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            wait_until(
+                lambda: any(t.outcome is not None for t in sides.store.list_turns(run_id)),
+                what="the first turn decided through the worker",
+                timeout=180,
+            )
+        finally:
+            first.kill()  # the controller dies mid-round; its Job runs on
+            first.wait()
+    assert _running_jobs(control_plane, sides.namespace) == 1
+
+    result = sides.remote.resume(run_id)  # waits out the dead controller's lease, then adopts
+
+    assert result.status is RunStatus.COMPLETED, result.message
+    turns = sides.store.list_turns(run_id)
+    assert [t.number for t in turns] == [1, 2, 3, 4], "each turn decided once"
+    assert all(t.outcome is not None for t in turns)
+    jobs = client.BatchV1Api(control_plane.api).list_namespaced_job(sides.namespace).items
+    assert [j.metadata.name for j in jobs] == [f"crucible-{run_id}-0"], "no second Job"
+    decided = [e for e in sides.store.list_events(run_id) if e.kind in _DECIDED]
+    assert sorted(e.payload["turn"] for e in decided) == [1, 2, 3, 4], "no turn recorded twice"
+
+
+_DECIDED = {EventKind.ACCEPTED, EventKind.REJECTED, EventKind.FAILED, EventKind.NO_CHANGE}
+
+
+def _running_jobs(control_plane: ControlPlane, ns: str) -> int:
+    jobs = client.BatchV1Api(control_plane.api).list_namespaced_job(ns).items
+    return len([j for j in jobs if not j.status.conditions])
+
+
+@pytest.mark.parametrize("metric_delay", ["0.7"])
+def test_a_pod_deleted_mid_turn_fails_that_turn_naming_why(sides: Sides, control_plane: ControlPlane) -> None:
+    spec = load_spec(sides.spec_path)
+    run_id = sides.remote.create(spec, sides.spec_path.read_text(), sides.spec_path, RunOptions())
+    errors: list[BaseException] = []
+
+    def drive() -> None:
+        try:
+            sides.remote.drive(run_id)
+        except CrucibleError as exc:
+            errors.append(exc)
+
+    driver = threading.Thread(target=drive)
+    driver.start()
+    wait_until(
+        lambda: any(t.phase is TurnPhase.STARTED and t.number >= 2 for t in sides.store.list_turns(run_id)),
+        what="a turn started after the first was decided",
+        timeout=180,
+    )
+    core = client.CoreV1Api(control_plane.api)
+    (pod,) = core.list_namespaced_pod(sides.namespace, label_selector=f"job-name=crucible-{run_id}-0").items
+    # No grace period: the worker is killed before it can report (a kubelet's SIGTERM with a grace
+    # period lets it cancel the turn and report that itself).
+    core.delete_namespaced_pod(pod.metadata.name, sides.namespace, grace_period_seconds=0)
+    driver.join(timeout=180)
+    assert not driver.is_alive()
+    assert errors and str(errors[0]).startswith("pod_lost: ")
+    cut = [t for t in sides.store.list_turns(run_id) if t.outcome is Outcome.FAILED]
+    assert cut, "the cut-off turn is decided"
+    assert cut[-1].reason is Reason.CANCELLED and (cut[-1].detail or "").startswith("pod_lost: ")
+    assert all(t.phase is TurnPhase.DECIDED for t in sides.store.list_turns(run_id)), "none left open"
