@@ -31,6 +31,8 @@ def test_without_a_control_plane_the_demo_says_how_to_start_one(tmp_path: Path) 
     assert done.returncode == 2
     assert "bash scripts/k8s/up" in done.stderr and "CRUCIBLE_KUBECONFIG" in done.stderr
     assert not (tmp_path / "runs").exists()
+
+
 @pytest.mark.slow
 def test_the_demo_runs_its_search_round_as_a_job(tmp_path: Path, control_plane: ControlPlane) -> None:
     env = _env(CRUCIBLE_HOME=str(tmp_path / "home"), CRUCIBLE_KUBECONFIG=str(control_plane.kubeconfig))
