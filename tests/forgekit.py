@@ -235,7 +235,7 @@ class PublishingRun:
 
     def context(self, publisher: Publisher | None = None) -> RunContext:
         """Open the run's context; with ``publisher``, every new champion is published through it."""
-        ctx = open_context(self.settings, self.store, self.run_id, self.spec)
+        ctx = open_context(self.settings, self.store, self.run_id, self.spec, environ=dict(os.environ))
         if publisher is not None:
             ctx.on_champion = publisher.publish
         return ctx

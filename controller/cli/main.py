@@ -309,8 +309,9 @@ def _drive(
 
 def _dry(spec: Any, turns: int | None) -> bool:
     from controller.services.dryrun import dry_run
+    from controller.wiring import process_environment
 
-    plan = dry_run(spec, turns)
+    plan = dry_run(spec, process_environment(), turns)
     as_json = "--json" in sys.argv
     if as_json:
         _emit_json(plan)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -19,14 +18,13 @@ SURFACE_LIMIT = 200  # files listed per component; the count is always exact
 DRY_RUN_ID = "r0-dry-run"  # a run id is made when the run is created; the dry run shows the shape
 
 
-def sandbox_problems(spec: Spec, environ: Mapping[str, str] | None = None) -> list[str]:
+def sandbox_problems(spec: Spec, environ: Mapping[str, str]) -> list[str]:
     """What would keep the agent, validation or metric command from starting inside the sandbox
     (issue 13), as a turn would report it; [] without a sandbox."""
     sandboxed, _ = resolve_network(spec.sandbox.mode, spec.sandbox.network)
     if not sandboxed:
         return []
-    env = os.environ if environ is None else environ
-    home = Path(env.get("HOME") or "/").resolve()
+    home = Path(environ.get("HOME") or "/").resolve()
     hide = [home] if home.is_dir() and home != Path("/") else []
     commands = {"agent": spec.agent.command, "metric": spec.metric.command}
     if spec.validation is not None:
@@ -36,13 +34,13 @@ def sandbox_problems(spec: Spec, environ: Mapping[str, str] | None = None) -> li
         if command is None:
             continue
         found = preflight(
-            command, network=spec.sandbox.network, home="/tmp", hide=hide, search_path=env.get("PATH")
+            command, network=spec.sandbox.network, home="/tmp", hide=hide, search_path=environ.get("PATH")
         )
         problems += [f"{role}: {problem}" for problem in found]
     return problems
 
 
-def dry_run(spec: Spec, turns: int | None = None) -> dict[str, Any]:
+def dry_run(spec: Spec, environ: Mapping[str, str], turns: int | None = None) -> dict[str, Any]:
     bases = resolve_bases(spec)
     commands = [spec.metric.command] + ([spec.validation.command] if spec.validation else [])
     components = []
@@ -94,7 +92,7 @@ def dry_run(spec: Spec, turns: int | None = None) -> dict[str, Any]:
         },
         "validation": spec.validation.command if spec.validation else None,
         "sandbox": spec.sandbox.mode,
-        "sandbox_problems": sandbox_problems(spec),
+        "sandbox_problems": sandbox_problems(spec, environ),
         "budget": {
             "wall_clock_s": budget.wall_clock,
             "cost_usd": budget.cost_usd,

@@ -7,7 +7,6 @@ checkouts at the recorded heads, which is also how a resumed run reconciles its 
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Mapping
 from pathlib import Path
@@ -125,7 +124,7 @@ def open_context(
     run_id: str,
     spec: Spec,
     *,
-    environ: Mapping[str, str] | None = None,
+    environ: Mapping[str, str],
     observer: Observer | None = None,
     cancel: threading.Event | None = None,
 ) -> RunContext:
@@ -152,7 +151,7 @@ def build_context(
     *,
     base_shas: Mapping[str, str],
     heads: Mapping[str, str],
-    environ: Mapping[str, str] | None = None,
+    environ: Mapping[str, str],
     observer: Observer | None = None,
     cancel: threading.Event | None = None,
 ) -> RunContext:
@@ -164,15 +163,14 @@ def build_context(
     layout.agent_dir.mkdir(parents=True, exist_ok=True)
     layout.logs.mkdir(parents=True, exist_ok=True)
     sandbox, network_warning = resolve_network(spec.sandbox.mode, spec.sandbox.network)
-    env = os.environ if environ is None else environ
     hide = [settings.home]
-    real_home = env.get("HOME")
+    real_home = environ.get("HOME")
     if real_home and Path(real_home).is_dir() and Path(real_home).resolve() != Path("/"):
         hide.insert(0, Path(real_home).resolve())
     executor = Executor(
         groups=GroupRegistry(layout.process_groups),
         run_id=run_id,
-        scrubbed=scrub_env(env, spec.agent.env_allow),
+        scrubbed=scrub_env(environ, spec.agent.env_allow),
         hide=hide,
         private=[settings.home],
         disk_budget=spec.budget.disk,

@@ -139,7 +139,7 @@ def preflight(
     """Problems that would keep ``command`` (run as ``/bin/sh -c command``) from starting inside the
     sandbox, found before any turn (``crucible loop --dry-run``): a program found on ``PATH`` neither
     outside nor inside, and every path it needs that is missing inside. Runs one bwrap probe."""
-    search = os.environ.get("PATH", os.defpath) if search_path is None else search_path
+    search = os.defpath if search_path is None else search_path  # no PATH: what exec searches
     problems = [
         f"{word}: not found on PATH (outside the sandbox either)"
         for word in program_words(command)
@@ -209,10 +209,11 @@ def wrap_command(
     each ``hide`` path (e.g. the user's real home when ``home`` differs, or CRUCIBLE_HOME: the
     database and other runs); then, read-only, what ``argv`` (or ``expose_for``) needs to start
     that those masks hid (``sandboxpaths.needed_paths``: programs after ``PATH`` lookup in
-    ``search_path``, default ``$PATH``, and symlinks, their ``#!`` interpreters and virtual
-    environments, absolute paths it names), except anything inside ``private``; then each
-    ``writable`` path bound read-write, then each ``readonly`` path bound read-only (so
-    ``Checkout.sandbox_readonly_paths()`` can re-protect ``.git`` inside a writable checkout).
+    ``search_path``, the command's PATH (without one ``os.defpath``, as exec searches), and
+    symlinks, their ``#!`` interpreters and virtual environments, absolute paths it names),
+    except anything inside ``private``; then each ``writable`` path bound read-write, then each
+    ``readonly`` path bound read-only (so ``Checkout.sandbox_readonly_paths()`` can re-protect
+    ``.git`` inside a writable checkout).
     Every tmpfs is capped at ``tmpfs_bytes`` when given (the run's disk budget: what a command writes
     to ``/tmp`` is memory, not the run directory the budget measures).
     ``HOME`` is set to ``home`` and ``TMPDIR`` to ``/tmp``. The working directory is ``cwd`` when

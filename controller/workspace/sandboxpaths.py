@@ -119,7 +119,7 @@ def _virtualenv(program: Path) -> list[Path]:
 
 def needed_paths(argv: Sequence[str], search_path: str | None = None) -> list[Path]:
     """Absolute paths ``argv`` needs to start (see the module docstring), existing ones only, sorted."""
-    search = os.environ.get("PATH", os.defpath) if search_path is None else search_path
+    search = os.defpath if search_path is None else search_path  # no PATH: what exec searches
     pending: list[Path] = []
     for word in command_words(argv):
         if os.path.isabs(word):
@@ -150,7 +150,7 @@ def under(paths: Iterable[Path], roots: Iterable[Path]) -> list[Path]:
 def start_problem(stderr: str, search_path: str | None = None) -> str | None:
     """Why a command exiting 126/127 inside the sandbox could not start, from its stderr: the missing
     path, and whether it exists outside the sandbox. None when stderr names nothing."""
-    search = os.environ.get("PATH", os.defpath) if search_path is None else search_path
+    search = os.defpath if search_path is None else search_path  # no PATH: what exec searches
     for pattern in _NOT_FOUND:
         match = pattern.search(stderr)
         if match is None:

@@ -91,16 +91,14 @@ def test_nothing_else_in_controller_reads_the_environment() -> None:
     """STYLE.md rule 7: the composition root reads it once; everything else is handed a mapping.
 
     Allowed: ``wiring.py`` (the one read), ``localforge`` (its own application with its own edge),
-    the bundled example agent (a user program), and two defaults for the environment of *child
-    processes* when a library caller passes none (see ADR-0003)."""
+    the bundled example agent (a user program), and ``workspace/git.py``: crucible's own git
+    commands run in crucible's own environment less the inherited ``GIT_*`` variables, exactly what a
+    child process inherits, and threading a mapping through every git call would hand each of them
+    the same thing (ADR-0013). The environment of the run's commands (``services/runs.py``,
+    ``services/dryrun.py``) and their ``PATH`` (``workspace/sandbox*.py``) are parameters."""
     allowed = {
         "wiring.py",
-        # Defaults for a library caller that passes no mapping (the composition root always does):
-        "services/runs.py",  # the environment the run's commands are scrubbed from
-        "services/dryrun.py",  # the same, for --dry-run's report
         "workspace/git.py",  # crucible's own git commands, without inherited GIT_* variables
-        "workspace/sandbox.py",  # PATH, to find bwrap when no search path is given
-        "workspace/sandboxpaths.py",  # PATH, to find a command's program likewise
     }
     offenders = []
     pattern = re.compile(r"os\.environ|os\.getenv|getenv\(")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -43,7 +44,9 @@ def test_a_clean_drift_is_followed_by_a_fast_forward_merge(world: World, tmp_pat
     old_base = store.list_components(run_id)[0].base_sha
     old_head = store.list_pulls(run_id)[0].pushed_sha
     new_main = _alice_moves_main(world, tmp_path, "README.md", "app, now documented\n")
-    ctx = open_context(world.settings, store, run_id, load_spec(world.tmp / "crucible.toml"))
+    ctx = open_context(
+        world.settings, store, run_id, load_spec(world.tmp / "crucible.toml"), environ=dict(os.environ)
+    )
 
     [record] = Publisher(world.client).publish(ctx)
 
@@ -68,7 +71,9 @@ def test_a_conflicting_drift_pushes_nothing_and_says_needs_rebase(world: World, 
     old_base = store.list_components(run_id)[0].base_sha
     old_head = store.list_pulls(run_id)[0].pushed_sha
     _alice_moves_main(world, tmp_path, "src/value.txt", "11\n")
-    ctx = open_context(world.settings, store, run_id, load_spec(world.tmp / "crucible.toml"))
+    ctx = open_context(
+        world.settings, store, run_id, load_spec(world.tmp / "crucible.toml"), environ=dict(os.environ)
+    )
 
     [record] = Publisher(world.client).publish(ctx)
 

@@ -6,6 +6,7 @@ the ``github`` adapter (PyGithub) and ``git push``, exactly as it would reach Gi
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,7 +76,9 @@ class World:
 
     def context(self, store: Store, run_id: str) -> RunContext:
         """The run's context opened again from the spec on disk, as a later crucible command would."""
-        return open_context(self.settings, store, run_id, load_spec(self.tmp / "crucible.toml"))
+        return open_context(
+            self.settings, store, run_id, load_spec(self.tmp / "crucible.toml"), environ=dict(os.environ)
+        )
 
     def pulls(self, run_id: str) -> list[object]:
         repo = self.github.get_repo("alice/app")
