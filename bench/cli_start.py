@@ -3,8 +3,8 @@
 Arms (each a fresh interpreter, run ``--repeat`` times, best and median kept):
   floor      ``python -c pass``
   help       ``crucible --help``
-  runs-list  ``crucible runs list`` on a fresh, migrated SQLite database (it touches the store, so
-             SQLAlchemy is imported; FastAPI, the forge and Alembic are not)
+  runs-list  ``crucible runs list`` on a fresh, migrated SQLite database (read with ``sqlite3``: neither
+             SQLAlchemy nor pydantic, FastAPI, the forge or Alembic is imported; ADR-0013)
 
     python bench/cli_start.py [--repeat 15]
 
