@@ -203,11 +203,13 @@ def load(base: str, path: str, clients: int, seconds: float) -> Arm:
     def client() -> None:
         mine = []
         with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30) as http:
-            while time.monotonic() < deadline:
+            while True:  # at least one request each, however late a loaded machine starts the thread
                 start = time.perf_counter()
                 response = http.get(path)
                 mine.append(time.perf_counter() - start)
                 response.raise_for_status()
+                if time.monotonic() >= deadline:
+                    break
         with lock:
             latencies.extend(mine)
 
