@@ -1,0 +1,435 @@
+"""The server's scheduler (issue 8, ADR-0012): controller CPU per turn, and the RSS of an idle server.
+
+1. **CPU per turn.** ``--runs`` short runs (a trivial agent and metric, ``--turns`` turns each) are
+   submitted to the run service ``crucible serve`` builds (threaded local broker) and driven by its
+   ``Scheduler`` (``--concurrent`` at once), in this process. The turn's
+   own commands are measured apart: each is run alone ``CALIBRATION`` times in the same run (as
+   ``/bin/sh -c`` like crucible runs it) for its CPU cost. Printed: the controller's CPU per decided
+   turn (this process's CPU, every thread, plus its waited children's, git included, minus the
+   commands' own) against the commands' CPU per turn, as a ratio; and the wall time.
+2. **RSS of an idle server watching PRs.** A local forge holds one repository with ``--prs`` open draft
+   PRs (generated once under ``--cache``, reused after). ``crucible serve`` (a real process) is started
+   on an empty database: its RSS is the floor. Then on a database holding ``--prs`` watching runs, one
+   PR each (a run with 0 search turns that publishes and watches feedback; its pull recorded as crucible
+   publishes it): the server claims them all, each run measures its baseline and settles into its
+   feedback watch, the feedback hub polls the repository. Once every run watches and the hub has
+   read every PR, RSS is sampled for a few seconds; the maximum is printed against the floor and the
+   300 MB target.
+
+    python bench/scheduler.py [--runs 200] [--turns 2] [--concurrent 8] [--prs 1000] [--quick]
+
+``--quick``: 20 runs and 100 PRs (about a minute and a half). Exit status 1 if a run did not finish or
+stopped instead of watching, or with ``--strict`` if RSS is over the target.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from poll_budget import call, source_repo  # noqa: E402
+
+from controller.config.options import RunOptions  # noqa: E402
+from controller.config.settings import Settings  # noqa: E402
+from controller.config.spec import parse_spec  # noqa: E402
+from controller.domain.enums import FINISHED_STATUSES, RunPhase, RunStatus  # noqa: E402
+from controller.forge.github import basic_auth_env  # noqa: E402
+from controller.localforge.server import running_forge  # noqa: E402
+from controller.localforge.users import add_user  # noqa: E402
+from controller.services.scheduler import Scheduler  # noqa: E402
+from controller.store import NewRun, Store  # noqa: E402
+from controller.store.records import ComponentRecord, PullRecord  # noqa: E402
+from controller.wiring import build  # noqa: E402
+
+RSS_TARGET_MB = 300.0
+TOKEN = "bench-scheduler-token-0123456789"
+ALICE = "bench-scheduler-alice"
+AGENT = "echo $CRUCIBLE_TURN > src/a.txt"
+METRIC = "echo METRIC m=$(cat src/a.txt)"
+CALIBRATION = 200  # executions of each command, measured alone, for its CPU cost
+
+RUN_SPEC = """
+objective = "count up"
+turns = {turns}
+[agent]
+command = "{agent}"
+[sandbox]
+mode = "none"
+[metric]
+command = "{metric}"
+name = "m"
+direction = "maximize"
+samples = 1
+warmups = 0
+confidence = 0
+interleave = false
+[[component]]
+name = "app"
+repo = "."
+base = "main"
+mutable = ["src/**"]
+"""
+
+WATCH_SPEC = """
+objective = "hold the line"
+turns = 0
+[agent]
+command = "true"
+[sandbox]
+mode = "none"
+[metric]
+command = "echo METRIC m=1"
+name = "m"
+samples = 1
+warmups = 0
+confidence = 0
+interleave = false
+[[component]]
+name = "app"
+repo = "{repo}"
+base = "main"
+mutable = ["f.txt"]
+upstream = "alice/app"
+[publish]
+forge = "{api}"
+[feedback]
+poll_interval = "30s"
+max_rounds = 5
+"""
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def git(cwd: Path, *args: str) -> str:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@x"}
+    env.update(GIT_COMMITTER_NAME="b", GIT_COMMITTER_EMAIL="b@x")
+    done = subprocess.run(["git", "-C", str(cwd), *args], check=True, env=env, capture_output=True, text=True)
+    return done.stdout.strip()
+
+
+def until(check: Callable[[], bool], what: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise SystemExit(f"timed out waiting for {what}")
+        time.sleep(0.2)
+
+
+# -- 1. CPU per turn -----------------------------------------------------------------------------
+
+
+def children_cpu() -> float:
+    times = os.times()
+    return times.children_user + times.children_system
+
+
+def command_cpu(command: str, cwd: Path) -> float:
+    """CPU seconds one run of ``command`` costs, as crucible runs it (``/bin/sh -c``), measured alone
+    ``CALIBRATION`` times in this run (the kernel's per-process accounting of waited children)."""
+    env = {**os.environ, "CRUCIBLE_TURN": "1"}
+    before = children_cpu()
+    for _ in range(CALIBRATION):
+        subprocess.run(["/bin/sh", "-c", command], cwd=cwd, env=env, check=True, capture_output=True)
+    return (children_cpu() - before) / CALIBRATION
+
+
+def cpu_per_turn(work: Path, runs: int, turns: int, concurrent: int) -> tuple[float, float, int, float]:
+    """(controller CPU s per turn, commands' CPU s per turn, turns decided, wall s)."""
+    repo = work / "app"
+    repo.mkdir()
+    (repo / "src").mkdir()
+    (repo / "src" / "a.txt").write_text("0\n")
+    (repo / "crucible.toml").write_text(RUN_SPEC.format(turns=turns, agent=AGENT, metric=METRIC))
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "base")
+    settings = Settings(home=work / "home", database_url=f"sqlite:///{work / 'cpu.db'}")
+    root = build(dict(os.environ), settings=settings, inline=False)
+    service = root.service()
+    spec_path = repo / "crucible.toml"
+    spec = parse_spec(spec_path.read_text(), repo)
+    ids = [service.create(spec, spec_path.read_text(), spec_path, RunOptions()) for _ in range(runs)]
+    store = root.store()
+    scheduler = Scheduler(service, max_concurrent_runs=concurrent, tick_s=0.05)
+    before, children = time.process_time(), os.times()
+    started = time.monotonic()
+    scheduler.start()
+    try:
+        until(lambda: all(store.get_run(r).status in FINISHED_STATUSES for r in ids), "the runs", 3600)
+    finally:
+        scheduler.stop(30)
+    wall = time.monotonic() - started
+    after = os.times()
+    own = time.process_time() - before
+    waited = (after.children_user - children.children_user) + (
+        after.children_system - children.children_system
+    )
+    failed = [r for r in ids if store.get_run(r).status is not RunStatus.COMPLETED]
+    if failed:
+        raise SystemExit(f"{len(failed)} runs did not complete, e.g. {failed[0]}: {store.get_run(failed[0])}")
+    decided = sum(store.turn_counts(r).decided.get(0, 0) for r in ids)
+    root.close()
+    # Each decided turn ran the agent once and the metric once (one sample, no interleave); each run's
+    # baseline ran the metric once more.
+    agent, metric = command_cpu(AGENT, repo), command_cpu(METRIC, repo)
+    commands = decided * (agent + metric) + runs * metric
+    controller = own + waited - commands
+    return controller / decided, commands / decided, decided, wall
+
+
+# -- 2. RSS of an idle server watching PRs -------------------------------------------------------
+
+
+def seeded_forge(cache: Path, prs: int) -> tuple[Path, Path]:
+    """The forge root holding alice/app with ``prs`` open draft PRs, and the source repository;
+    generated once per ``prs`` under ``cache`` and reused."""
+    base = cache / f"forge-{prs}"
+    forge_root, source, done = base / "forge", base / "source", base / "seeded"
+    if done.exists():
+        return forge_root, source
+    shutil.rmtree(base, ignore_errors=True)
+    base.mkdir(parents=True)
+    log(f"seeding the forge with {prs} PRs under {base} (once)")
+    add_user(forge_root, "alice", admin=True, token=ALICE)
+    source_repo(source, prs)
+    with (
+        running_forge(forge_root) as handle,
+        httpx.Client(
+            base_url=handle.api_url, headers={"Authorization": f"token {ALICE}"}, timeout=60
+        ) as alice,
+    ):
+        call(alice, "POST", "/user/repos", {"name": "app"})
+        push = [
+            "git",
+            "-C",
+            str(source),
+            "push",
+            "-q",
+            f"{handle.url}/alice/app.git",
+            "refs/heads/*:refs/heads/*",
+        ]
+        subprocess.run(push, check=True, env={**os.environ, **basic_auth_env(ALICE)}, capture_output=True)
+        for b in range(prs):
+            body = {"head": f"alice:b{b}", "base": "main", "title": f"change {b}", "draft": True}
+            call(alice, "POST", "/repos/alice/app/pulls", body)
+    done.write_text("")
+    return forge_root, source
+
+
+def watching_runs(store: Store, source: Path, api_url: str, prs: int) -> list[str]:
+    """``prs`` pending runs, each publishing to and watching one PR (recorded as crucible records it)."""
+    spec_text = WATCH_SPEC.format(repo=source, api=api_url)
+    spec = parse_spec(spec_text, source)
+    base = git(source, "rev-parse", "main")
+    ids = []
+    for n in range(prs):
+        run_id = f"w{n:05d}"
+        store.create_run(
+            NewRun(
+                id=run_id,
+                spec_text=spec_text,
+                spec_fingerprint=spec.fingerprint(),
+                spec_path=None,
+                objective=spec.objective,
+                metric_name="m",
+                direction="minimize",
+                turns_planned=0,
+                options={"publish_prs": True, "watch_feedback": True},
+            ),
+            [
+                ComponentRecord(
+                    run_id=run_id, name="app", repo=str(source), base_ref="main", base_sha=base, head_sha=base
+                )
+            ],
+        )
+        head = git(source, "rev-parse", f"b{n}")
+        store.save_pull(
+            PullRecord(
+                run_id=run_id,
+                component="app",
+                repo="alice/app",
+                number=n + 1,
+                url=f"{api_url}/repos/alice/app/pulls/{n + 1}",
+                branch=f"b{n}",
+                head_sha=head,
+                pushed_sha=head,
+                base_sha=base,
+            )
+        )
+        ids.append(run_id)
+    return ids
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise SystemExit(f"no VmRSS for pid {pid}")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextmanager
+def serving(env: dict[str, str], out: Path) -> Iterator[subprocess.Popen[bytes]]:
+    port = free_port()
+    with out.open("ab") as sink:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "controller.cli.main", "serve", "--port", str(port)],
+            env=env,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+
+        def ready() -> bool:
+            if proc.poll() is not None:
+                raise SystemExit(f"the server exited ({proc.returncode}); see {out}")
+            try:
+                return httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200
+            except httpx.TransportError:
+                return False
+
+        until(ready, "the server to be ready", 120)
+        yield proc
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(30)
+
+
+def sampled_rss(pid: int, seconds: float) -> float:
+    peak = 0.0
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        peak = max(peak, rss_mb(pid))
+        time.sleep(0.5)
+    return peak
+
+
+def idle_rss(work: Path, cache: Path, prs: int) -> tuple[float, float, float, int]:
+    """(floor RSS MB: no runs, RSS MB watching ``prs`` PRs, seconds until all settled, runs that
+    stopped instead of watching)."""
+    forge_root, source = seeded_forge(cache, prs)
+    with running_forge(forge_root) as handle:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("CRUCIBLE_")}
+        env.update(
+            CRUCIBLE_API_TOKEN=TOKEN,
+            CRUCIBLE_GITHUB_TOKEN=ALICE,
+            CRUCIBLE_FORGE_WRITE_INTERVAL="0",
+            CRUCIBLE_OWN_LOGINS="alice",
+            CRUCIBLE_MAX_CONCURRENT_RUNS=str(prs + 10),
+        )
+        empty = {**env, "CRUCIBLE_HOME": str(work / "empty-home")}
+        empty["CRUCIBLE_DATABASE_URL"] = f"sqlite:///{work / 'empty.db'}"
+        subprocess.run([sys.executable, "-m", "controller.cli.main", "db", "upgrade"], env=empty, check=True)
+        with serving(empty, work / "serve-empty.log") as proc:
+            time.sleep(3)
+            floor = sampled_rss(proc.pid, 5)
+        log(f"idle server, no runs: {floor:.0f} MB")
+
+        db = work / "watch.db"
+        watched = {
+            **env,
+            "CRUCIBLE_HOME": str(work / "watch-home"),
+            "CRUCIBLE_DATABASE_URL": f"sqlite:///{db}",
+        }
+        subprocess.run(
+            [sys.executable, "-m", "controller.cli.main", "db", "upgrade"], env=watched, check=True
+        )
+        with Store.open(watched["CRUCIBLE_DATABASE_URL"]) as store:
+            ids = watching_runs(store, source, handle.api_url, prs)
+            started = time.monotonic()
+            with serving(watched, work / "serve-watch.log") as proc:
+
+                def settled() -> bool:  # watching, or stopped (a failure is reported below)
+                    return all(
+                        (run := store.get_run(r)).phase is RunPhase.WATCHING
+                        or run.status in FINISHED_STATUSES
+                        for r in ids
+                    )
+
+                until(settled, f"{prs} runs to watch feedback", 3600)
+                took = time.monotonic() - started
+                log(f"{prs} runs settled after {took:.0f} s; sampling RSS")
+                time.sleep(10)  # the hub's first poll reads every PR's reviews
+                watching = sampled_rss(proc.pid, 10)
+                stopped = [store.get_run(r) for r in ids if store.get_run(r).status is not RunStatus.RUNNING]
+                for run in stopped[:3]:
+                    log(f"run {run.id} stopped: {run.stop_message}")
+    return floor, watching, took, len(stopped)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--turns", type=int, default=2, help="search turns per run")
+    parser.add_argument("--concurrent", type=int, default=8, help="max_concurrent_runs")
+    parser.add_argument("--prs", type=int, default=1000, help="PRs the idle server watches")
+    parser.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "crucible-bench" / "scheduler")
+    parser.add_argument("--quick", action="store_true", help="20 runs and 100 PRs")
+    parser.add_argument("--strict", action="store_true", help="exit 1 when RSS is over the target")
+    parser.add_argument("--keep", action="store_true", help="keep the work directory (printed) for a look")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.runs, args.prs = 20, 100
+    work = Path(tempfile.mkdtemp(prefix="crucible-bench-sched-"))
+    if args.keep:
+        log(f"work directory: {work}")
+    try:
+        (work / "cpu").mkdir()
+        controller, commands, decided, wall = cpu_per_turn(
+            work / "cpu", args.runs, args.turns, args.concurrent
+        )
+        print(
+            f"cpu per turn: {args.runs} runs x {args.turns} turns ({decided} decided) through "
+            f"the scheduler and the threaded local broker, {args.concurrent} at once, {wall:.1f} s wall"
+        )
+        print(
+            f"  per decided turn (baselines counted in both): controller {controller * 1000:.1f} ms, "
+            f"the turn's own commands {commands * 1000:.1f} ms: ratio {controller / commands:.1f}x"
+        )
+        (work / "rss").mkdir()
+        floor, watching, took, stopped = idle_rss(work / "rss", args.cache, args.prs)
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    print(
+        f"rss: idle crucible serve, {args.prs} PRs ({args.prs - stopped} of {args.prs} runs watching, "
+        f"settled after {took:.0f} s; {stopped} stopped instead)"
+    )
+    print(
+        f"  {watching:.0f} MB against {floor:.0f} MB with no runs (ratio {watching / floor:.2f}x); "
+        f"target <= {RSS_TARGET_MB:.0f} MB: {'met' if watching <= RSS_TARGET_MB else 'NOT met'}"
+    )
+    if stopped:
+        return 1
+    return 1 if args.strict and watching > RSS_TARGET_MB else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
