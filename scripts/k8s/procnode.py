@@ -474,6 +474,13 @@ def _empty_dirs(pod: Any, pod_dir: Path) -> dict[str, Path]:
 
 
 def _remap(value: str, volumes: dict[str, Path]) -> str:
+    """A path under an emptyDir mount, moved to the pod's host directory for that volume.
+
+    The host's file system stands in for the image, so an absolute path naming a file that exists
+    on the host is the image's file and stays as it is, even under a mount: a test's interpreter or
+    script living in a temp dir (``/tmp/...``) while the pod mounts its emptyDir at ``/tmp``."""
+    if value.startswith("/") and Path(value).is_file():
+        return value
     for mount, host in sorted(volumes.items(), key=lambda kv: -len(kv[0])):
         if value == mount or value.startswith(mount + "/"):
             return str(host) + value[len(mount) :]
