@@ -38,42 +38,15 @@ from tests.conftest import git, make_repo
 from tests.k8s.broker_harness import RESTRICTED
 from tests.k8s.conftest import ControlPlane, wait_until
 from tests.worker.conftest import OPERATOR, _Control
+from tests.worker.knobs_round import BENCH, KNOBS_SPEC
 
 pytestmark = pytest.mark.slow
 
 WORKER = (sys.executable, "-m", "controller.cli.main", "worker")
 
-SPEC = """
-objective = "bring m down"
-turns = 4
-
-[agent]
-builtin = "knobs"
-seed = 11
-
-[[agent.knob]]
-file = "conf.json"
-key = "a"
-values = [1, 2, 3, 4, 5, 6]
-
-[sandbox]
-mode = "none"
-
-[metric]
-command = "python3 bench.py"
-name = "m"
-direction = "minimize"
-samples = 3
-warmups = 0
-confidence = 0
-interleave = false
-sequential = false
-
-[[component]]
-name = "app"
-repo = "."
-mutable = ["conf.json"]
-
+SPEC = (
+    KNOBS_SPEC
+    + """
 [broker]
 kind = "kubernetes"
 image = "crucible:test"
@@ -81,13 +54,7 @@ namespace = "{namespace}"
 resources = {{ requests = {{ cpu = "10m", memory = "64Mi" }}, limits = {{ memory = "1Gi" }} }}
 deadline = "10m"
 """
-
-BENCH = """
-import json, os, time
-a = json.load(open("conf.json"))["a"]
-time.sleep(float(open("slow.txt").read()) if os.path.exists("slow.txt") else 0)
-print(f"METRIC m={(a - 4) ** 2 + 1}")
-"""
+)
 
 
 @dataclass

@@ -30,46 +30,10 @@ from controller.services.service import RunService
 from controller.store import Store, TurnRecord
 from tests.conftest import git, make_repo
 from tests.worker.conftest import OPERATOR, _Control
+from tests.worker.knobs_round import BENCH, KNOBS_SPEC
 
 pytestmark = pytest.mark.slow
 
-SPEC = """
-objective = "bring m down"
-turns = 4
-
-[agent]
-builtin = "knobs"
-seed = 11
-
-[[agent.knob]]
-file = "conf.json"
-key = "a"
-values = [1, 2, 3, 4, 5, 6]
-
-[sandbox]
-mode = "none"
-
-[metric]
-command = "python3 bench.py"
-name = "m"
-direction = "minimize"
-samples = 3
-warmups = 0
-confidence = 0
-interleave = false
-sequential = false
-
-[[component]]
-name = "app"
-repo = "."
-mutable = ["conf.json"]
-"""
-
-BENCH = """
-import json
-a = json.load(open("conf.json"))["a"]
-print(f"METRIC m={(a - 4) ** 2 + 1}")
-"""
 
 # The controller's own credentials: the broker must not hand them to the worker, which needs none.
 CONTROLLER_SECRETS = {
@@ -92,7 +56,7 @@ class Sides:
 def sides(tmp_path: Path, database_url: str) -> Iterator[Sides]:
     repo = make_repo(tmp_path / "app", {"conf.json": json.dumps({"a": 1}), "bench.py": BENCH})
     spec_path = repo / "crucible.toml"
-    spec_path.write_text(SPEC)
+    spec_path.write_text(KNOBS_SPEC)
     git(repo, "add", "crucible.toml")
     git(repo, "commit", "-q", "-m", "spec")
     environ = {**os.environ, **CONTROLLER_SECRETS}
