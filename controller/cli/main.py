@@ -9,18 +9,31 @@ from __future__ import annotations
 import json
 import signal
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from controller.cli.show import print_feedback, print_finish, print_run, print_runs, turns_tsv
+from controller.cli import runs
+from controller.cli.common import (
+    EXIT_CANCELLED,
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    api_client,
+    build_root,
+    dashboard_address,
+    detached_exit,
+    emit_json,
+    fail,
+    finish_run,
+    interrupts_cancel,
+    server_option,
+)
 from controller.domain.errors import CrucibleError, NotFoundError, RefusedError, SpecError
 
 if TYPE_CHECKING:
-    from controller.cli.remote import ApiClient
     from controller.config.options import RunOptions
     from controller.services.context import RunContext
     from controller.services.loop import LoopResult
@@ -30,104 +43,14 @@ if TYPE_CHECKING:
 # must not pay for FastAPI, the forge, Alembic or (until a command touches the store) SQLAlchemy
 # (ADR-0005 decision 6; ``tests/cli/test_startup.py`` pins it).
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CANCELLED = 0, 1, 2, 130
-EXIT_TERMINATED = 143  # 128 + SIGTERM: the process stopped, the run did not (it is resumable)
-
-
-def _fail(code: int, message: str) -> NoReturn:
-    click.echo(f"crucible: {message}", err=True)
-    sys.exit(code)
-
-
-def _root(environ: dict[str, str] | None = None) -> Root:
-    """The composition root for this command: settings read from the environment once (ADR-0003)."""
-    from controller.wiring import build
-
-    return build(environ)
-
-
-def _emit_json(data: Any) -> None:
-    click.echo(json.dumps(data, default=str))
-
-
-def _exit_for(status: str) -> int:
-    if status == "completed":
-        return EXIT_OK
-    if status == "cancelled":
-        return EXIT_CANCELLED
-    return EXIT_FAILED
-
-
-def _client(server: str) -> ApiClient:
-    from controller.cli.remote import ApiClient
-
-    token = _root().settings.api.api_token
-    return ApiClient(server, token.get_secret_value() if token is not None else None)
-
-
-server_option = click.option(
-    "--server", default=None, metavar="URL", help="ask a crucible controller (token: CRUCIBLE_API_TOKEN)"
-)
-
-
-def _interrupts_cancel(
-    cancel_event: Any, detach: Any | None = None, wakeup: Any | None = None
-) -> Callable[[], None]:
-    """Ctrl-C sets the run's cancel event (the running command is killed, the turn restored, the run
-    ends cancelled); a second Ctrl-C interrupts at once. SIGTERM (systemd, Kubernetes) detaches
-    instead: the running command is killed, the run stays running and its lease is handed back, so
-    ``crucible resume`` (or a server) continues it. Either wakes a watching run at once."""
-
-    def on_interrupt(signum: int, frame: FrameType | None) -> None:
-        if cancel_event.is_set():
-            raise KeyboardInterrupt
-        cancel_event.set()
-        if wakeup is not None:
-            wakeup.set()
-
-    def on_terminate(signum: int, frame: FrameType | None) -> None:
-        if detach is None:
-            on_interrupt(signum, frame)
-            return
-        detach.set()
-        cancel_event.set()
-        if wakeup is not None:
-            wakeup.set()
-
-    previous = signal.signal(signal.SIGINT, on_interrupt)
-    previous_term = signal.signal(signal.SIGTERM, on_terminate)
-
-    def undo() -> None:
-        signal.signal(signal.SIGINT, previous)
-        signal.signal(signal.SIGTERM, previous_term)
-
-    return undo
-
-
-def _detached(run_id: str) -> NoReturn:
-    _fail(
-        EXIT_TERMINATED,
-        f"stopped driving run {run_id} (terminated); it is still running: "
-        f"`crucible resume {run_id}` continues it",
-    )
-
-
-def _finish_run(root: Root, run_id: str, result: LoopResult, as_json: bool) -> int:
-    from controller.services.schemas import dump
-
-    click.echo(result.message, err=True)
-    view = dump(root.service().view(run_id))
-    if as_json:
-        _emit_json(view)
-    else:
-        print_finish(view)
-    return _exit_for(str(result.status))
-
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="crucible")
 def cli() -> None:
     """crucible: measured autoresearch loops that end in reviewable draft pull requests."""
+
+
+runs.register(cli)
 
 
 @cli.command()
@@ -136,7 +59,7 @@ def init(force: bool) -> None:
     """Write a commented crucible.toml for the repository you stand in."""
     target = Path.cwd() / "crucible.toml"
     if target.exists() and not force:
-        _fail(EXIT_USAGE, f"{target} exists (use --force to overwrite)")
+        fail(EXIT_USAGE, f"{target} exists (use --force to overwrite)")
     from controller.config.template import render_template
 
     target.write_text(render_template(Path.cwd()))
@@ -177,23 +100,23 @@ def loop(
     from controller.config.spec import load_spec
 
     if watch_feedback and not publish_prs:
-        _fail(EXIT_USAGE, "--watch-feedback needs --publish-prs (feedback arrives on the published PRs)")
+        fail(EXIT_USAGE, "--watch-feedback needs --publish-prs (feedback arrives on the published PRs)")
     if watch_feedback and load_spec(spec_path).feedback is None:
-        _fail(EXIT_USAGE, "feedback: a [feedback] table is required with --watch-feedback")
+        fail(EXIT_USAGE, "feedback: a [feedback] table is required with --watch-feedback")
     if listen and not watch_feedback:
-        _fail(EXIT_USAGE, "--listen only makes sense with --watch-feedback")
+        fail(EXIT_USAGE, "--listen only makes sense with --watch-feedback")
     if live_steer and not watch_feedback:
-        _fail(EXIT_USAGE, "--live-steer only makes sense with --watch-feedback")
+        fail(EXIT_USAGE, "--live-steer only makes sense with --watch-feedback")
     if server and (listen or live_steer):
-        _fail(EXIT_USAGE, "--listen and --live-steer are for local runs (the server has its own endpoint)")
+        fail(EXIT_USAGE, "--listen and --live-steer are for local runs (the server has its own endpoint)")
     if server and dashboard:
-        _fail(EXIT_USAGE, "--dashboard is for local runs (the server serves its dashboard at /)")
-    address = _dashboard_address(dashboard)
+        fail(EXIT_USAGE, "--dashboard is for local runs (the server serves its dashboard at /)")
+    address = dashboard_address(dashboard)
     spec = load_spec(spec_path)
     if server and not dry_run:  # the server validates the spec (and its sandbox) on its own machine
         from controller.cli.follow import submit_and_follow
 
-        with _client(server) as client:
+        with api_client(server) as client:
             sys.exit(submit_and_follow(client, spec_path, turns, publish_prs, watch_feedback, as_json))
     from controller.services.runs import check_sandbox
 
@@ -212,27 +135,15 @@ def loop(
             "live_steer": live_steer,
         }
     )
-    root = _root()
+    root = build_root()
     run_id = root.service().create(spec, spec_path.read_text(), spec_path.resolve(), options)
     click.echo(f"run {run_id} started", err=True)
     result = _drive(root, run_id, options, resume=False, dashboard=address)
-    sys.exit(_finish_run(root, run_id, result, as_json))
+    sys.exit(finish_run(root, run_id, result, as_json))
 
 
 def _announce_watch(ctx: RunContext, searched: LoopResult) -> None:
     click.echo(f"{searched.message}; now watching the pull requests for feedback", err=True)
-
-
-def _dashboard_address(value: str | None) -> tuple[str, int] | None:
-    """``--dashboard HOST:PORT`` checked before anything is created (exit 2 when malformed)."""
-    if value is None:
-        return None
-    from controller.cli.dashboard import parse_address
-
-    try:
-        return parse_address(value)
-    except ValueError as exc:
-        _fail(EXIT_USAGE, str(exc))
 
 
 def _drive(
@@ -256,7 +167,7 @@ def _drive(
 
     service = root.service()
     cancel_event, detach, wakeup = threading.Event(), threading.Event(), threading.Event()
-    undo = _interrupts_cancel(cancel_event, detach, wakeup)
+    undo = interrupts_cancel(cancel_event, detach, wakeup)
     signals = Signals(cancel=cancel_event, detach=detach, wakeup=wakeup)
 
     def waiting(owner: str, seconds: float) -> None:
@@ -273,7 +184,7 @@ def _drive(
                 return service.resume(run_id, observer=observer, signals=signals, on_wait=waiting)
             return service.drive(run_id, observer=observer, signals=signals, before_watch=_announce_watch)
         except Detached:
-            _detached(run_id)
+            detached_exit(run_id)
 
     try:
         with ExitStack() as serving:
@@ -285,14 +196,14 @@ def _drive(
                         dashboard_server(root.settings, root.store(), run_id, *dashboard)
                     )
                 except ValueError as exc:
-                    _fail(EXIT_USAGE, str(exc))
+                    fail(EXIT_USAGE, str(exc))
                 click.echo(f"dashboard (read-only): {link}", err=True)
             if options.listen is None:
                 return go()
             try:
                 host, port = parse_listen(options.listen)
             except ValueError as exc:
-                _fail(EXIT_USAGE, str(exc))
+                fail(EXIT_USAGE, str(exc))
             secret = root.settings.webhooks.webhook_secret
             if secret is None:
                 click.echo(
@@ -314,7 +225,7 @@ def _dry(spec: Any, turns: int | None) -> bool:
     plan = dry_run(spec, process_environment(), turns)
     as_json = "--json" in sys.argv
     if as_json:
-        _emit_json(plan)
+        emit_json(plan)
         return True
     click.echo(f"objective: {plan['objective']}")
     click.echo(f"turns: {plan['turns']}")
@@ -343,140 +254,6 @@ def _dry(spec: Any, turns: int | None) -> bool:
     return True
 
 
-@cli.group(invoke_without_command=True)
-@click.pass_context
-def runs(ctx: click.Context) -> None:
-    """Inspect runs (default: list)."""
-    if ctx.invoked_subcommand is None:
-        ctx.invoke(runs_list_cmd)
-
-
-@runs.command("list")
-@click.option("--json", "as_json", is_flag=True)
-@click.option("--limit", default=50, type=click.IntRange(min=1))
-@server_option
-def runs_list_cmd(as_json: bool = False, limit: int = 50, server: str | None = None) -> None:
-    """List runs, newest first."""
-    if server:
-        with _client(server) as client:
-            rows = client.runs(limit)
-    else:
-        rows = _local_runs(limit)
-    if as_json:
-        _emit_json(rows)
-        return
-    print_runs(rows)
-
-
-def _local_runs(limit: int) -> list[dict[str, Any]]:
-    """The runs list of the local database: the default SQLite file is read directly, without
-    SQLAlchemy or pydantic (a tenth of the start-up cost, ADR-0013); any other database, or one to
-    create or upgrade, goes through the run service."""
-    from controller.services.summaries import quick_run_list
-    from controller.wiring import configured_database, process_environment
-
-    environ = process_environment()
-    rows = quick_run_list(configured_database(environ), limit)
-    if rows is not None:
-        return rows
-    from controller.services.schemas import dump
-
-    listed: list[dict[str, Any]] = dump(_root(environ).service().list_runs(limit=limit))
-    return listed
-
-
-@runs.command("show")
-@click.argument("run_id")
-@click.option("--json", "as_json", is_flag=True)
-@click.option("--events", is_flag=True, help="the event stream as JSONL")
-@click.option("--tsv", is_flag=True, help="the turns as TSV")
-@server_option
-def runs_show(run_id: str, as_json: bool, events: bool, tsv: bool, server: str | None) -> None:
-    """Every turn, sample and decision of one run."""
-    if server:
-        with _client(server) as client:
-            if events:
-                for event in client.events(run_id, follow=False):
-                    click.echo(json.dumps(event))
-                return
-            view = client.run(run_id)
-    else:
-        from controller.services.schemas import dump
-
-        service = _root().service()
-        if events:
-            click.echo(service.events_jsonl(run_id), nl=False)
-            return
-        view = dump(service.view(run_id, with_diffs=not tsv))
-    if tsv:
-        click.echo(turns_tsv(view["turns"]), nl=False)
-    elif as_json:
-        _emit_json(view)
-    else:
-        print_run(view)
-
-
-@runs.command("resume-pr")
-@click.argument("run_id")
-@click.argument("component")
-def runs_resume_pr(run_id: str, component: str) -> None:
-    """Lift a pause on a PR: adopt its current head (never rewritten) and let crucible write again."""
-    record = _root().service().resume_pull(run_id, component)
-    click.echo(f"resumed {record.url} at {record.pushed_sha[:12]}")
-
-
-@cli.command("feedback")
-@click.argument("run_id")
-@click.option("--replies", is_flag=True, help="the replies crucible drafted (never posted) for each comment")
-@click.option("--json", "as_json", is_flag=True)
-@server_option
-def feedback_cmd(run_id: str, replies: bool, as_json: bool, server: str | None) -> None:
-    """Feedback items with their verdicts; with --replies, the drafted replies."""
-    if server:
-        with _client(server) as client:
-            view = client.feedback(run_id)
-    else:
-        from controller.services.schemas import dump
-
-        view = dump(_root().service().feedback(run_id))
-    if as_json:
-        _emit_json(view)
-        return
-    print_feedback(view, replies)
-
-
-@cli.command()
-@click.argument("run_id")
-@server_option
-def patch(run_id: str, server: str | None) -> None:
-    """Print the final patch (read-only): one unified diff per component."""
-    if server:
-        with _client(server) as client:
-            click.echo(client.patch(run_id), nl=False)
-        return
-    click.echo(_root().service().patch(run_id), nl=False)
-
-
-@cli.command("accept")
-@click.argument("run_id")
-def accept_cmd(run_id: str) -> None:
-    """Apply the final patch to your checkout as uncommitted changes."""
-    applied = _root().service().accept(run_id)
-    click.echo(f"applied to: {', '.join(applied)}" if applied else "nothing to apply: the run kept no change")
-
-
-@cli.command("cancel")
-@click.argument("run_id")
-@server_option
-def cancel_cmd(run_id: str, server: str | None) -> None:
-    """Cancel a run."""
-    if server:
-        with _client(server) as client:
-            click.echo(client.cancel(run_id))
-        return
-    click.echo(_root().service().cancel(run_id))
-
-
 @cli.command("resume")
 @click.argument("run_id")
 @click.option("--json", "as_json", is_flag=True)
@@ -487,15 +264,15 @@ def resume_cmd(run_id: str, as_json: bool, dashboard: str | None, server: str | 
 
     A run started with --watch-feedback goes on watching (and serving --listen) where it was."""
     if server and dashboard:
-        _fail(EXIT_USAGE, "--dashboard is for local runs (the server serves its dashboard at /)")
+        fail(EXIT_USAGE, "--dashboard is for local runs (the server serves its dashboard at /)")
     if server:
-        with _client(server) as client:
+        with api_client(server) as client:
             click.echo(client.resume(run_id))
         return
-    address = _dashboard_address(dashboard)
-    root = _root()
+    address = dashboard_address(dashboard)
+    root = build_root()
     result = _drive(root, run_id, root.service().options(run_id), resume=True, dashboard=address)
-    sys.exit(_finish_run(root, run_id, result, as_json))
+    sys.exit(finish_run(root, run_id, result, as_json))
 
 
 @cli.command()
@@ -516,11 +293,11 @@ def serve(host: str, port: int, max_concurrent_runs: int | None) -> None:
     from controller.api.auth import ApiTokens
     from controller.api.serve import run_server, serve_app
 
-    root = _root()
+    root = build_root()
     root.inline = False  # one thread per round: the scheduler drives runs side by side
     settings = root.settings
     if settings.api.api_token is None:
-        _fail(EXIT_USAGE, "CRUCIBLE_API_TOKEN: required (the bearer token of the operator API)")
+        fail(EXIT_USAGE, "CRUCIBLE_API_TOKEN: required (the bearer token of the operator API)")
     readonly = settings.api.api_readonly_token
     secret = settings.webhooks.webhook_secret
     if secret is None:
@@ -590,7 +367,7 @@ def db() -> None:
 @db.command()
 def upgrade() -> None:
     """Apply migrations to the configured database."""
-    store = _root().upgraded_store()
+    store = build_root().upgraded_store()
     click.echo(f"database at revision {store.current_revision()}")
 
 
@@ -614,7 +391,7 @@ def demo(turns: int, as_json: bool, keep_dir: Path | None, kubernetes: bool) -> 
     from controller.services.service import RunService
     from controller.wiring import build
 
-    root = _root()
+    root = build_root()
     if kubernetes:
         _require_control_plane(root.settings)
     stack = ExitStack()
@@ -676,20 +453,20 @@ def main(argv: list[str] | None = None) -> None:
     try:
         cli.main(args=argv, prog_name="crucible", standalone_mode=False)
     except click.exceptions.Abort:
-        _fail(EXIT_CANCELLED, "cancelled")
+        fail(EXIT_CANCELLED, "cancelled")
     except click.ClickException as exc:
         exc.show()
         sys.exit(EXIT_USAGE)
     except SpecError as exc:
-        _fail(EXIT_USAGE, f"bad spec: {exc}")
+        fail(EXIT_USAGE, f"bad spec: {exc}")
     except NotFoundError as exc:
-        _fail(EXIT_USAGE, str(exc))
+        fail(EXIT_USAGE, str(exc))
     except RefusedError as exc:
-        _fail(EXIT_FAILED, f"refused: {exc}")
+        fail(EXIT_FAILED, f"refused: {exc}")
     except CrucibleError as exc:
-        _fail(EXIT_FAILED, str(exc))
+        fail(EXIT_FAILED, str(exc))
     except KeyboardInterrupt:
-        _fail(EXIT_CANCELLED, "cancelled")
+        fail(EXIT_CANCELLED, "cancelled")
 
 
 if __name__ == "__main__":
