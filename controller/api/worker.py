@@ -12,6 +12,10 @@ client is ``crucible worker`` of the same version, and the ledger's records are 
 - ``/ledger/…``: the ``Ledger`` port, one route per method (``store.http_ledger`` is the client).
 - ``POST outcome``: how the round ended; the token is revoked with it.
 
+A hypothesis pod's token (ADR-0018) reads alike, sends its bundle for its own turn and reports its
+own hypothesis; the routes that start or decide turns, record the baseline or move the run answer
+403 to it (``RemoteRounds.require_round``): the controller decides those turns.
+
 Errors are the API's usual ``{"detail", "kind"}`` (401 no valid token, 403 another run, a refused
 bundle or an unproved commit, 404, 409), plus 400 ``kind = "value"`` for the ledger's ValueError.
 """
@@ -88,11 +92,13 @@ def worker_router(remote: RemoteRounds) -> APIRouter:
 
     @router.post("/ledger/baseline/start")
     def start_baseline(g: Grant) -> Any:
+        remote.require_round(g)
         store.start_baseline(g.run_id)
         return {}
 
     @router.post("/ledger/baseline")
     def set_baseline(g: Grant, body: JsonBody) -> Any:
+        remote.require_round(g)
         return _answer(
             lambda: store.set_baseline(g.run_id, float(body["value"]), dict(body["event_payload"])),
             lambda _none: {},
@@ -100,6 +106,7 @@ def worker_router(remote: RemoteRounds) -> APIRouter:
 
     @router.post("/ledger/samples")
     def add_samples(g: Grant, body: JsonBody) -> Any:
+        remote.require_round(g)
         return _answer(
             lambda: store.add_samples(g.run_id, int(body["turn"]), codec.decode_samples(body["samples"])),
             lambda _none: {},
@@ -111,6 +118,7 @@ def worker_router(remote: RemoteRounds) -> APIRouter:
 
     @router.post("/ledger/turns")
     def start_turn(g: Grant, body: JsonBody) -> Any:
+        remote.require_round(g)
         return _answer(
             lambda: store.start_turn(
                 g.run_id,
@@ -123,6 +131,8 @@ def worker_router(remote: RemoteRounds) -> APIRouter:
 
     @router.post("/ledger/turns/{number}/decision")
     def decide_turn(g: Grant, number: int, body: JsonBody) -> Any:
+        remote.require_round(g)
+
         def decide() -> Any:
             event = codec.decode_event_spec(body["event"])
             if event is None:
@@ -152,6 +162,7 @@ def worker_router(remote: RemoteRounds) -> APIRouter:
 
     @router.post("/ledger/events")
     def append_event(g: Grant, body: JsonBody) -> Any:
+        remote.require_round(g)
         return _answer(
             lambda: store.append_event(g.run_id, EventKind(body["kind"]), dict(body["payload"])),
             codec.event_json,
@@ -173,6 +184,8 @@ def worker_router(remote: RemoteRounds) -> APIRouter:
 
     @router.post("/ledger/status")
     def set_status(g: Grant, body: JsonBody) -> Any:
+        remote.require_round(g)
+
         def move() -> Any:
             reason = body.get("stop_reason")
             return store.set_run_status(

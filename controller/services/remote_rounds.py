@@ -24,6 +24,7 @@ record only through the worker routes, with a bearer token minted here for that 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import secrets
@@ -58,6 +59,7 @@ from controller.store.records import (
     WorkerRoundRecord,
 )
 from controller.store.store import Store
+from controller.store.worker_rounds import hypothesis_scope
 from controller.workspace import bundles
 from controller.workspace.checkout import CRUCIBLE_REF_PREFIX
 from controller.workspace.git import is_ancestor
@@ -117,6 +119,28 @@ class RemoteRounds:
             "CRUCIBLE_ROUND_ATTEMPT": str(record.attempt),
         }
 
+    def mint_hypothesis_env(
+        self, job: RoundJob, turn: int, index: int, proposal: Mapping[str, Any] | None
+    ) -> dict[str, str]:
+        """The environment of a hypothesis pod (ADR-0018): ``crucible worker`` runs hypothesis
+        ``index`` of ``turn`` from ``job.heads`` (the champion) and reports it; the token is scoped
+        to that one hypothesis (``hypothesis_scope``), and earlier grants of it are revoked."""
+        token = secrets.token_urlsafe(TOKEN_BYTES)
+        expires = self._clock() + timedelta(seconds=self.token_ttl_s)
+        data = {**job.to_json(), "hypothesis": {"turn": turn, "index": index, "proposal": proposal}}
+        record = self.store.add_worker_round(
+            job.run_id, job.round, token_hash=token_hash(token), job=data, expires_at=expires
+        )
+        return {
+            "CRUCIBLE_CONTROLLER_URL": self.controller_url,
+            "CRUCIBLE_WORKER_TOKEN": token,
+            "CRUCIBLE_RUN_ID": job.run_id,
+            "CRUCIBLE_ROUND": str(job.round),
+            "CRUCIBLE_ROUND_ATTEMPT": str(record.attempt),
+            "CRUCIBLE_TURN": str(turn),
+            "CRUCIBLE_PARALLEL_INDEX": str(index),
+        }
+
     def remote_outcome(self, run_id: str, round: int) -> RoundOutcome | None:
         """What the worker of ``round`` reported at its end, once accepted; None before."""
         record = self.store.worker_outcome(run_id, round)
@@ -155,12 +179,34 @@ class RemoteRounds:
             raise ForbiddenError(f"this worker token is for run {grant.run_id}, not {run_id}")
         return grant
 
+    def require_round(self, grant: WorkerRoundRecord) -> None:
+        """ForbiddenError for a hypothesis pod's token on a route only a round's worker may use
+        (starting or deciding turns, the baseline, the run's status): the controller decides the
+        turns of a round whose hypotheses run in pods (ADR-0018)."""
+        scope = hypothesis_scope(grant.job)
+        if scope is not None:
+            raise ForbiddenError(
+                f"this token is for hypothesis {scope[1]} of turn {scope[0]}: it may only report that one"
+            )
+
+    def _require_scope(self, grant: WorkerRoundRecord, turn: int | None, index: int | None = None) -> None:
+        scope = hypothesis_scope(grant.job)
+        if scope is None:
+            return
+        if turn != scope[0] or (index is not None and index != scope[1]):
+            raise ForbiddenError(
+                f"this token is for hypothesis {scope[1]} of turn {scope[0]}, "
+                f"not {'?' if index is None else index} of turn {turn}"
+            )
+
     def job(self, grant: WorkerRoundRecord) -> dict[str, Any]:
         """What the worker needs besides commits: its job, the spec and the components' bases."""
         run = self.store.get_run(grant.run_id)
         components = self.store.list_components(grant.run_id)
+        scope = grant.job.get("hypothesis")
         return {
-            "job": dict(grant.job),
+            "job": {k: v for k, v in grant.job.items() if k != "hypothesis"},
+            "hypothesis": dict(scope) if isinstance(scope, Mapping) else None,
             "attempt": grant.attempt,
             "spec": run.spec_text,
             "hand_over": self._hand_over(grant.run_id),
@@ -185,6 +231,7 @@ class RemoteRounds:
     def receive_bundle(self, grant: WorkerRoundRecord, data: bytes, turn: int | None) -> dict[str, str]:
         """Verify and import a bundle of the worker's commits; the heads it proved (module docstring).
         PolicyViolation (recorded) when it is refused."""
+        self._require_scope(grant, turn)
         if len(data) > MAX_BUNDLE_BYTES:
             raise self._refuse(grant, turn, f"the bundle is larger than {MAX_BUNDLE_BYTES} bytes")
         scratch = self._scratch(grant.run_id)
@@ -208,6 +255,7 @@ class RemoteRounds:
         hypotheses: Mapping[int, tuple[Reason, str]] | None = None,
     ) -> TurnRecord:
         """The ledger's decision, refusing heads no verified bundle of this round brought in."""
+        self.require_round(grant)
         self._require_proved(grant, {**component_heads, **decision.commits})
         return self.store.decide_turn(
             grant.run_id,
@@ -223,7 +271,9 @@ class RemoteRounds:
     def report_hypothesis(
         self, grant: WorkerRoundRecord, turn: int, report: HypothesisReport
     ) -> HypothesisRecord:
-        """The ledger's report of one parallel hypothesis, refusing commits no verified bundle brought."""
+        """The ledger's report of one parallel hypothesis, refusing commits no verified bundle brought
+        (and, for a hypothesis pod's token, any other turn or index than its own)."""
+        self._require_scope(grant, turn, report.index)
         self._require_proved(grant, report.commits)
         return self.store.report_hypothesis(grant.run_id, turn, report)
 
@@ -297,6 +347,9 @@ class RemoteRounds:
     def _refuse(self, grant: WorkerRoundRecord, turn: int | None, detail: str) -> PolicyViolation:
         """Record a refused bundle as ``policy_violation`` and revoke the attempt; the error to raise."""
         run_id = grant.run_id
+        scope = hypothesis_scope(grant.job)
+        if scope is not None:
+            return self._refuse_hypothesis(grant, scope, detail)
         payload: dict[str, Any] = {
             "round": grant.round,
             "outcome": str(Outcome.REJECTED),
@@ -327,6 +380,20 @@ class RemoteRounds:
             self.store.append_event(run_id, EventKind.REJECTED, {**payload, "turn": turn})
         self.store.revoke_worker_rounds(run_id, grant.round)
         return PolicyViolation(f"policy_violation: bundle refused: {detail}")
+
+    def _refuse_hypothesis(
+        self, grant: WorkerRoundRecord, scope: tuple[int, int], detail: str
+    ) -> PolicyViolation:
+        """A hypothesis pod's refused bundle: that hypothesis is reported ``policy_violation`` (the
+        controller decides the turn with the others) and only its token is revoked."""
+        turn, index = scope
+        text = f"bundle refused: {detail}"
+        refused = HypothesisReport(index=index, reason=Reason.POLICY_VIOLATION, detail=text)
+        # Reported already, or the turn is over: nothing from this bundle counts either way.
+        with contextlib.suppress(ConflictError, NotFoundError):
+            self.store.report_hypothesis(grant.run_id, turn, refused)
+        self.store.finish_worker_round(grant.token_hash, {"refused": text})
+        return PolicyViolation(f"policy_violation: {text}")
 
     def _spec(self, run_id: str) -> Spec:
         """The run's spec as it was read: relative repository paths resolve against the spec file's

@@ -21,6 +21,14 @@ from controller.store.queries import get_run_row, lock_run
 from controller.store.records import WorkerRoundRecord
 
 
+def hypothesis_scope(job: Mapping[str, Any]) -> tuple[int, int] | None:
+    """(turn, index) of a hypothesis pod's grant (ADR-0018); None for a round's worker."""
+    scope = job.get("hypothesis")
+    if not isinstance(scope, Mapping):
+        return None
+    return int(scope["turn"]), int(scope["index"])
+
+
 class WorkerRounds:
     """``add_worker_round`` / ``worker_round_by_token`` / ``prove_worker_heads`` / ``proved_heads`` /
     ``finish_worker_round`` / ``revoke_worker_rounds`` / ``worker_outcome``; mixed into ``Store``."""
@@ -35,7 +43,9 @@ class WorkerRounds:
         self, run_id: str, round: int, *, token_hash: str, job: Mapping[str, Any], expires_at: datetime
     ) -> WorkerRoundRecord:
         """A new attempt of ``round`` (attempts count from 1); earlier attempts of it are revoked, so
-        only the newest worker of a round may write. ConflictError for a token hash already used."""
+        only the newest worker of a round may write. A hypothesis grant (``job["hypothesis"]``, one
+        pod per parallel hypothesis, ADR-0018) revokes only earlier grants of its own turn and index:
+        the N pods of a turn hold N live tokens. ConflictError for a token hash already used."""
         with self._session() as s:
             lock_run(s, run_id)
             now = self._now()
@@ -44,8 +54,9 @@ class WorkerRounds:
                     WorkerRoundRow.run_id == run_id, WorkerRoundRow.round == round
                 )
             ).all()
+            scope = hypothesis_scope(job)
             for row in earlier:
-                if row.revoked_at is None:
+                if row.revoked_at is None and hypothesis_scope(row.job) == scope:
                     row.revoked_at = now
             row = WorkerRoundRow(
                 run_id=run_id,
@@ -118,7 +129,8 @@ class WorkerRounds:
             return len(rows)
 
     def worker_outcome(self, run_id: str, round: int) -> WorkerRoundRecord | None:
-        """The newest attempt of the round that reported an outcome, or None."""
+        """The newest attempt of the round that reported an outcome, or None. A hypothesis pod's
+        ending is not the round's outcome (the controller decides its turns, ADR-0018)."""
         query = (
             sa.select(WorkerRoundRow)
             .where(
@@ -127,12 +139,13 @@ class WorkerRounds:
                 WorkerRoundRow.outcome.is_not(None),
             )
             .order_by(WorkerRoundRow.attempt.desc())
-            .limit(1)
         )
         with self._session(read_only=True) as s:
             get_run_row(s, run_id)
-            row = s.scalars(query).first()
-            return row.to_record() if row is not None else None
+            for row in s.scalars(query):
+                if hypothesis_scope(row.job) is None:
+                    return row.to_record()
+            return None
 
     def _live_row(self, s: Session, token_hash: str) -> WorkerRoundRow:
         row = s.scalars(
