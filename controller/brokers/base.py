@@ -9,8 +9,9 @@ the whole surface every broker (local now, Kubernetes next) implements and the c
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from controller.domain.enums import RunStatus, StopReason
 from controller.domain.jobs import FINISHED_ROUND_STATES, RoundJob, RoundState
@@ -96,3 +97,32 @@ class Broker(Protocol):
     def wait(self, run_id: str, round: int, timeout: float | None = None) -> RoundReport: ...
 
     def cancel(self, run_id: str, round: int) -> RoundReport: ...
+
+
+@dataclass(frozen=True)
+class HypothesisPod:
+    """One parallel hypothesis in a pod of its own (ADR-0018), as its launcher sees it. ``error``
+    (``<reason>: <detail>``, a ``FailureReason`` first) says why one that ended did not succeed."""
+
+    finished: bool
+    error: str | None = None
+
+
+class HypothesisLauncher(Protocol):
+    """Runs each parallel hypothesis of a turn in a pod of its own (ADR-0018); the controller decides
+    the turn from what the pods report through the worker API.
+
+    - ``launch_hypothesis(job, turn, index, proposal)``: start hypothesis ``index`` of ``turn`` from
+      ``job.heads`` (the champion), or adopt the one already started under the same name (a
+      restarted controller launches no second); its state.
+    - ``hypothesis_status(run_id, round, turn, index)``: its state; NotFoundError if never launched.
+    - ``cancel_hypothesis(run_id, round, turn, index)``: stop it (its pod goes first); its state.
+    """
+
+    def launch_hypothesis(
+        self, job: RoundJob, turn: int, index: int, proposal: Mapping[str, Any] | None
+    ) -> HypothesisPod: ...
+
+    def hypothesis_status(self, run_id: str, round: int, turn: int, index: int) -> HypothesisPod: ...
+
+    def cancel_hypothesis(self, run_id: str, round: int, turn: int, index: int) -> HypothesisPod: ...

@@ -41,6 +41,10 @@ class RemoteRoundsPort(Protocol):
 
     def mint_worker_env(self, job: RoundJob) -> dict[str, str]: ...
 
+    def mint_hypothesis_env(
+        self, job: RoundJob, turn: int, index: int, proposal: Mapping[str, Any] | None
+    ) -> dict[str, str]: ...
+
     def remote_outcome(self, run_id: str, round: int) -> RoundOutcome | None: ...
 
     def revoke(self, run_id: str, round: int) -> None: ...
@@ -213,6 +217,8 @@ class KubernetesBroker:
             round_label = (found.metadata.labels or {}).get(manifest.LABEL_ROUND, "")
             if run_id is None or not round_label.isdigit() or found.metadata.deletion_timestamp is not None:
                 continue
+            if manifest.LABEL_INDEX in (found.metadata.labels or {}):
+                continue  # a hypothesis pod's Job: the controller's turn follows it (ADR-0018)
             key = (run_id, int(round_label))
             attempt_label = (found.metadata.labels or {}).get(manifest.LABEL_ATTEMPT, "0")
             attempt = int(attempt_label) if attempt_label.isdigit() else 0

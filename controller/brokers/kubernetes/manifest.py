@@ -37,6 +37,8 @@ DEFAULT_COMMAND = ("crucible", "worker")
 LABEL_RUN = "crucible.dev/run"
 LABEL_ROUND = "crucible.dev/round"
 LABEL_ATTEMPT = "crucible.dev/attempt"  # RoundJob.attempt (ADR-0012); absent on Jobs made before it
+LABEL_TURN = "crucible.dev/turn"  # a hypothesis pod's turn and index (ADR-0018); absent on a round's Job
+LABEL_INDEX = "crucible.dev/parallel-index"
 ANNOTATION_RUN = "crucible.dev/run-id"
 ANNOTATION_JOB = "crucible.dev/round-job-sha256"
 COMMON_LABELS = {
@@ -55,8 +57,17 @@ def job_name(run_id: str, round: int, attempt: int = 0) -> str:
     """``crucible-<run>-<round>`` (``-a<attempt>`` after it for a later attempt, ADR-0012): a DNS label,
     the same for the same launch in any process. A run id that is not already a short DNS label is
     shortened with a digest so two runs never share a name."""
+    return _named(run_id, f"-{round}" if attempt == 0 else f"-{round}-a{attempt}")
+
+
+def hypothesis_job_name(run_id: str, round: int, turn: int, index: int) -> str:
+    """``crucible-<run>-<round>-t<turn>-h<index>``: the Job of one parallel hypothesis (ADR-0018), the
+    same in any process, so a restarted controller finds it instead of launching a second."""
+    return _named(run_id, f"-{round}-t{turn}-h{index}")
+
+
+def _named(run_id: str, suffix: str) -> str:
     slug = _slug(run_id)
-    suffix = f"-{round}" if attempt == 0 else f"-{round}-a{attempt}"
     if slug != run_id or len("crucible-" + slug + suffix) > MAX_NAME:
         digest = hashlib.sha256(run_id.encode("utf-8")).hexdigest()[:10]
         slug = slug[: MAX_NAME - len("crucible-") - len(suffix) - len(digest) - 1].strip("-") + "-" + digest
@@ -79,13 +90,24 @@ def job_digest(job: RoundJob) -> str:
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
-def labels(run_id: str, round: int, attempt: int = 0) -> dict[str, str]:
-    return {
+def labels(
+    run_id: str, round: int, attempt: int = 0, hypothesis: tuple[int, int] | None = None
+) -> dict[str, str]:
+    out = {
         **COMMON_LABELS,
         LABEL_RUN: run_label(run_id),
         LABEL_ROUND: str(round),
         LABEL_ATTEMPT: str(attempt),
     }
+    if hypothesis is not None:
+        out.update({LABEL_TURN: str(hypothesis[0]), LABEL_INDEX: str(hypothesis[1])})
+    return out
+
+
+def _name_of(job: RoundJob, hypothesis: tuple[int, int] | None) -> str:
+    if hypothesis is None:
+        return job_name(job.run_id, job.round, job.attempt)
+    return hypothesis_job_name(job.run_id, job.round, *hypothesis)
 
 
 def job_manifest(
@@ -94,11 +116,13 @@ def job_manifest(
     env: Mapping[str, str],
     *,
     command: tuple[str, ...] = DEFAULT_COMMAND,
+    hypothesis: tuple[int, int] | None = None,
 ) -> dict[str, Any]:
-    """The Job of ``job``'s round. ``env`` is the worker's environment (``mint_worker_env``); its token
-    is referenced from the round's Secret, every other variable is set in the pod spec as is."""
-    name = job_name(job.run_id, job.round, job.attempt)
-    meta_labels = labels(job.run_id, job.round, job.attempt)
+    """The Job of ``job``'s round, or with ``hypothesis = (turn, index)`` of that one hypothesis
+    (ADR-0018). ``env`` is the worker's environment (``mint_worker_env``); its token is referenced
+    from the Job's Secret, every other variable is set in the pod spec as is."""
+    name = _name_of(job, hypothesis)
+    meta_labels = labels(job.run_id, job.round, job.attempt, hypothesis)
     annotations = {ANNOTATION_RUN: job.run_id, ANNOTATION_JOB: job_digest(job)}
     variables: list[dict[str, Any]] = [
         {"name": key, "value": value} for key, value in sorted(env.items()) if key != TOKEN_VARIABLE
@@ -106,9 +130,7 @@ def job_manifest(
     variables.append(
         {
             "name": TOKEN_VARIABLE,
-            "valueFrom": {
-                "secretKeyRef": {"name": secret_name(job.run_id, job.round, job.attempt), "key": TOKEN_KEY}
-            },
+            "valueFrom": {"secretKeyRef": {"name": name + "-token", "key": TOKEN_KEY}},
         }
     )
     variables += [{"name": "HOME", "value": TMPDIR}, {"name": "TMPDIR", "value": TMPDIR}]
@@ -172,14 +194,18 @@ def job_manifest(
 
 
 def secret_manifest(
-    job: RoundJob, spec: BrokerSpec, token: str, owner_uid: str | None = None
+    job: RoundJob,
+    spec: BrokerSpec,
+    token: str,
+    owner_uid: str | None = None,
+    hypothesis: tuple[int, int] | None = None,
 ) -> dict[str, Any]:
-    """The Secret holding the round's token, owned by its Job (``owner_uid``) so it goes when the Job goes."""
-    name = job_name(job.run_id, job.round, job.attempt)
+    """The Secret holding the Job's token, owned by its Job (``owner_uid``) so it goes when the Job goes."""
+    name = _name_of(job, hypothesis)
     metadata = _metadata(
-        secret_name(job.run_id, job.round, job.attempt),
+        name + "-token",
         spec,
-        labels(job.run_id, job.round, job.attempt),
+        labels(job.run_id, job.round, job.attempt, hypothesis),
         {ANNOTATION_RUN: job.run_id},
     )
     if owner_uid is not None:

@@ -1,0 +1,98 @@
+"""``HypothesisPods`` on the real control plane (ADR-0018): a Job per hypothesis, adopted by name,
+left alone by the round broker's reconciliation, cancelled with its pod."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from controller.brokers.kubernetes import manifest
+from controller.brokers.kubernetes.broker import KubernetesBroker
+from controller.brokers.kubernetes.hypotheses import HypothesisPods
+from controller.domain.errors import NotFoundError
+from controller.domain.jobs import RoundJob
+from tests.k8s.broker_harness import RESTRICTED, loop_spec
+from tests.k8s.conftest import ControlPlane, wait_until
+
+SLEEP = (sys.executable, "-c", "import time; time.sleep(120)")
+DONE = (sys.executable, "-c", "pass")
+JOB = RoundJob(run_id="r1", round=0, turns=1, first_turn=3, heads={"app": "a" * 40})
+
+
+class Minted:
+    def __init__(self) -> None:
+        self.calls: list[tuple[int, int, Mapping[str, Any] | None]] = []
+
+    def __call__(
+        self, job: RoundJob, turn: int, index: int, proposal: Mapping[str, Any] | None
+    ) -> dict[str, str]:
+        self.calls.append((turn, index, proposal))
+        return {"CRUCIBLE_WORKER_TOKEN": f"token-{turn}-{index}", "CRUCIBLE_PARALLEL_INDEX": str(index)}
+
+
+def _pods(control_plane: ControlPlane, ns: str, command: tuple[str, ...], minted: Minted) -> HypothesisPods:
+    spec = loop_spec(ns)
+    return HypothesisPods(
+        control_plane.api, mint_hypothesis_env=minted, spec_for=lambda _run: spec, command=command
+    )
+
+
+def test_hypothesis_job_names_are_dns_labels_apart_from_the_rounds() -> None:
+    name = manifest.hypothesis_job_name("rsm2k4f-3fa9c1", 0, 12, 3)
+    assert name == "crucible-rsm2k4f-3fa9c1-0-t12-h3"
+    odd = manifest.hypothesis_job_name("Run_With.Odd/Chars" * 5, 0, 120, 3)
+    assert len(odd) <= 63 and odd.endswith("-0-t120-h3")
+    names = {manifest.hypothesis_job_name("r1", 0, t, i) for t in (1, 2) for i in (0, 1)}
+    assert len(names) == 4 and manifest.job_name("r1", 0) not in names
+
+
+def test_a_launch_of_a_started_hypothesis_adopts_its_job_and_the_round_broker_ignores_it(
+    control_plane: ControlPlane, namespace: Any
+) -> None:
+    ns = namespace(labels=RESTRICTED)
+    minted = Minted()
+    first = _pods(control_plane, ns, SLEEP, minted)
+    proposal = {"file": "conf.json", "key": "a", "old": 1, "new": 3}
+    assert not first.launch_hypothesis(JOB, 3, 1, proposal).finished
+    first.close()  # the controller dies; the pod runs on
+    second = _pods(control_plane, ns, SLEEP, minted)
+    assert not second.launch_hypothesis(JOB, 3, 1, proposal).finished
+    assert minted.calls == [(3, 1, proposal)], "no second token: the running pod's stays good"
+    batch = client.BatchV1Api(control_plane.api)
+    (job,) = batch.list_namespaced_job(ns).items
+    assert job.metadata.name == "crucible-r1-0-t3-h1"
+    labels = job.metadata.labels
+    assert (labels[manifest.LABEL_TURN], labels[manifest.LABEL_INDEX]) == ("3", "1")
+    env = {e.name: e for e in job.spec.template.spec.containers[0].env}
+    assert env["CRUCIBLE_WORKER_TOKEN"].value_from.secret_key_ref.name == "crucible-r1-0-t3-h1-token"
+    rounds = KubernetesBroker(
+        control_plane.api,
+        mint_worker_env=lambda job: {},
+        remote_outcome=lambda run, round: None,
+        spec_for=lambda _run: loop_spec(ns),
+    )
+    assert rounds.in_flight(ns) == [], "a hypothesis's Job is not a round to adopt"
+    rounds.close()
+    # Cancelled with the run: the Job goes, foreground, and the hypothesis is finished naming why.
+    second.cancel_hypothesis("r1", 0, 3, 1)
+    wait_until(lambda: not batch.list_namespaced_job(ns).items, what="the Job deleted")
+    state = second.hypothesis_status("r1", 0, 3, 1)
+    assert state.finished and (state.error or "").startswith("job_deleted")
+    with pytest.raises(NotFoundError):
+        second.hypothesis_status("r1", 0, 3, 0)
+    second.close()
+
+
+def test_a_hypothesis_whose_pod_exits_zero_is_finished_without_error(
+    control_plane: ControlPlane, namespace: Any
+) -> None:
+    ns = namespace(labels=RESTRICTED)
+    pods = _pods(control_plane, ns, DONE, Minted())
+    pods.launch_hypothesis(JOB, 1, 0, None)
+    wait_until(lambda: pods.hypothesis_status("r1", 0, 1, 0).finished, what="the pod's end", timeout=120)
+    assert pods.hypothesis_status("r1", 0, 1, 0).error is None
+    pods.close()
