@@ -23,9 +23,10 @@ from controller.config.paths import database_url, home_dir
 from controller.domain.errors import SpecError
 
 if TYPE_CHECKING:
-    from controller.brokers.base import Broker
+    from controller.brokers.base import Broker, HypothesisLauncher
     from controller.brokers.kubernetes.broker import RemoteRoundsPort
     from controller.brokers.local import RoundRunner
+    from controller.config.broker import BrokerSpec
     from controller.config.settings import ForgeSettings, Settings
     from controller.config.spec import Spec
     from controller.forge.base import Forge, ForgeUsage
@@ -35,10 +36,17 @@ if TYPE_CHECKING:
     from controller.store.store import Store
 
 
-def round_kind(spec_kind: str, round: int) -> str:
+def _round_kind(broker: BrokerSpec, round: int) -> str:
+    return round_kind(broker.kind, round, broker.parallel)
+
+
+def round_kind(spec_kind: str, round: int, parallel: int = 1) -> str:
     """The broker kind a round of a run goes to: the spec's for round 0; refinement rounds stay local,
     since ``crucible worker`` executes search rounds only (ADR-0014) and the controller holds the
-    commits a remote round 0 brought back."""
+    commits a remote round 0 brought back. A Kubernetes round 0 with ``parallel > 1`` is driven here
+    too: its turns launch a pod per hypothesis (``hypothesis_pods``, ADR-0018)."""
+    if parallel > 1 and spec_kind == "kubernetes":
+        return "local"
     return spec_kind if round == 0 else "local"
 
 
@@ -115,6 +123,7 @@ class Root:
     remote_rounds: RemoteRoundsPort | None = None
     _store: Store | None = field(default=None, repr=False)
     _service: RunService | None = field(default=None, repr=False)
+    _hypothesis_pods: HypothesisLauncher | None = field(default=None, repr=False)
 
     def store(self) -> Store:
         """The store, opened once. The default SQLite database is created and upgraded on open so a
@@ -148,6 +157,7 @@ class Root:
                 environ=self.environ,
                 forge_for=self.forge_for or self.forges.for_spec,
                 broker=self._broker,
+                hypotheses=self._hypotheses_for,
             )
         return self._service
 
@@ -159,7 +169,7 @@ class Root:
         inline = self.inline
         return RoutedBroker(
             {"local": lambda: LocalBroker(runner, inline=inline), "kubernetes": self.kubernetes_broker},
-            lambda run_id, round: round_kind(stored_spec(self.store(), run_id).broker.kind, round),
+            lambda run_id, round: _round_kind(stored_spec(self.store(), run_id).broker, round),
             concurrent=not inline,
         )
 
@@ -184,6 +194,37 @@ class Root:
             mint_worker_env=self.remote_rounds.mint_worker_env,
             remote_outcome=self.remote_rounds.remote_outcome,
             revoke=self.remote_rounds.revoke,
+            spec_for=lambda run_id: stored_spec(self.store(), run_id).broker,
+            namespace=namespace,
+        )
+
+    def _hypotheses_for(self, run_id: str) -> HypothesisLauncher | None:
+        """The launcher of the run's hypothesis pods when it runs on Kubernetes with ``parallel > 1``."""
+        from controller.services.recovery import stored_spec
+
+        broker = stored_spec(self.store(), run_id).broker
+        if broker.kind != "kubernetes" or broker.parallel <= 1:
+            return None
+        if self._hypothesis_pods is None:
+            self._hypothesis_pods = self._new_hypothesis_pods()
+        return self._hypothesis_pods
+
+    def _new_hypothesis_pods(self) -> HypothesisLauncher:
+        from controller.brokers.kubernetes.connect import connect
+        from controller.brokers.kubernetes.hypotheses import HypothesisPods
+        from controller.services.recovery import stored_spec
+
+        if self.remote_rounds is None:
+            raise SpecError(
+                "broker.kind",
+                "kubernetes hypothesis pods report to the controller's worker API, which this process "
+                "does not serve; run the spec with a controller that does",
+            )
+        kube = self.settings.kubernetes
+        api, namespace = connect(kube.kubeconfig, kube.kube_namespace)
+        return HypothesisPods(
+            api,
+            mint_hypothesis_env=self.remote_rounds.mint_hypothesis_env,
             spec_for=lambda run_id: stored_spec(self.store(), run_id).broker,
             namespace=namespace,
         )

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from controller.brokers.base import HypothesisLauncher
 from controller.config.settings import Settings
 from controller.config.spec import ComponentSpec, Spec
 from controller.config.units import Tolerance
@@ -74,6 +75,9 @@ class RunContext:
     # The controller holds the run's lease while a worker executes its round elsewhere (ADR-0014):
     # the round's loop claims none of its own.
     lease_elsewhere: bool = False
+    # Each parallel hypothesis of a search turn in a pod of its own (Kubernetes, ADR-0018); None: the
+    # hypotheses run here, one after another.
+    hypothesis_pods: HypothesisLauncher | None = None
 
     @property
     def ledger(self) -> Ledger:

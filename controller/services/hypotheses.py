@@ -27,6 +27,7 @@ from controller.domain.enums import (
 )
 from controller.engine.knobs import Proposal
 from controller.services.context import RunContext
+from controller.services.hypothesis_pods import try_in_pods
 from controller.services.turn import (
     EVENT_OF_OUTCOME,
     TurnStop,
@@ -64,14 +65,18 @@ def run_parallel_turn(
     """Run search turn ``number`` with ``count`` hypotheses (fewer when the knobs ``proposals`` ran
     short) and write its decision exactly once. Round 0 only: refinement rounds keep the first turn
     that holds the score, which is not a comparison of several candidates."""
+    if ctx.hypothesis_pods is not None:  # one pod per hypothesis; the controller decides (ADR-0018)
+        started = time.monotonic()
+        reports = try_in_pods(ctx, number, count, proposals, _started(number, count), turns)
+        return _decide(ctx, number, reports, len(reports), time.monotonic() - started)
     ctx.ledger.start_turn(ctx.run_id, number, 0, event=_started(number, count))
     write_candidate_file(ctx, 0, turns, decided_total, run)
     started = time.monotonic()
-    reports: list[HypothesisReport] = []
+    reports = []
     for index in range(count if proposals is None else len(proposals)):
         proposal = None if proposals is None else proposals[index]
         ctx.observer.step(f"turn {number}: hypothesis {index + 1} of {count}")
-        report = _try(ctx, number, index, proposal)
+        report = try_hypothesis(ctx, number, index, proposal)
         ctx.ledger.report_hypothesis(ctx.run_id, number, report)
         reports.append(report)
         if ctx.executor.cancel.is_set():  # a cancelled run tries no further hypothesis
@@ -85,8 +90,9 @@ def _started(number: int, count: int) -> tuple[EventKind, dict[str, Any]]:
     return EventKind.TURN_STARTED, {"turn": number, "round": 0, "parallel": count}
 
 
-def _try(ctx: RunContext, number: int, index: int, proposal: Proposal | None) -> HypothesisReport:
-    """One hypothesis, from proposal to its own verdict; the candidate checkout ends at the champion."""
+def try_hypothesis(ctx: RunContext, number: int, index: int, proposal: Proposal | None) -> HypothesisReport:
+    """One hypothesis, from proposal to its own verdict; the candidate checkout ends at the champion.
+    Locally one after another; in a hypothesis pod, its one (``crucible worker``, ADR-0018)."""
     work = TurnWork(number, 0, index=index)
     keep, detail, settled = try_candidate(ctx, work, proposal)
     commits: dict[str, str] = {}

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from controller.brokers.base import Broker, RoundReport
+from controller.brokers.base import Broker, HypothesisLauncher, RoundReport
 from controller.brokers.local import RoundRunner
 from controller.brokers.routing import RoutedBroker
 from controller.config.options import RunOptions
@@ -52,6 +52,10 @@ ForgeFor = Callable[[Spec], Forge]
 BrokerFactory = Callable[[RoundRunner], Broker]
 """Builds the broker around the runner of this process's rounds (the local broker uses it)."""
 
+HypothesesFor = Callable[[str], HypothesisLauncher | None]
+"""The launcher of a run's hypothesis pods (Kubernetes with ``parallel > 1``, ADR-0018); None: its
+hypotheses run where its round runs."""
+
 OnWait = Callable[[str, float], None]
 """Told the holder and the seconds a resume waits for a silent holder's lease to run out."""
 
@@ -85,6 +89,7 @@ class RunService:
         environ: Mapping[str, str],
         forge_for: ForgeFor,
         broker: BrokerFactory,
+        hypotheses: HypothesesFor | None = None,
     ) -> None:
         self.settings = settings
         self.store = store
@@ -92,6 +97,7 @@ class RunService:
         self._forge_for = forge_for
         self.rounds = LocalRounds()
         self.broker = broker(self.rounds)
+        self._hypotheses = hypotheses
         # The process's feedback intake, shared by every run it watches (one poller per forge
         # client); the webhook endpoint wakes it (``hub.wake``).
         self.hub = FeedbackHub(store, own_logins=settings.forge.own_logins)
@@ -158,6 +164,7 @@ class RunService:
             cancel=signals.cancel,
         )
         ctx.detach, ctx.wakeup = signals.detach, signals.wakeup
+        ctx.hypothesis_pods = self._hypotheses(run_id) if self._hypotheses is not None else None
         if forge is not None:
             ctx.on_champion = Publisher(forge).publish
         watch = None

@@ -7,6 +7,11 @@ runs: ``run_loop`` over a ``RunContext`` whose ledger is the HTTP ledger. Before
 decision is sent, the new commits go to the controller as a bundle, which it verifies first. At the
 end the worker reports the round's outcome, which revokes its token.
 
+With ``broker.parallel > 1`` on Kubernetes a pod runs one hypothesis of one turn instead (its
+token says which, ADR-0018): it proposes with ``CRUCIBLE_PARALLEL_INDEX`` set, measures against the
+champion in its own pod, sends its commits as a bundle and its report, and leaves the turn's
+decision to the controller.
+
 What it never has: a database URL, forge credentials, the operator API token. Its token is taken out
 of the environment every command of the round sees (``worker_environ``). The controller holds the
 run's lease for the whole round (``ctx.lease_elsewhere``), and keeps the exactly-once decision.
@@ -23,11 +28,15 @@ from typing import Any, NoReturn, cast
 from controller.brokers.base import RoundOutcome
 from controller.config.settings import Settings
 from controller.config.spec import Spec, parse_spec
+from controller.domain.enums import RunStatus, SampleArm
 from controller.domain.errors import CrucibleError, SpecError
 from controller.domain.jobs import RoundJob
+from controller.engine.knobs import Proposal
 from controller.services.context import Observer, RunContext
-from controller.services.loop import LoopResult, run_loop
+from controller.services.hypotheses import try_hypothesis
+from controller.services.loop import LoopResult, knob_proposer, run_loop
 from controller.services.runs import build_context
+from controller.services.turn import write_candidate_file
 from controller.store.http_ledger import HttpLedger, WorkerApi
 from controller.store.store import Store
 from controller.workspace import bundles
@@ -128,6 +137,8 @@ def run_worker(
         job = RoundJob.from_json(inputs["job"])
         if job.key != (config.run_id, config.round):
             raise CrucibleError(f"the token is for round {job.round} of run {job.run_id}, not {config.round}")
+        if inputs.get("hypothesis") is not None:
+            return _run_hypothesis(config, api, inputs, job, environ, cancel, observer)
         if job.round != 0:
             raise CrucibleError(
                 f"round {job.round} is a refinement round: this version of crucible worker executes "
@@ -153,6 +164,55 @@ def run_worker(
         if ledger is not None:
             ledger.close()
         api.close()
+
+
+def _run_hypothesis(
+    config: WorkerConfig,
+    api: WorkerApi,
+    inputs: Mapping[str, Any],
+    job: RoundJob,
+    environ: Mapping[str, str],
+    cancel: threading.Event | None,
+    observer: Observer | None,
+) -> RoundOutcome:
+    """A hypothesis pod (ADR-0018): one hypothesis of one turn, proposed and measured against the
+    champion here, its commits sent as a bundle, its report sent; the controller decides the turn."""
+    scope = inputs["hypothesis"]
+    number, index = int(scope["turn"]), int(scope["index"])
+    spec = _fetch_components(api, config.workdir, inputs)
+    uploads = _Uploads(api, config.workdir / "outgoing", job)
+    ledger = HttpLedger(config.controller_url, config.token)
+    try:
+        ctx = _context(config, spec, job, inputs, ledger, environ, cancel, observer)
+        uploads.ctx = ctx
+        run = ledger.get_run(config.run_id)
+        if not spec.metric.interleave:  # the champion's stored samples are its arm
+            turn = run.champion_turn or 0
+            arm = SampleArm.BASELINE if turn == 0 else SampleArm.CANDIDATE
+            ctx.champion_arm = ctx.arm_from_store(turn, arm)
+        write_candidate_file(ctx, 0, run=run)
+        report = try_hypothesis(ctx, number, index, _proposal(ctx, scope.get("proposal")))
+        if report.commits:
+            uploads(config.run_id, number, report.commits)
+        ledger.report_hypothesis(config.run_id, number, report)
+    finally:
+        ledger.close()
+    message = f"hypothesis {index} of turn {number}: {report.reason}"
+    outcome = RoundOutcome(RunStatus.RUNNING, None, message)
+    api.finish({"run_status": str(outcome.run_status), "stop_reason": None, "message": message})
+    return outcome
+
+
+def _proposal(ctx: RunContext, data: Any) -> Proposal | None:
+    """The knobs proposal the controller computed for this hypothesis; None for a real agent."""
+    if not isinstance(data, Mapping):
+        return None
+    found = knob_proposer(ctx)
+    knobs = {k.ident: k for k in found[1]} if found else {}
+    knob = knobs.get((data["file"], data["key"]))
+    if knob is None:
+        raise CrucibleError(f"the spec has no knob {data['key']!r} in {data['file']!r}")
+    return Proposal(knob, data["old"], data["new"], str(data.get("hypothesis") or ""))
 
 
 def _stay(ctx: RunContext, searched: LoopResult) -> LoopResult:

@@ -165,6 +165,7 @@ def test_the_composition_root_builds_the_worker_api_crucible_serve_mounts(
 def test_refinement_rounds_of_a_kubernetes_run_stay_local(tmp_path: Path, database_url: str) -> None:
     """``crucible worker`` refuses refinement rounds, so the routed broker keeps them on the controller."""
     assert round_kind("kubernetes", 0) == "kubernetes"
+    assert round_kind("kubernetes", 0, parallel=2) == "local", "its turns launch hypothesis pods"
     assert [round_kind("kubernetes", n) for n in (1, 2)] == ["local", "local"]
     assert round_kind("local", 0) == "local"
     environ = {"CRUCIBLE_HOME": str(tmp_path / "home"), "CRUCIBLE_DATABASE_URL": database_url}

@@ -1,0 +1,207 @@
+"""A pod per parallel hypothesis through the real control plane (ADR-0018).
+
+The run service drives a ``parallel = 3`` knobs round itself; each turn launches three Jobs whose pods
+the process node runs as ``python -m controller.cli.main worker`` with only the pod's environment (a
+token scoped to that one hypothesis). Each measures its hypothesis against the champion and reports
+it; the controller decides the turn. Compared with the same run through the local broker, where the
+three run one after another: the same decisions, the same hypotheses' reasons, the same trees.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from kubernetes import client
+
+from controller.api.app import create_app
+from controller.api.auth import ApiTokens
+from controller.brokers.kubernetes.hypotheses import HypothesisPods
+from controller.brokers.local import LocalBroker
+from controller.config.options import RunOptions
+from controller.config.settings import Settings
+from controller.config.spec import load_spec
+from controller.domain.enums import Reason, RunStatus, TurnPhase
+from controller.localforge.server import serve_in_thread
+from controller.services.recovery import stored_spec
+from controller.services.remote_rounds import RemoteRounds
+from controller.services.service import RunService
+from controller.store import Store
+from tests.conftest import git, make_repo
+from tests.k8s.broker_harness import RESTRICTED
+from tests.k8s.conftest import ControlPlane, wait_until
+from tests.k8s.test_e2e_rounds import WORKER, _no_forge
+from tests.worker.conftest import OPERATOR, _Control
+from tests.worker.knobs_round import BENCH, KNOBS_SPEC
+
+pytestmark = pytest.mark.slow
+
+SPEC = (
+    KNOBS_SPEC
+    + """
+[broker]
+kind = "kubernetes"
+parallel = 3
+image = "crucible:test"
+namespace = "{namespace}"
+resources = {{ requests = {{ cpu = "10m", memory = "64Mi" }}, limits = {{ memory = "1Gi" }} }}
+deadline = "10m"
+"""
+)
+
+
+@dataclass
+class Sides:
+    local: RunService
+    remote: RunService
+    store: Store
+    spec_path: Path
+    namespace: str
+
+
+@pytest.fixture
+def metric_delay() -> str:
+    return "0"
+
+
+@pytest.fixture
+def sides(
+    metric_delay: str,
+    tmp_path: Path,
+    database_url: str,
+    control_plane: ControlPlane,
+    namespace: Callable[..., str],
+) -> Iterator[Sides]:
+    ns = namespace(labels=RESTRICTED)
+    files = {"conf.json": json.dumps({"a": 1}), "bench.py": BENCH}
+    if metric_delay != "0":
+        files["slow.txt"] = metric_delay
+    repo = make_repo(tmp_path / "app", files)
+    spec_path = repo / "crucible.toml"
+    spec_path.write_text(SPEC.format(namespace=ns))
+    git(repo, "add", "crucible.toml")
+    git(repo, "commit", "-q", "-m", "spec")
+    with Store.open(database_url, upgrade=True) as store:
+        local_settings = Settings(home=tmp_path / "home-local", database_url=database_url)
+        settings = Settings(home=tmp_path / "home-remote", database_url=database_url)
+        remote = RemoteRounds(settings, store, controller_url="http://unused")
+        app = create_app(settings, store, ApiTokens(OPERATOR), _Control(), remote=remote)
+        with serve_in_thread(app) as url:
+            remote.controller_url = url
+            local = RunService(
+                local_settings,
+                store,
+                environ={},
+                forge_for=_no_forge,
+                broker=lambda runner: LocalBroker(runner, inline=True),
+            )
+            pods = HypothesisPods(
+                control_plane.api,
+                mint_hypothesis_env=remote.mint_hypothesis_env,
+                spec_for=lambda run_id: stored_spec(store, run_id).broker,
+                command=WORKER,
+            )
+            service = RunService(
+                settings,
+                store,
+                environ={},
+                forge_for=_no_forge,
+                broker=lambda runner: LocalBroker(runner, inline=True),
+                hypotheses=lambda _run_id: pods,
+            )
+            yield Sides(local, service, store, spec_path, ns)
+            pods.close()
+
+
+def _create(service: RunService, spec_path: Path) -> str:
+    spec = load_spec(spec_path)
+    return service.create(spec, spec_path.read_text(), spec_path, RunOptions())
+
+
+def _decisions(store: Store, run_id: str) -> list[tuple[object, ...]]:
+    out: list[tuple[object, ...]] = []
+    for t in store.list_turns(run_id):
+        out.append((t.number, t.outcome, t.reason, t.value, t.hypothesis, t.changed_paths))
+        for h in store.list_hypotheses(run_id, t.number):
+            out.append((t.number, h.index, h.reason, h.value, h.hypothesis))
+    return out
+
+
+def test_each_hypothesis_runs_in_its_own_pod_and_the_turns_decide_as_locally(
+    sides: Sides, control_plane: ControlPlane
+) -> None:
+    local_id = _create(sides.local, sides.spec_path)
+    assert sides.local.drive(local_id).status is RunStatus.COMPLETED
+    remote_id = _create(sides.remote, sides.spec_path)
+    result = sides.remote.drive(remote_id)
+    assert result.status is RunStatus.COMPLETED, result.message
+    store = sides.store
+    assert _decisions(store, remote_id) == _decisions(store, local_id)
+    turns = store.list_turns(remote_id)
+    # Three values at a time, the walk is exhausted after two turns; the first keeps the best of three.
+    assert [t.number for t in turns] == [1, 2] and turns[0].commits, "the seed keeps the first turn"
+    tried = {(h.turn, h.index) for h in store.list_hypotheses(remote_id)}
+    assert len(tried) == 5, "three hypotheses, then the two values left"
+    local_run, remote_run = store.get_run(local_id), store.get_run(remote_id)
+    assert (remote_run.champion_value, remote_run.champion_turn) == (
+        local_run.champion_value,
+        local_run.champion_turn,
+    )
+    local_clone = sides.local.settings.run_dir(local_id) / "arms" / "candidate" / "app"
+    remote_clone = sides.remote.settings.run_dir(remote_id) / "arms" / "candidate" / "app"
+    local_head = store.list_components(local_id)[0].head_sha
+    remote_head = store.list_components(remote_id)[0].head_sha
+    assert git(remote_clone, "rev-parse", f"{remote_head}^{{tree}}") == git(
+        local_clone, "rev-parse", f"{local_head}^{{tree}}"
+    )
+    # One Job per hypothesis per turn, no Job for the round itself; each completes (a pod exits just
+    # after its report, which is all the decision waits for).
+    batch = client.BatchV1Api(control_plane.api)
+    jobs = batch.list_namespaced_job(sides.namespace).items
+    names = sorted(j.metadata.name for j in jobs)
+    expected = sorted(f"crucible-{remote_id}-0-t{t}-h{i}" for t, i in tried)
+    assert names == expected
+
+    def complete() -> bool:
+        found = batch.list_namespaced_job(sides.namespace).items
+        return all(any(c.type == "Complete" for c in j.status.conditions or []) for j in found)
+
+    wait_until(complete, what="every hypothesis Job complete")
+    labels = {j.metadata.name: j.metadata.labels for j in jobs}
+    assert labels[f"crucible-{remote_id}-0-t2-h1"]["crucible.dev/parallel-index"] == "1"
+    assert labels[f"crucible-{remote_id}-0-t2-h1"]["crucible.dev/turn"] == "2"
+
+
+@pytest.mark.parametrize("metric_delay", ["1.0"])
+def test_a_pod_deleted_mid_hypothesis_fails_that_hypothesis_and_the_turn_is_decided(
+    sides: Sides, control_plane: ControlPlane
+) -> None:
+    run_id = _create(sides.remote, sides.spec_path)
+    results: list[RunStatus] = []
+    driver = threading.Thread(target=lambda: results.append(sides.remote.drive(run_id).status))
+    driver.start()
+    core = client.CoreV1Api(control_plane.api)
+    victim = f"crucible-{run_id}-0-t2-h1"
+
+    def running() -> bool:
+        pods = core.list_namespaced_pod(sides.namespace, label_selector=f"job-name={victim}").items
+        return any(p.status.phase == "Running" for p in pods)
+
+    wait_until(running, what="the pod of hypothesis 1 of turn 2 running", timeout=240)
+    (pod,) = core.list_namespaced_pod(sides.namespace, label_selector=f"job-name={victim}").items
+    core.delete_namespaced_pod(pod.metadata.name, sides.namespace, grace_period_seconds=0)
+    driver.join(timeout=300)
+    assert not driver.is_alive()
+    assert results == [RunStatus.COMPLETED], "the run goes on after a lost pod"
+    turns = sides.store.list_turns(run_id)
+    # The value the lost pod never measured is proposed again in a third turn.
+    assert [t.number for t in turns] == [1, 2, 3]
+    assert all(t.phase is TurnPhase.DECIDED for t in turns), "none left open"
+    lost = {h.index: h for h in sides.store.list_hypotheses(run_id, 2)}
+    assert lost[1].reason is Reason.CANCELLED
+    assert "pod_lost" in lost[1].detail, lost[1].detail
+    assert sorted(lost) == [0, 1] and lost[0].value is not None, "the other was measured and decided"
