@@ -1,4 +1,5 @@
-"""A controller process for the restart test: drives one run with ``KubernetesBroker`` until killed.
+"""A controller process for the restart tests: drives one run with ``KubernetesBroker`` until killed
+(a run with ``parallel > 1``: the round here, each hypothesis in a pod of its own, ADR-0018).
 
     python controller_proc.py DATABASE_URL HOME API_URL KUBECONFIG RUN_ID WORKER_ARGV_JSON
 
@@ -15,6 +16,8 @@ from pathlib import Path
 from kubernetes import config
 
 from controller.brokers.kubernetes.broker import KubernetesBroker
+from controller.brokers.kubernetes.hypotheses import HypothesisPods
+from controller.brokers.local import LocalBroker
 from controller.config.settings import Settings
 from controller.services.recovery import stored_spec
 from controller.services.remote_rounds import RemoteRounds
@@ -39,7 +42,23 @@ def main() -> None:
                 command=tuple(json.loads(argv)),
             )
 
-        service = RunService(settings, store, environ={}, forge_for=_no_forge, broker=broker)
+        if stored_spec(store, run_id).broker.parallel > 1:
+            pods = HypothesisPods(
+                api,
+                mint_hypothesis_env=remote.mint_hypothesis_env,
+                spec_for=lambda run: stored_spec(store, run).broker,
+                command=tuple(json.loads(argv)),
+            )
+            service = RunService(
+                settings,
+                store,
+                environ={},
+                forge_for=_no_forge,
+                broker=lambda runner: LocalBroker(runner, inline=True),
+                hypotheses=lambda _run: pods,
+            )
+        else:
+            service = RunService(settings, store, environ={}, forge_for=_no_forge, broker=broker)
         print("driving", flush=True)
         service.drive(run_id)
 

@@ -10,6 +10,8 @@ three run one after another: the same decisions, the same hypotheses' reasons, t
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -21,11 +23,12 @@ from kubernetes import client
 from controller.api.app import create_app
 from controller.api.auth import ApiTokens
 from controller.brokers.kubernetes.hypotheses import HypothesisPods
+from controller.brokers.kubernetes.manifest import LABEL_TURN
 from controller.brokers.local import LocalBroker
 from controller.config.options import RunOptions
 from controller.config.settings import Settings
 from controller.config.spec import load_spec
-from controller.domain.enums import Reason, RunStatus, TurnPhase
+from controller.domain.enums import EventKind, Reason, RunStatus, TurnPhase
 from controller.localforge.server import serve_in_thread
 from controller.services.recovery import stored_spec
 from controller.services.remote_rounds import RemoteRounds
@@ -61,6 +64,8 @@ class Sides:
     store: Store
     spec_path: Path
     namespace: str
+    api_url: str
+    settings: Settings
 
 
 @pytest.fixture
@@ -87,7 +92,7 @@ def sides(
     git(repo, "commit", "-q", "-m", "spec")
     with Store.open(database_url, upgrade=True) as store:
         local_settings = Settings(home=tmp_path / "home-local", database_url=database_url)
-        settings = Settings(home=tmp_path / "home-remote", database_url=database_url)
+        settings = Settings(home=tmp_path / "home-remote", database_url=database_url, lease_ttl_s=2.0)
         remote = RemoteRounds(settings, store, controller_url="http://unused")
         app = create_app(settings, store, ApiTokens(OPERATOR), _Control(), remote=remote)
         with serve_in_thread(app) as url:
@@ -113,7 +118,7 @@ def sides(
                 broker=lambda runner: LocalBroker(runner, inline=True),
                 hypotheses=lambda _run_id: pods,
             )
-            yield Sides(local, service, store, spec_path, ns)
+            yield Sides(local, service, store, spec_path, ns, url, settings)
             pods.close()
 
 
@@ -205,3 +210,55 @@ def test_a_pod_deleted_mid_hypothesis_fails_that_hypothesis_and_the_turn_is_deci
     assert lost[1].reason is Reason.CANCELLED
     assert "pod_lost" in lost[1].detail, lost[1].detail
     assert sorted(lost) == [0, 1] and lost[0].value is not None, "the other was measured and decided"
+
+
+@pytest.mark.parametrize("metric_delay", ["1.0"])
+def test_a_restarted_controller_adopts_the_hypothesis_pods_and_decides_each_turn_once(
+    sides: Sides, control_plane: ControlPlane, database_url: str
+) -> None:
+    run_id = _create(sides.remote, sides.spec_path)
+    driver = [sys.executable, str(Path(__file__).with_name("controller_proc.py")), database_url]
+    driver += [str(sides.settings.home), sides.api_url, str(control_plane.kubeconfig), run_id]
+    driver.append(json.dumps(WORKER))
+    batch = client.BatchV1Api(control_plane.api)
+
+    def turn_two_in_pods() -> bool:
+        names = {j.metadata.name for j in batch.list_namespaced_job(sides.namespace).items}
+        return f"crucible-{run_id}-0-t2-h1" in names
+
+    with (sides.settings.home.parent / "controller.log").open("wb") as log:
+        first = subprocess.Popen(driver, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            wait_until(turn_two_in_pods, what="turn 2's hypothesis pods launched", timeout=240)
+        finally:
+            first.kill()  # the controller dies mid-turn; the hypothesis pods run on
+            first.wait()
+    assert sides.store.get_turn(run_id, 2).phase is TurnPhase.STARTED
+    before = _uids(sides, control_plane, 2)
+    assert len(before) == 2
+
+    result = sides.remote.resume(run_id)  # waits out the dead controller's lease, then adopts
+
+    assert result.status is RunStatus.COMPLETED, result.message
+    turns = sides.store.list_turns(run_id)
+    assert [t.number for t in turns] == [1, 2] and all(t.phase is TurnPhase.DECIDED for t in turns)
+    decided = [e for e in sides.store.list_events(run_id) if e.kind in _DECIDED]
+    assert sorted(e.payload["turn"] for e in decided) == [1, 2], "no turn decided twice"
+    assert {h.index for h in sides.store.list_hypotheses(run_id, 2)} == {0, 1}
+    assert all(h.value is not None for h in sides.store.list_hypotheses(run_id, 2)), "both measured"
+    # One token per hypothesis: the resumed controller launched no second pod for turn 2.
+    jobs = [j.metadata.name for j in batch.list_namespaced_job(sides.namespace).items]
+    assert sorted(jobs) == sorted(f"crucible-{run_id}-0-t{t}-h{i}" for t, i in _tried(sides, run_id))
+    assert _uids(sides, control_plane, 2) == before, "the cut-off turn's Jobs are the ones adopted"
+
+
+_DECIDED = {EventKind.ACCEPTED, EventKind.REJECTED, EventKind.FAILED, EventKind.NO_CHANGE}
+
+
+def _tried(sides: Sides, run_id: str) -> set[tuple[int, int]]:
+    return {(h.turn, h.index) for h in sides.store.list_hypotheses(run_id)}
+
+
+def _uids(sides: Sides, control_plane: ControlPlane, turn: int) -> dict[str, str]:
+    jobs = client.BatchV1Api(control_plane.api).list_namespaced_job(sides.namespace).items
+    return {j.metadata.name: j.metadata.uid for j in jobs if j.metadata.labels[LABEL_TURN] == str(turn)}

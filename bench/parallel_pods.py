@@ -1,0 +1,298 @@
+"""Wall time per kept improvement with a pod per hypothesis (N = 4) against N = 1, through the real
+control plane, in the same run (issue 9, ADR-0018).
+
+The workload is the noisefix-like mix of ADR-0010 and ADR-0016 made real: ``--knobs`` on/off knobs in
+``conf.json``, a fifth of them (``--good``) a true 3% improvement each when switched on, the others
+doing nothing; the metric multiplies them and adds 2% Gaussian noise. Its run time is dominated by
+sleeping (``--sleep`` seconds a run), not CPU, so four pods measuring at once on this 2-core machine are
+not CPU-bound (the caveat below). The knobs agent proposes (instantly; a real agent's proposal time
+would run in parallel too, which this leaves out). Both arms run the same spec through the run service
+and the Kubernetes path:
+
+- N = 1: one Job for the round; its pod runs the turns one after another, the sequential rule on;
+- N = 4: the controller drives the turns, each launching four hypothesis pods (the fixed rule, Holm).
+
+Each arm runs ``--hypotheses`` hypotheses in all (N = 1: that many turns; N = 4: a quarter as many
+turns), ``--pairs`` times alternated. Printed: wall time, kept true improvements, kept do-nothing
+changes per arm, and the ratio of wall time per kept improvement (N = 4 over N = 1; < 1 is faster).
+
+    python bench/parallel_pods.py [--pairs 1] [--knobs 20] [--hypotheses 16] [--sleep 0.25]
+
+Caveats: kept improvements are few per run, so the ratio is noisy (the simulated figure of ADR-0016,
+0.56, comes from 10,000 turns); pods here are local processes on a loaded shared 2-core machine (each
+pod's Python start-up and git work is CPU, so four at once compete), where a cluster would give each
+pod its own cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from kubernetes import client, config  # noqa: E402
+
+from controller.api.app import create_app  # noqa: E402
+from controller.api.auth import ApiTokens  # noqa: E402
+from controller.brokers.kubernetes.broker import KubernetesBroker  # noqa: E402
+from controller.brokers.kubernetes.hypotheses import HypothesisPods  # noqa: E402
+from controller.brokers.local import LocalBroker  # noqa: E402
+from controller.config.options import RunOptions  # noqa: E402
+from controller.config.settings import Settings  # noqa: E402
+from controller.config.spec import load_spec  # noqa: E402
+from controller.domain.enums import Outcome, RunStatus  # noqa: E402
+from controller.localforge.server import serve_in_thread  # noqa: E402
+from controller.services.recovery import stored_spec  # noqa: E402
+from controller.services.remote_rounds import RemoteRounds  # noqa: E402
+from controller.services.service import RunService  # noqa: E402
+from controller.store import Store  # noqa: E402
+
+WORKER = (sys.executable, "-m", "controller.cli.main", "worker")
+OPERATOR = "bench-operator-token-0123456789"
+
+BENCH = """
+import json, random, time
+conf = json.load(open("conf.json"))
+good = json.load(open("good.json"))
+time.sleep({sleep})
+value = 100.0
+for key, on in conf.items():
+    if on and key in good:
+        value *= 0.97
+print(f"METRIC m={{value * (1 + random.gauss(0, 0.02)):.6f}}")
+"""
+
+SPEC = """
+objective = "bring m down"
+turns = {turns}
+
+[agent]
+builtin = "knobs"
+seed = {seed}
+{knobs}
+[sandbox]
+mode = "none"
+
+[metric]
+command = "python3 bench.py"
+name = "m"
+direction = "minimize"
+samples = 10
+warmups = 0
+confidence = 0.95
+
+[[component]]
+name = "app"
+repo = "."
+mutable = ["conf.json"]
+
+[broker]
+kind = "kubernetes"
+parallel = {parallel}
+image = "crucible:test"
+namespace = "{namespace}"
+resources = {{ requests = {{ cpu = "10m", memory = "64Mi" }}, limits = {{ memory = "1Gi" }} }}
+deadline = "30m"
+"""
+
+
+@dataclass
+class Arm:
+    parallel: int
+    wall_s: float
+    kept_true: int
+    kept_null: int
+
+
+def k8s_env() -> dict[str, str]:
+    out = subprocess.run(["bash", str(ROOT / "scripts/k8s/env")], capture_output=True, text=True, check=True)
+    values = {}
+    for line in out.stdout.splitlines():
+        name, _, value = line.removeprefix("export ").partition("=")
+        values[name] = shlex.split(value)[0] if value else ""
+    return values
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, check=True).stdout.strip()
+
+
+def make_repo(where: Path, knobs: int, good: list[str], sleep: float) -> Path:
+    where.mkdir(parents=True)
+    git(where, "init", "-q", "-b", "main")
+    git(where, "config", "user.email", "bench@example.com")
+    git(where, "config", "user.name", "Bench")
+    (where / "conf.json").write_text(json.dumps({f"k{i}": 0 for i in range(knobs)}))
+    (where / "good.json").write_text(json.dumps(good))
+    (where / "bench.py").write_text(BENCH.format(sleep=sleep))
+    git(where, "add", "-A")
+    git(where, "commit", "-q", "-m", "initial")
+    return where
+
+
+def write_spec(repo: Path, parallel: int, turns: int, knobs: int, seed: int, namespace: str) -> Path:
+    table = "".join(
+        f'[[agent.knob]]\nfile = "conf.json"\nkey = "k{i}"\nvalues = [0, 1]\n' for i in range(knobs)
+    )
+    path = repo / f"crucible-{parallel}.toml"
+    path.write_text(SPEC.format(turns=turns, seed=seed, knobs=table, parallel=parallel, namespace=namespace))
+    git(repo, "add", path.name)
+    git(repo, "commit", "-q", "-m", f"spec for parallel = {parallel}")
+    return path
+
+
+def run_arm(service: RunService, store: Store, spec_path: Path, good: list[str]) -> tuple[float, int, int]:
+    spec = load_spec(spec_path)
+    run_id = service.create(spec, spec_path.read_text(), spec_path, RunOptions())
+    start = time.perf_counter()
+    result = service.drive(run_id)
+    wall = time.perf_counter() - start
+    if result.status is not RunStatus.COMPLETED:
+        raise SystemExit(f"run {run_id} ended {result.status}: {result.message}")
+    kept_true = kept_null = 0
+    for turn in store.list_turns(run_id):
+        if turn.outcome is Outcome.ACCEPTED:
+            key = (turn.hypothesis or "").split(" ")[1]
+            if key in good:
+                kept_true += 1
+            else:
+                kept_null += 1
+    return wall, kept_true, kept_null
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pairs", type=int, default=1)
+    parser.add_argument("--knobs", type=int, default=20)
+    parser.add_argument("--good", type=float, default=0.2, help="the share of knobs that improve")
+    parser.add_argument("--hypotheses", type=int, default=16, help="per arm (a multiple of 4)")
+    parser.add_argument("--sleep", type=float, default=0.25, help="seconds of each metric run")
+    parser.add_argument("--seed", type=int, default=7)
+    args = parser.parse_args()
+    env = k8s_env()
+    kubeconfig = Path(env["CRUCIBLE_K8S_KUBECONFIG"])
+    if not kubeconfig.exists():
+        raise SystemExit("no control plane: start it with `bash scripts/k8s/up`")
+    api = config.new_client_from_config(config_file=str(kubeconfig))
+    core = client.CoreV1Api(api)
+    ns = f"bench-{uuid.uuid4().hex[:8]}"
+    labels = {"pod-security.kubernetes.io/enforce": "restricted"}
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=ns, labels=labels)))
+    arms: list[Arm] = []
+    try:
+        with tempfile.TemporaryDirectory(prefix="parallel-pods-") as tmp:
+            arms = measure(Path(tmp), api, ns, args)
+    finally:
+        core.delete_namespace(ns, propagation_policy="Background")
+        api.close()
+    report(arms, args)
+
+
+def measure(tmp: Path, api: Any, ns: str, args: argparse.Namespace) -> list[Arm]:
+    rng = random.Random(args.seed)
+    good = sorted(rng.sample([f"k{i}" for i in range(args.knobs)], max(1, round(args.knobs * args.good))))
+    repo = make_repo(tmp / "app", args.knobs, good, args.sleep)
+    specs = {
+        1: write_spec(repo, 1, args.hypotheses, args.knobs, args.seed, ns),
+        4: write_spec(repo, 4, max(1, args.hypotheses // 4), args.knobs, args.seed, ns),
+    }
+    url_db = f"sqlite:///{tmp / 'crucible.db'}"
+    arms: list[Arm] = []
+    with Store.open(url_db, upgrade=True) as store:
+        settings = Settings(home=tmp / "home", database_url=url_db)
+        remote = RemoteRounds(settings, store, controller_url="http://unused")
+        app = create_app(settings, store, ApiTokens(OPERATOR), _Control(), remote=remote)
+        with serve_in_thread(app) as url:
+            remote.controller_url = url
+            spec_for = lambda run_id: stored_spec(store, run_id).broker  # noqa: E731
+            rounds = KubernetesBroker(
+                api,
+                mint_worker_env=remote.mint_worker_env,
+                remote_outcome=remote.remote_outcome,
+                revoke=remote.revoke,
+                spec_for=spec_for,
+                command=WORKER,
+            )
+            pods = HypothesisPods(
+                api, mint_hypothesis_env=remote.mint_hypothesis_env, spec_for=spec_for, command=WORKER
+            )
+            one = RunService(settings, store, environ={}, forge_for=_no_forge, broker=lambda _r: rounds)
+            four = RunService(
+                settings,
+                store,
+                environ={},
+                forge_for=_no_forge,
+                broker=lambda runner: LocalBroker(runner, inline=True),
+                hypotheses=lambda _run: pods,
+            )
+            for pair in range(args.pairs):
+                order = [(1, one), (4, four)] if pair % 2 == 0 else [(4, four), (1, one)]
+                for parallel, service in order:
+                    wall, kept_true, kept_null = run_arm(service, store, specs[parallel], good)
+                    arms.append(Arm(parallel, wall, kept_true, kept_null))
+                    print(
+                        f"pair {pair + 1}, N = {parallel}: {wall:6.1f} s, kept {kept_true} true "
+                        f"improvement(s), {kept_null} do-nothing change(s)",
+                        flush=True,
+                    )
+            rounds.close()
+            pods.close()
+    return arms
+
+
+def report(arms: list[Arm], args: argparse.Namespace) -> None:
+    per: dict[int, tuple[float, int, int]] = {}
+    for parallel in (1, 4):
+        mine = [a for a in arms if a.parallel == parallel]
+        per[parallel] = (
+            sum(a.wall_s for a in mine),
+            sum(a.kept_true for a in mine),
+            sum(a.kept_null for a in mine),
+        )
+    print(
+        f"{args.knobs} knobs, {args.good:.0%} of them a 3% improvement, 2% noise, samples 10, "
+        f"metric {args.sleep} s a run; {args.hypotheses} hypotheses per arm, {args.pairs} pair(s)"
+    )
+    for parallel, (wall, kept, null) in per.items():
+        rate = f"{wall / kept:.1f} s per kept improvement" if kept else "no improvement kept"
+        print(f"N = {parallel}: {wall:.1f} s in all, {kept} kept, {null} do-nothing kept: {rate}")
+    (w1, k1, _), (w4, k4, _) = per[1], per[4]
+    if k1 and k4:
+        print(f"wall time per kept improvement, N = 4 / N = 1: ratio {(w4 / k4) / (w1 / k1):.2f}")
+    else:
+        print("ratio: undefined (an arm kept no improvement; raise --pairs or --hypotheses)")
+    print(f"plain wall time, N = 4 / N = 1 (4x the hypotheses per turn): {w4 / w1:.2f}")
+
+
+def _no_forge(spec: object) -> object:
+    raise AssertionError("these runs do not publish")
+
+
+class _Control:
+    def cancel(self, run_id: str) -> str:
+        return "cancelling"
+
+    def resume(self, run_id: str) -> str:
+        return "resuming"
+
+    def steer(self, run_id: str, text: str) -> str:
+        return "round requested"
+
+    def wake(self) -> None:
+        return None
+
+
+if __name__ == "__main__":
+    main()
