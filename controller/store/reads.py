@@ -11,7 +11,7 @@ pooled connection, however many queries it takes.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -29,6 +29,7 @@ from controller.store.models import (
     RunRow,
     SampleRow,
     TurnRow,
+    as_utc,
     hypothesis_record,
     run_record,
     sample_record,
@@ -77,33 +78,9 @@ class PagedReads:
         self, *, limit: int = 50, offset: int = 0, status: RunStatus | None = None
     ) -> list[RunSummaryRecord]:
         """``page_runs`` with only the columns a runs list shows (no spec text, no options)."""
-        columns = (
-            RunRow.id,
-            RunRow.status,
-            RunRow.stop_reason,
-            RunRow.objective,
-            RunRow.baseline_value,
-            RunRow.champion_value,
-            RunRow.created_at,
-        )
-        query = sa.select(*columns).order_by(RunRow.created_at.desc(), RunRow.id.desc())
-        if status is not None:
-            query = query.where(RunRow.status == status.value)
         with self._reading() as conn:
-            rows = conn.execute(query.limit(limit).offset(offset)).all()
-        statuses, reasons = {s.value: s for s in RunStatus}, {r.value: r for r in StopReason}
-        return [
-            RunSummaryRecord(
-                id=row.id,
-                status=statuses[row.status],
-                stop_reason=None if row.stop_reason is None else reasons[row.stop_reason],
-                objective=row.objective,
-                baseline_value=row.baseline_value,
-                champion_value=row.champion_value,
-                created_at=row.created_at,
-            )
-            for row in rows
-        ]
+            rows = conn.execute(*summaries_query(limit=limit, offset=offset, status=status)).all()
+        return [summary_record(row) for row in rows]
 
     def run_tallies(self, run_ids: Collection[str]) -> dict[str, RunTally]:
         """Decided turns, kept turns and pull requests of each given run, in two grouped queries (the
@@ -138,10 +115,8 @@ class PagedReads:
         that decides a turn appends an event in the same transaction, whose id is above every earlier
         one of the run (writers of a run serialise on its row). So a page read after this returned
         ``v`` is current for as long as this still returns ``v``. NotFoundError for an unknown run."""
-        newest = sa.select(sa.func.max(EventRow.id)).where(EventRow.run_id == RunRow.id).scalar_subquery()
-        query = sa.select(RunRow.id, newest).where(RunRow.id == run_id)
         with self._reading() as conn:
-            row = conn.execute(query).one_or_none()
+            row = conn.execute(TURNS_VERSION, {"run_id": run_id}).one_or_none()
         if row is None:
             raise NotFoundError(f"no run {run_id}")
         return int(row[1] or 0)
@@ -252,6 +227,60 @@ class PagedReads:
         with self._session(read_only=True) as s:
             total, waiting = s.execute(query).one()
             return int(total), int(waiting or 0)
+
+
+# The two reads of the API's hot path, shared with ``hot_reads`` (which runs them on PostgreSQL
+# without SQLAlchemy): the statements, with named parameters, and the row conversion.
+TURNS_VERSION = sa.select(
+    RunRow.id,
+    sa.select(sa.func.max(EventRow.id)).where(EventRow.run_id == RunRow.id).scalar_subquery(),
+).where(RunRow.id == sa.bindparam("run_id"))
+
+_SUMMARY_COLUMNS = (
+    RunRow.id,
+    RunRow.status,
+    RunRow.stop_reason,
+    RunRow.objective,
+    RunRow.baseline_value,
+    RunRow.champion_value,
+    RunRow.created_at,
+)
+_STATUSES = {s.value: s for s in RunStatus}
+_REASONS = {r.value: r for r in StopReason}
+
+
+def _summaries(by_status: bool) -> sa.Select[*tuple[Any, ...]]:
+    query = sa.select(*_SUMMARY_COLUMNS).order_by(RunRow.created_at.desc(), RunRow.id.desc())
+    if by_status:
+        query = query.where(RunRow.status == sa.bindparam("status"))
+    return query.limit(sa.bindparam("limit")).offset(sa.bindparam("offset"))
+
+
+SUMMARIES = {False: _summaries(False), True: _summaries(True)}  # by whether they filter by status
+
+
+def summaries_query(
+    *, limit: int, offset: int, status: RunStatus | None
+) -> tuple[sa.Select[*tuple[Any, ...]], dict[str, Any]]:
+    """The runs list's page, newest first: the statement and its parameters."""
+    params: dict[str, Any] = {"limit": limit, "offset": offset}
+    if status is not None:
+        params["status"] = status.value
+    return SUMMARIES[status is not None], params
+
+
+def summary_record(row: Sequence[Any]) -> RunSummaryRecord:
+    """A row of ``summaries_query`` as its record (timestamps in UTC, as ``UTCDateTime`` reads them)."""
+    run_id, status, reason, objective, baseline, champion, created_at = row
+    return RunSummaryRecord(
+        id=run_id,
+        status=_STATUSES[status],
+        stop_reason=None if reason is None else _REASONS[reason],
+        objective=objective,
+        baseline_value=baseline,
+        champion_value=champion,
+        created_at=as_utc(created_at),
+    )
 
 
 def _metric_samples(
