@@ -17,13 +17,16 @@ from controller.api import errors
 from controller.api.auth import ApiTokens, BearerAuth
 from controller.api.dashboard.pages import dashboard_router, install_not_found_page
 from controller.api.events import events_router
+from controller.api.hotpath import HotPath
 from controller.api.ops import ServiceStats, ops_router
+from controller.api.pagecache import PageCache
 from controller.api.runs import RunControl, runs_router
 from controller.api.webhooks import webhook_router
 from controller.api.worker import worker_router
 from controller.config.settings import Settings
 from controller.services.remote_rounds import RemoteRounds
 from controller.services.submit import ForgeFactory
+from controller.store.hot_reads import hot_reads
 from controller.store.store import Store
 
 API_VERSION = "1"
@@ -52,7 +55,12 @@ def create_app(
     errors.install(app)
     install_not_found_page(app)
     auth = BearerAuth(tokens)
-    app.include_router(runs_router(settings, store, control, auth, forge_for))
+    turn_pages: PageCache[int] = PageCache()
+    # The runs list and cached turn pages, answered before FastAPI's machinery (ADR-0021).
+    app.add_middleware(
+        HotPath, tokens=tokens, reads=hot_reads(store), turn_pages=turn_pages, run_pages=PageCache()
+    )
+    app.include_router(runs_router(settings, store, control, auth, forge_for, turn_pages))
     app.include_router(events_router(store, auth, poll_s=events_poll_s))
     app.include_router(ops_router(store, stats or ServiceStats()))
     app.include_router(webhook_router(store, webhook_secret, on_delivery=on_delivery))

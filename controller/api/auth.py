@@ -10,10 +10,18 @@ from __future__ import annotations
 
 import hmac
 from dataclasses import dataclass
+from enum import StrEnum
 
 from fastapi import HTTPException, Request
 
 READ_METHODS = frozenset({"GET", "HEAD"})
+
+
+class Role(StrEnum):
+    """What a valid token may do: everything, or only read."""
+
+    ADMIN = "admin"
+    READER = "reader"
 
 
 @dataclass(frozen=True)
@@ -32,6 +40,15 @@ def _equal(given: bytes, expected: str | None) -> bool:
     return bool(expected) and hmac.compare_digest(given, expected.encode())  # type: ignore[union-attr]
 
 
+def bearer_role(tokens: ApiTokens, authorization: str) -> Role | None:
+    """Who the ``Authorization`` header's bearer token is (None: no valid token)."""
+    scheme, _, value = authorization.partition(" ")
+    given = value.strip().encode() if scheme.lower() == "bearer" else b""
+    if _equal(given, tokens.admin):
+        return Role.ADMIN
+    return Role.READER if _equal(given, tokens.readonly) else None
+
+
 class BearerAuth:
     """A FastAPI dependency checking the request's bearer token against ``tokens``.
 
@@ -42,16 +59,12 @@ class BearerAuth:
         self.tokens = tokens
 
     async def __call__(self, request: Request) -> None:
-        header = request.headers.get("authorization", "")
-        scheme, _, value = header.partition(" ")
-        given = value.strip().encode() if scheme.lower() == "bearer" else b""
-        is_admin = _equal(given, self.tokens.admin)
-        is_reader = not is_admin and _equal(given, self.tokens.readonly)
-        if not (is_admin or is_reader):
+        role = bearer_role(self.tokens, request.headers.get("authorization", ""))
+        if role is None:
             raise HTTPException(
                 status_code=401,
                 detail="missing or invalid bearer token",
                 headers={"WWW-Authenticate": "Bearer"},
             )
-        if is_reader and request.method not in READ_METHODS:
+        if role is Role.READER and request.method not in READ_METHODS:
             raise HTTPException(status_code=403, detail="the read-only token may not change anything")

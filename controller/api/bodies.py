@@ -5,9 +5,13 @@ Unknown fields are refused (422 naming them), so a typo in a client is an error,
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from controller.services.schemas import RunSummary, Turn
+from controller.services.views import run_summary
+from controller.store.records import RunSummaryRecord
 
 
 class _Body(BaseModel):
@@ -68,6 +72,14 @@ class Message(BaseModel):
 class RunPage(BaseModel):
     items: list[RunSummary]
     next_offset: int | None = Field(description="the offset of the next page; null on the last page")
+
+
+def run_page_json(records: Sequence[RunSummaryRecord], *, limit: int, offset: int) -> bytes:
+    """The body of ``GET /api/runs`` from the page's rows read with ``limit + 1`` (the extra row says
+    whether there is a next page): a function of its arguments only, so the hot path may keep it."""
+    items = [run_summary(r) for r in records[:limit]]
+    more = len(records) > limit
+    return RunPage(items=items, next_offset=offset + limit if more else None).model_dump_json().encode()
 
 
 class TurnPage(BaseModel):

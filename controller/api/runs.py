@@ -14,25 +14,29 @@ from typing import Annotated, Protocol
 
 from fastapi import APIRouter, Depends, Query
 from fastapi.responses import Response
-from pydantic import BaseModel
 
-from controller.api.bodies import ERRORS, Created, Message, Patch, RoundCreate, RunCreate, RunPage, TurnPage
+from controller.api.bodies import (
+    ERRORS,
+    Created,
+    Message,
+    Patch,
+    RoundCreate,
+    RunCreate,
+    RunPage,
+    TurnPage,
+    run_page_json,
+)
+from controller.api.hotpath import MAX_PAGE, turn_page_key
 from controller.api.pagecache import PageCache
 from controller.config.settings import Settings
 from controller.domain.enums import Outcome, RunStatus
 from controller.services import schemas
 from controller.services.patching import patch_text
 from controller.services.submit import ForgeFactory, Submission, submit_run
-from controller.services.views import feedback_view, pulls_view, run_view, runs_list, turns_page
+from controller.services.views import feedback_view, pulls_view, run_view, turns_page
 from controller.store.store import Store
 
-MAX_PAGE = 500
-
-
-def _json(model: BaseModel) -> Response:
-    """A page already validated by its own model, serialised once: FastAPI would validate and
-    serialise it a second time through ``response_model`` (which stays declared for the document)."""
-    return Response(content=model.model_dump_json(), media_type="application/json")
+JSON = "application/json"
 
 
 class RunControl(Protocol):
@@ -61,9 +65,11 @@ def runs_router(
     control: RunControl,
     auth: Callable[..., Awaitable[None]],
     forge_for: ForgeFactory | None = None,
+    pages: PageCache[int] | None = None,
 ) -> APIRouter:
+    """The routes; ``pages`` keeps rendered turn pages (shared with ``hotpath``, which serves them)."""
     router = APIRouter(prefix="/api/runs", tags=["runs"], dependencies=[Depends(auth)], responses=ERRORS)
-    pages = PageCache()
+    pages = pages if pages is not None else PageCache()
 
     @router.post("", status_code=201, response_model=Created)
     def create(body: RunCreate) -> Created:
@@ -86,9 +92,8 @@ def runs_router(
         status: RunStatus | None = None,
     ) -> Response:
         """Runs, newest first."""
-        items = runs_list(store, limit=limit + 1, offset=offset, status=status)
-        more = len(items) > limit
-        return _json(RunPage(items=items[:limit], next_offset=offset + limit if more else None))
+        records = store.run_summaries(limit=limit + 1, offset=offset, status=status)
+        return Response(content=run_page_json(records, limit=limit, offset=offset), media_type=JSON)
 
     @router.get("/{run_id}", response_model=schemas.Run)
     def show(run_id: str) -> schemas.Run:
@@ -123,9 +128,9 @@ def runs_router(
                 TurnPage(items=items, next_after=items[-1].turn if more else None).model_dump_json().encode()
             )
 
-        key = (run_id, after, limit, round, outcome)
+        key = turn_page_key(run_id, after, limit, round, outcome)
         body = pages.page(key, store.turns_version(run_id), render)
-        return Response(content=body, media_type="application/json")
+        return Response(content=body, media_type=JSON)
 
     @router.get("/{run_id}/patch", response_model=Patch)
     def patch(run_id: str) -> Patch:

@@ -23,6 +23,7 @@ from controller.store.records import (
     ComponentRecord,
     EventRecord,
     HypothesisRecord,
+    RunSummaryRecord,
     SampleRecord,
     TurnRecord,
 )
@@ -212,18 +213,20 @@ def events_jsonl(store: Store, run_id: str, after_id: int = 0) -> str:
 def runs_list(
     store: Store, limit: int = 50, offset: int = 0, status: RunStatus | None = None
 ) -> list[schemas.RunSummary]:
-    return [
-        schemas.RunSummary(
-            run_id=r.id,
-            status=r.status,
-            stop_reason=r.stop_reason,
-            objective=r.objective,
-            baseline=r.baseline_value,
-            best=r.champion_value,
-            created_at=r.created_at,
-        )
-        for r in store.run_summaries(limit=limit, offset=offset, status=status)
-    ]
+    return [run_summary(r) for r in store.run_summaries(limit=limit, offset=offset, status=status)]
+
+
+def run_summary(record: RunSummaryRecord) -> schemas.RunSummary:
+    """One line of the runs list."""
+    return schemas.RunSummary(
+        run_id=record.id,
+        status=record.status,
+        stop_reason=record.stop_reason,
+        objective=record.objective,
+        baseline=record.baseline_value,
+        best=record.champion_value,
+        created_at=record.created_at,
+    )
 
 
 def feedback_view(store: Store, run_id: str) -> schemas.Feedback:

@@ -7,11 +7,11 @@ import pytest
 
 from controller.api.pagecache import PageCache
 from controller.domain.enums import Outcome, Reason, RunStatus, SampleArm
-from controller.store import TurnDecision
+from controller.store import Store, TurnDecision
 from tests.api.conftest import Api, new_run
 
 
-def _decide(api: Api, number: int) -> None:
+def _decide(store: Store, number: int) -> None:
     decision = TurnDecision(
         outcome=Outcome.REJECTED,
         reason=Reason.NOT_IMPROVED,
@@ -30,7 +30,7 @@ def _decide(api: Api, number: int) -> None:
         (SampleArm.CHAMPION, 0, {"m": 5.0}, True),
         (SampleArm.CHAMPION, 1, {}, False),
     ]
-    api.store.decide_turn(
+    store.decide_turn(
         "r1", number, decision, champion=None, component_heads={}, event=("rejected", {}), samples=samples
     )
 
@@ -41,7 +41,7 @@ def test_pages_show_what_the_run_view_shows_and_follow_new_decisions(api: Api) -
     for n in (1, 2, 3, 4):
         api.store.start_turn("r1", n, 0)
     for n in (1, 3, 4):  # turn 2 is still running (a parallel round decides out of order)
-        _decide(api, n)
+        _decide(api.store, n)
     with api.client() as client:
         first = client.get("/api/runs/r1/turns", params={"limit": 2}).json()
         again = client.get("/api/runs/r1/turns", params={"limit": 2}).json()
@@ -50,7 +50,7 @@ def test_pages_show_what_the_run_view_shows_and_follow_new_decisions(api: Api) -
         assert [t["turn"] for t in first["items"]] == [1, 3] and first["next_after"] == 3
         assert first["items"] == [t for t in view["turns"] if t["turn"] in (1, 3)]
         assert first["items"][0]["samples"] == [1.0] and first["items"][0]["reference_samples"] == [5.0]
-        _decide(api, 2)
+        _decide(api.store, 2)
         moved = client.get("/api/runs/r1/turns", params={"limit": 2}).json()
         assert [t["turn"] for t in moved["items"]] == [1, 2] and moved["next_after"] == 2
         rest = client.get("/api/runs/r1/turns", params={"after": 2}).json()
