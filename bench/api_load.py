@@ -42,6 +42,7 @@ from pathlib import Path
 import httpx
 import sqlalchemy as sa
 
+from controller.services.schemas import RoundRequest
 from controller.store import NewRun, Store
 from controller.store.models import SampleRow, TurnRow
 
@@ -72,7 +73,7 @@ class _NoScheduler:
     def resume(self, run_id: str) -> str:
         raise NotImplementedError
 
-    def steer(self, run_id: str, text: str) -> str:
+    def steer(self, run_id: str, text: str, component: str | None = None) -> RoundRequest:
         raise NotImplementedError
 
     def wake(self) -> None:

@@ -33,6 +33,7 @@ from controller.config.settings import Settings
 from controller.domain.enums import EventKind, Outcome, Reason, SampleArm
 from controller.localforge.server import serve_in_thread
 from controller.services.layout import RunLayout
+from controller.services.schemas import RoundRequest
 from controller.store import NewRun, Store
 from controller.store.records import ChampionUpdate, ComponentRecord, TurnDecision
 
@@ -47,8 +48,8 @@ class _Control:
     def resume(self, run_id: str) -> str:
         return ""
 
-    def steer(self, run_id: str, text: str) -> str:
-        return ""
+    def steer(self, run_id: str, text: str, component: str | None = None) -> RoundRequest:
+        raise NotImplementedError("the benchmark steers no run")
 
     def wake(self) -> None:
         return None

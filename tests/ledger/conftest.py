@@ -27,6 +27,7 @@ from controller.domain.enums import RunStatus
 from controller.domain.jobs import RoundJob
 from controller.localforge.server import serve_in_thread
 from controller.services.remote_rounds import RemoteRounds, token_hash
+from controller.services.schemas import RoundRequest
 from controller.store import ComponentRecord, NewRun, Store
 from controller.store.http_ledger import HttpLedger
 from controller.store.ledger import Ledger
@@ -125,7 +126,7 @@ class _NoControl:
     def resume(self, run_id: str) -> str:
         raise AssertionError("not used")
 
-    def steer(self, run_id: str, text: str) -> str:
+    def steer(self, run_id: str, text: str, component: str | None = None) -> RoundRequest:
         raise AssertionError("not used")
 
     def wake(self) -> None:

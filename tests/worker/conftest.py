@@ -21,6 +21,7 @@ from controller.domain.enums import RunStatus
 from controller.domain.jobs import RoundJob
 from controller.localforge.server import serve_in_thread
 from controller.services.remote_rounds import RemoteRounds
+from controller.services.schemas import RoundRequest
 from controller.store import ComponentRecord, NewRun, Store
 
 OPERATOR = "operator-token-0123456789"
@@ -101,8 +102,8 @@ class _Control:
     def resume(self, run_id: str) -> str:
         return "resuming"
 
-    def steer(self, run_id: str, text: str) -> str:
-        return "round requested"
+    def steer(self, run_id: str, text: str, component: str | None = None) -> RoundRequest:
+        raise AssertionError("not used")
 
     def wake(self) -> None:
         return None
