@@ -56,6 +56,7 @@ from controller.domain.enums import Outcome, RunStatus  # noqa: E402
 from controller.localforge.server import serve_in_thread  # noqa: E402
 from controller.services.recovery import stored_spec  # noqa: E402
 from controller.services.remote_rounds import RemoteRounds  # noqa: E402
+from controller.services.schemas import RoundRequest  # noqa: E402
 from controller.services.service import RunService  # noqa: E402
 from controller.store import Store  # noqa: E402
 
@@ -287,8 +288,8 @@ class _Control:
     def resume(self, run_id: str) -> str:
         return "resuming"
 
-    def steer(self, run_id: str, text: str) -> str:
-        return "round requested"
+    def steer(self, run_id: str, text: str, component: str | None = None) -> RoundRequest:
+        raise NotImplementedError("the benchmark steers no run")
 
     def wake(self) -> None:
         return None
