@@ -23,6 +23,7 @@ from controller.config.units import duration_value
 DAY = 86400.0
 MAX_PARALLEL = 64  # pods per turn; more is a typo, not a plan
 MAX_DEADLINE_S = 366 * DAY
+MAX_RELAUNCHES = 20  # relaunches of one round after lost pods; more hides a broken cluster
 
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 _DNS_SUBDOMAIN = re.compile(r"(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
@@ -169,6 +170,7 @@ class BrokerSpec(_Model):
     parallel: int = Field(default=1, ge=1, le=MAX_PARALLEL)
     deadline: Annotated[Seconds, Field(gt=0, le=MAX_DEADLINE_S)] = 86400
     ttl: Annotated[Seconds, Field(ge=0, le=MAX_DEADLINE_S)] = 3600
+    max_relaunches: int = Field(default=2, ge=0, le=MAX_RELAUNCHES)
 
     @model_validator(mode="after")
     def _kubernetes_needs_an_image(self) -> BrokerSpec:

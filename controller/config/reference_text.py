@@ -324,6 +324,14 @@ DOCS: dict[str, tuple[str, str]] = {
         "(`ttlSecondsAfterFinished`); 0 deletes it at once.",
         '"10m"',
     ),
+    "broker.max_relaunches": (
+        "How many times one round is launched again, as a new attempt with a new Job and token, after "
+        "its pod was lost (`evicted`, `oom_killed`, `pod_lost`, `no_outcome`); the turn it cut off is "
+        "`failed` with reason `lost` and counts toward `budget.max_consecutive_failures`. Past the bound, "
+        "or for `deadline_exceeded`, `job_deleted`, `start_failed` and `worker_failed`, the run fails "
+        "naming why. 0: never relaunch.",
+        "1",
+    ),
     "broker.resources.requests": (
         "What the scheduler reserves for the pod, resource name to quantity.",
         '{ cpu = "500m", memory = "1Gi" }',

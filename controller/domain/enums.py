@@ -112,6 +112,9 @@ class Reason(StrEnum):
     NO_DIFF = "no_diff"
     # Parallel hypotheses: it passed the keep rule, but another hypothesis of the same turn improved more.
     SUPERSEDED = "superseded"
+    # A remote round's pod was lost mid-turn (evicted, OOM-killed, deleted, its node gone); the detail
+    # names the broker's reason. The round's remaining turns are relaunched (ADR-0019).
+    LOST = "lost"
 
 
 OUTCOME_OF_REASON: dict[Reason, Outcome] = {
@@ -128,6 +131,7 @@ OUTCOME_OF_REASON: dict[Reason, Outcome] = {
     Reason.CANCELLED: Outcome.FAILED,
     Reason.NO_DIFF: Outcome.NO_CHANGE,
     Reason.SUPERSEDED: Outcome.REJECTED,
+    Reason.LOST: Outcome.FAILED,
 }
 
 # Turns that produced no valid measurement; they count towards max_consecutive_failures.
@@ -137,6 +141,7 @@ FAILURE_REASONS: frozenset[Reason] = frozenset(
         Reason.AGENT_FAILED,
         Reason.TIMEOUT,
         Reason.CANCELLED,
+        Reason.LOST,
         Reason.VALIDATION_FAILED,
         Reason.POLICY_VIOLATION,
         Reason.EVALUATOR_MUTATED,
@@ -207,6 +212,8 @@ class EventKind(StrEnum):
     PR_CLOSED = "pr_closed"
     REPLY_DRAFTED = "reply_drafted"
     RESUMED = "resumed"
+    # The run service launched a round again as a new attempt after its pod was lost (ADR-0019).
+    RELAUNCHED = "relaunched"
     COMPLETED = "completed"
     # Progress of the running turn (live views): its step, and each measured sample as it arrives.
     TURN_STEP = "turn_step"

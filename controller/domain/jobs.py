@@ -42,11 +42,12 @@ class RoundJob:
     """One round of one run, as a broker launches it.
 
     run_id / round: which round (``key``).
-    attempt: which drive of the run launched it: 0 for the first, and one more for each resume or
-        takeover of the run (the count of its ``resumed`` events, so replicas agree on it). A round
-        re-driven after a cancel, a lost lease or a dead holder is a new launch with a new attempt;
+    attempt: which launch of the run this is: 0 for the first, and one more for each resume or
+        takeover of the run and for each relaunch of a round whose pod was lost (the count of its
+        ``resumed`` and ``relaunched`` events, so replicas agree on it). A round re-driven after a
+        cancel, a lost lease, a dead holder or a lost pod is a new launch with a new attempt;
         (run_id, round, attempt) identifies the launch (``launch_key``), and launching it twice is one
-        launch (ADR-0012).
+        launch (ADR-0012, ADR-0019).
     turns: the most turns this round may decide; a search round stops earlier on a budget or a stop rule,
         a refinement round at the first turn that holds the score.
     first_turn: the number the round's first turn gets (turns are counted over the whole run).

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +28,7 @@ from controller.domain.jobs import RoundJob, RoundState
 from controller.forge.base import Forge
 from controller.services import schemas
 from controller.services.context import Detached, Observer, RunContext
-from controller.services.cutoff import fail_cut_off_turn
+from controller.services.cutoff import fail_cut_off_turn, relaunchable
 from controller.services.feedback_hub import FeedbackHub
 from controller.services.liveness import Heartbeat
 from controller.services.loop import LoopResult, finish, heartbeat_for
@@ -182,9 +182,7 @@ class RunService:
         beat.on_cancel = ctx.wakeup.set
         ctx.heartbeat = beat
         self.rounds.register(ctx, hand_over=watch is not None)
-        # Each resume appends one RESUMED event, so their count numbers the drives of the run alike
-        # on every replica: a round launched again by a later drive is a new launch (ADR-0012).
-        self._attempts[run_id] = len(self.store.list_events(run_id, kinds=[EventKind.RESUMED]))
+        self._attempts[run_id] = self._attempt_number(run_id)
         try:
             searched = self._launch_search(ctx)
             if watch is None or searched.status != RunStatus.RUNNING:
@@ -199,7 +197,7 @@ class RunService:
 
     def _launch_search(self, ctx: RunContext) -> LoopResult:
         job = search_job(ctx, attempt=self._attempts.get(ctx.run_id, 0))
-        report = self._finished(ctx, self._launch(job))
+        report = self._run_round(ctx, job)
         assert report.outcome is not None
         if self._remote(job.run_id, job.round):
             self._take_remote_round(ctx)
@@ -241,10 +239,61 @@ class RunService:
         when a cancel cut it off (as ``rounds.run_round``)."""
         job = refinement_job(ctx, batch, attempt=self._attempts.get(ctx.run_id, 0))
         self.rounds.expect_batch(job, batch)
-        report = self._finished(ctx, self._launch(job))
+        report = self._run_round(ctx, job)
         if report.outcome is None or report.outcome.run_status is RunStatus.CANCELLED:
             return None
         return report.outcome.kept
+
+    def _attempt_number(self, run_id: str) -> int:
+        """The attempt of the next launch of any round of the run: one more for each drive (a RESUMED
+        event per resume, ADR-0012) and for each relaunch after a lost pod (a RELAUNCHED event,
+        ADR-0019). Counted from the record, so every replica computes the same number."""
+        kinds = [EventKind.RESUMED, EventKind.RELAUNCHED]
+        return len(self.store.list_events(run_id, kinds=kinds))
+
+    def _run_round(self, ctx: RunContext, job: RoundJob) -> RoundReport:
+        """Launch ``job`` and wait for its end. A remote round whose pod was lost (``cutoff.RELAUNCHABLE``)
+        has its cut-off turn decided ``failed`` and its remaining turns launched again as a new attempt,
+        at most ``broker.max_relaunches`` times (ADR-0019); any other failure is the run's error."""
+        relaunches = 0
+        limit = ctx.spec.broker.max_relaunches
+        while True:
+            report = self._finished(ctx, self._launch(job))
+            if report.state != RoundState.FAILED:
+                return report
+            error = report.error or f"round {job.round} of run {job.run_id} failed"
+            remote = self._remote(job.run_id, job.round)
+            if remote and report.error:
+                # Its pod was lost mid-turn: that turn is decided failed, naming why (ADR-0015).
+                fail_cut_off_turn(self.store, job.run_id, job.round, report.error)
+            if not remote or not relaunchable(report.error):
+                raise CrucibleError(error)
+            if relaunches >= limit:
+                raise CrucibleError(
+                    f"{error} (round {job.round} was relaunched {relaunches} time(s) after lost pods; "
+                    f"broker.max_relaunches = {limit})"
+                )
+            relaunches += 1
+            job = self._relaunch(ctx, job, error, relaunches)
+
+    def _relaunch(self, ctx: RunContext, job: RoundJob, error: str, relaunches: int) -> RoundJob:
+        """The next attempt of a round whose pod was lost: what the lost attempt kept is taken over
+        (heads, publishing), a RELAUNCHED event numbers the attempt, and the job covers the turns left."""
+        self._take_remote_round(ctx)
+        payload = {"round": job.round, "lost_attempt": job.attempt, "relaunch": relaunches, "error": error}
+        self.store.append_event(job.run_id, EventKind.RELAUNCHED, payload)
+        attempt = self._attempt_number(job.run_id)
+        self._attempts[job.run_id] = attempt
+        if job.round == 0:
+            return search_job(ctx, attempt=attempt)
+        decided = [t for t in self.store.list_turns(job.run_id) if t.round == job.round and t.outcome]
+        return replace(
+            job,
+            attempt=attempt,
+            turns=max(0, job.turns - len(decided)),
+            first_turn=self.store.turn_counts(job.run_id).highest + 1,
+            heads=ctx.champion_heads,
+        )
 
     def _launch(self, job: RoundJob) -> RoundReport:
         self._current[job.run_id] = job.round
@@ -265,8 +314,8 @@ class RunService:
         return None if report.finished else report
 
     def _finished(self, ctx: RunContext, report: RoundReport) -> RoundReport:
-        """Wait for a launched round to end; a failed round is the run's error, a detached one
-        (SIGTERM) stops this process driving the run. A cancel of the run (Ctrl-C, the API, the
+        """Wait for a launched round to end (FAILED included: ``_run_round`` decides what follows); a
+        detached one (SIGTERM) stops this process driving the run. A cancel of the run (Ctrl-C, the API, the
         heartbeat's flag, a shutdown) is passed on to the broker, which stops the round wherever
         it runs."""
         run_id, number = report.run_id, report.round
@@ -282,11 +331,6 @@ class RunService:
             report = self.broker.wait(run_id, number)
         if ctx.detach.is_set() and ctx.executor.cancel.is_set():
             raise Detached(f"run {ctx.run_id} detached from this process; it goes on when resumed")
-        if report.state == RoundState.FAILED:
-            if report.error and self._remote(run_id, number):
-                # Its pod was lost mid-turn: that turn is decided failed, naming why (ADR-0015).
-                fail_cut_off_turn(self.store, run_id, number, report.error)
-            raise CrucibleError(report.error or f"round {number} of run {run_id} failed")
         return report
 
     # -- resuming and cancelling --------------------------------------------------------------

@@ -40,6 +40,7 @@ def test_without_the_table_rounds_run_locally_one_hypothesis_at_a_time(tmp_path:
     broker = parse(tmp_path).broker
     assert (broker.kind, broker.parallel, broker.image, broker.agent_secret) == ("local", 1, None, None)
     assert (broker.namespace, broker.deadline, broker.ttl) == (None, 86400, 3600)
+    assert broker.max_relaunches == 2
     assert broker.resources.requests == {"cpu": "1", "memory": "2Gi"}
     assert broker.resources.limits == {"cpu": "2", "memory": "4Gi"}
     assert (broker.node_selector, broker.tolerations) == ({}, [])
@@ -61,7 +62,9 @@ def test_a_kubernetes_broker_with_every_key(tmp_path: Path) -> None:
         parallel=4,
         deadline="90m",
         ttl="1.5s",
+        max_relaunches=0,
     ).broker
+    assert broker.max_relaunches == 0
     assert (broker.kind, broker.namespace, broker.parallel) == ("kubernetes", "loops", 4)
     assert (broker.deadline, broker.ttl) == (5400, 2), "durations become whole seconds, rounded up"
     assert broker.resources.limits == {"memory": "2Gi"}
@@ -90,6 +93,9 @@ def test_a_flat_resources_table_sets_requests_and_limits_alike(tmp_path: Path) -
         ({"deadline": 0}, "broker.deadline", "must be > 0"),
         ({"deadline": "soon"}, "broker.deadline", ""),
         ({"ttl": -1}, "broker.ttl", ""),
+        ({"max_relaunches": -1}, "broker.max_relaunches", "must be >= 0"),
+        ({"max_relaunches": 21}, "broker.max_relaunches", "must be <= 20"),
+        ({"max_relaunches": "2"}, "broker.max_relaunches", "expected an integer"),
         ({"resources": {"cpu": "2 GB"}}, "broker.resources.requests.cpu", "a Kubernetes quantity"),
         ({"resources": {"requests": {"memory": "8Gi"}}}, "broker.resources.requests.memory", "more than"),
         ({"resources": {"requests": {"cpu": "1"}, "cpu": "1"}}, "broker.resources.cpu", "unknown key"),

@@ -171,10 +171,8 @@ def test_a_round_through_the_control_plane_decides_and_commits_as_the_local_roun
     assert any(c.type == "Complete" and c.status == "True" for c in job.status.conditions)
 
 
-@pytest.mark.parametrize("metric_delay", ["0.7"])
-def test_a_restarted_controller_adopts_the_running_job_and_records_each_turn_once(
-    sides: Sides, control_plane: ControlPlane, database_url: str
-) -> None:
+def _kill_the_controller_mid_round(sides: Sides, control_plane: ControlPlane, database_url: str) -> str:
+    """A run driven by a controller process that is SIGKILLed once a turn was decided; its id."""
     spec = load_spec(sides.spec_path)
     run_id = sides.remote.create(spec, sides.spec_path.read_text(), sides.spec_path, RunOptions())
     driver = [sys.executable, str(Path(__file__).with_name("controller_proc.py")), database_url]
@@ -197,6 +195,14 @@ def test_a_restarted_controller_adopts_the_running_job_and_records_each_turn_onc
             first.kill()  # the controller dies mid-round; its Job runs on
             first.wait()
     assert _running_jobs(control_plane, sides.namespace) == 1
+    return run_id
+
+
+@pytest.mark.parametrize("metric_delay", ["0.7"])
+def test_a_restarted_controller_adopts_the_running_job_and_records_each_turn_once(
+    sides: Sides, control_plane: ControlPlane, database_url: str
+) -> None:
+    run_id = _kill_the_controller_mid_round(sides, control_plane, database_url)
 
     result = sides.remote.resume(run_id)  # waits out the dead controller's lease, then adopts
 
@@ -218,34 +224,96 @@ def _running_jobs(control_plane: ControlPlane, ns: str) -> int:
     return len([j for j in jobs if not j.status.conditions])
 
 
-@pytest.mark.parametrize("metric_delay", ["0.7"])
-def test_a_pod_deleted_mid_turn_fails_that_turn_naming_why(sides: Sides, control_plane: ControlPlane) -> None:
-    spec = load_spec(sides.spec_path)
-    run_id = sides.remote.create(spec, sides.spec_path.read_text(), sides.spec_path, RunOptions())
-    errors: list[BaseException] = []
-
-    def drive() -> None:
-        try:
-            sides.remote.drive(run_id)
-        except CrucibleError as exc:
-            errors.append(exc)
-
-    driver = threading.Thread(target=drive)
-    driver.start()
+def _delete_pod_mid_turn(sides: Sides, control_plane: ControlPlane, run_id: str) -> int:
+    """Wait for a turn after the first to start in the round's first pod, delete that pod at once;
+    the number of the turn it cut off."""
     wait_until(
         lambda: any(t.phase is TurnPhase.STARTED and t.number >= 2 for t in sides.store.list_turns(run_id)),
         what="a turn started after the first was decided",
         timeout=180,
     )
+    (started,) = [t for t in sides.store.list_turns(run_id) if t.phase is TurnPhase.STARTED]
     core = client.CoreV1Api(control_plane.api)
     (pod,) = core.list_namespaced_pod(sides.namespace, label_selector=f"job-name=crucible-{run_id}-0").items
     # No grace period: the worker is killed before it can report (a kubelet's SIGTERM with a grace
     # period lets it cancel the turn and report that itself).
     core.delete_namespaced_pod(pod.metadata.name, sides.namespace, grace_period_seconds=0)
+    return started.number
+
+
+def _drive_in_thread(service: RunService, run_id: str) -> tuple[threading.Thread, list[object]]:
+    results: list[object] = []
+
+    def drive() -> None:
+        try:
+            results.append(service.drive(run_id))
+        except CrucibleError as exc:
+            results.append(exc)
+
+    driver = threading.Thread(target=drive)
+    driver.start()
+    return driver, results
+
+
+@pytest.mark.parametrize("metric_delay", ["0.7"])
+def test_a_pod_deleted_mid_turn_fails_that_turn_naming_why_and_the_run_goes_on(
+    sides: Sides, control_plane: ControlPlane
+) -> None:
+    spec = load_spec(sides.spec_path)
+    run_id = sides.remote.create(spec, sides.spec_path.read_text(), sides.spec_path, RunOptions())
+    driver, results = _drive_in_thread(sides.remote, run_id)
+    cut_number = _delete_pod_mid_turn(sides, control_plane, run_id)
+    driver.join(timeout=300)
+    assert not driver.is_alive()
+
+    (result,) = results
+    assert not isinstance(result, BaseException), result
+    assert result.status is RunStatus.COMPLETED and result.stop_reason is StopReason.MAX_TURNS, result.message
+    turns = sides.store.list_turns(run_id)
+    assert [t.number for t in turns] == [1, 2, 3, 4], "the budget's turns, each once"
+    assert all(t.phase is TurnPhase.DECIDED for t in turns), "none left open"
+    (cut,) = [t for t in turns if t.outcome is Outcome.FAILED]
+    assert cut.number == cut_number
+    assert cut.reason is Reason.LOST and (cut.detail or "").startswith("pod_lost: ")
+    assert any(t.number > cut_number and t.outcome is not None for t in turns), "later turns decided"
+    (relaunched,) = sides.store.list_events(run_id, kinds=[EventKind.RELAUNCHED])
+    assert relaunched.payload["round"] == 0 and str(relaunched.payload["error"]).startswith("pod_lost: ")
+    # The remaining turns ran as attempt 1, in a Job of its own; the lost attempt's Job failed.
+    jobs = {
+        j.metadata.name: j
+        for j in client.BatchV1Api(control_plane.api).list_namespaced_job(sides.namespace).items
+    }
+    assert set(jobs) == {f"crucible-{run_id}-0", f"crucible-{run_id}-0-a1"}
+    assert _condition(jobs[f"crucible-{run_id}-0"]) == "Failed"
+    assert _condition(jobs[f"crucible-{run_id}-0-a1"]) == "Complete"
+    # The outcome came from the second grant (minting it revoked the first: test_tokens).
+    outcome = sides.store.worker_outcome(run_id, 0)
+    assert outcome is not None and outcome.attempt == 2 and outcome.revoked_at is not None
+
+
+@pytest.mark.parametrize("metric_delay", ["0.7"])
+def test_a_pod_lost_beyond_broker_max_relaunches_fails_the_run_naming_the_key(
+    sides: Sides, control_plane: ControlPlane
+) -> None:
+    text = sides.spec_path.read_text().replace('deadline = "10m"', 'deadline = "10m"\nmax_relaunches = 0')
+    sides.spec_path.write_text(text)
+    spec = load_spec(sides.spec_path)
+    run_id = sides.remote.create(spec, text, sides.spec_path, RunOptions())
+    driver, results = _drive_in_thread(sides.remote, run_id)
+    _delete_pod_mid_turn(sides, control_plane, run_id)
     driver.join(timeout=180)
     assert not driver.is_alive()
-    assert errors and str(errors[0]).startswith("pod_lost: ")
+
+    (error,) = results
+    assert isinstance(error, CrucibleError)
+    assert str(error).startswith("pod_lost: ") and "broker.max_relaunches = 0" in str(error)
     cut = [t for t in sides.store.list_turns(run_id) if t.outcome is Outcome.FAILED]
-    assert cut, "the cut-off turn is decided"
-    assert cut[-1].reason is Reason.CANCELLED and (cut[-1].detail or "").startswith("pod_lost: ")
+    assert cut and cut[-1].reason is Reason.LOST
     assert all(t.phase is TurnPhase.DECIDED for t in sides.store.list_turns(run_id)), "none left open"
+    assert not sides.store.list_events(run_id, kinds=[EventKind.RELAUNCHED])
+
+
+def _condition(job: object) -> str | None:
+    conditions = getattr(getattr(job, "status", None), "conditions", None) or []
+    done = [c.type for c in conditions if c.type in ("Complete", "Failed") and c.status == "True"]
+    return done[0] if done else None

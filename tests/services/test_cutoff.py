@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from controller.domain.enums import EventKind, Outcome, Reason, RunStatus, TurnPhase
-from controller.services.cutoff import cut_off_reason, fail_cut_off_turn
+from controller.services.cutoff import cut_off_reason, fail_cut_off_turn, relaunchable
 from controller.store import ComponentRecord, NewRun, Store
 
 
@@ -37,9 +37,9 @@ def store(database_url: str) -> Store:
 @pytest.mark.parametrize(
     ("error", "reason"),
     [
-        ("evicted: EvictionByEvictionAPI: Eviction API: evicting", Reason.CANCELLED),
-        ("pod_lost: the pod was deleted before it finished", Reason.CANCELLED),
-        ("oom_killed: the worker ran out of its memory limit", Reason.CANCELLED),
+        ("evicted: EvictionByEvictionAPI: Eviction API: evicting", Reason.LOST),
+        ("pod_lost: the pod was deleted before it finished", Reason.LOST),
+        ("oom_killed: the worker ran out of its memory limit", Reason.LOST),
         ("deadline_exceeded: Job was active longer than specified deadline", Reason.TIMEOUT),
     ],
 )
@@ -62,3 +62,23 @@ def test_nothing_is_decided_for_a_failure_of_the_worker_itself_or_without_an_ope
     assert store.get_turn("r1", 1).phase is TurnPhase.STARTED
     assert cut_off_reason(None) is None and cut_off_reason("evicted: x") == "evicted"
     store.close()
+
+
+@pytest.mark.parametrize(
+    ("error", "again"),
+    [
+        ("evicted: EvictionByEvictionAPI", True),
+        ("oom_killed: OOMKilled", True),
+        ("pod_lost: deleted", True),
+        ("no_outcome: exited 0", True),
+        ("deadline_exceeded: past broker.deadline", False),
+        ("job_deleted: Job ns/x was deleted", False),
+        ("start_failed: ErrImagePull", False),
+        ("worker_failed: crucible worker exited 1: boom", False),
+        ("policy_violation: bundle refused", False),
+        ("pod_lost_but_not_quite: x", False),
+        (None, False),
+    ],
+)
+def test_only_losses_a_new_pod_may_not_meet_again_are_relaunched(error: str | None, again: bool) -> None:
+    assert relaunchable(error) is again
