@@ -383,7 +383,24 @@ class RunService:
             if ctx is not None:
                 ctx.executor.cancel.set()
             return "cancelling"
-        return cancel_stored(self.settings, self.store, run_id)
+        message = cancel_stored(self.settings, self.store, run_id)
+        if message == "cancelled":  # nobody drove it: a dead controller's pod may still run its round
+            message = self._cancel_orphaned_round(run_id, message)
+        return message
+
+    def _cancel_orphaned_round(self, run_id: str, message: str) -> str:
+        """Stop, through the broker, the remote round a dead driver of a cancelled run left running
+        (the Kubernetes broker deletes every attempt's Job of it); ``message`` with what happened."""
+        number = self.store.get_run(run_id).round
+        try:
+            if not self._remote(run_id, number):
+                return message
+            self.broker.cancel(run_id, number)
+        except NotFoundError:  # the round never reached the broker
+            return message
+        except CrucibleError as exc:
+            return f"{message}; its round {number} could not be stopped: {exc}"
+        return f"{message}; its round {number} was stopped"
 
     def steer(self, run_id: str, text: str, component: str | None = None) -> schemas.RoundRequest:
         """Queue a refinement round seeded with ``text`` for a watching run (``services.steer``)."""

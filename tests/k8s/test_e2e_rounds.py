@@ -15,6 +15,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -214,6 +215,26 @@ def test_a_restarted_controller_adopts_the_running_job_and_records_each_turn_onc
     assert [j.metadata.name for j in jobs] == [f"crucible-{run_id}-0"], "no second Job"
     decided = [e for e in sides.store.list_events(run_id) if e.kind in _DECIDED]
     assert sorted(e.payload["turn"] for e in decided) == [1, 2, 3, 4], "no turn recorded twice"
+
+
+@pytest.mark.parametrize("metric_delay", ["0.7"])
+def test_cancelling_a_run_whose_controller_died_deletes_its_rounds_job(
+    sides: Sides, control_plane: ControlPlane, database_url: str
+) -> None:
+    run_id = _kill_the_controller_mid_round(sides, control_plane, database_url)
+    wait_until(
+        lambda: (sides.store.get_run(run_id).lease_expires_at or datetime.now(UTC)) < datetime.now(UTC),
+        what="the dead controller's lease to run out",
+    )
+
+    message = sides.remote.cancel(run_id)
+
+    assert message == "cancelled; its round 0 was stopped"
+    assert sides.store.get_run(run_id).status is RunStatus.CANCELLED
+    wait_until(
+        lambda: not client.BatchV1Api(control_plane.api).list_namespaced_job(sides.namespace).items,
+        what="the round's Job deleted",
+    )
 
 
 _DECIDED = {EventKind.ACCEPTED, EventKind.REJECTED, EventKind.FAILED, EventKind.NO_CHANGE}

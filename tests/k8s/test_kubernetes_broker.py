@@ -123,6 +123,90 @@ def test_a_fresh_controller_asked_about_a_finished_round_reads_it_from_the_clust
     second.close()
 
 
+def _gone_or_deleting(control_plane: ControlPlane, ns: str, name: str) -> bool:
+    found = {j.metadata.name: j for j in jobs_of(control_plane, ns)}.get(name)
+    return found is None or found.metadata.deletion_timestamp is not None
+
+
+def _no_pod_runs(control_plane: ControlPlane, ns: str, name: str) -> bool:
+    pods = (
+        client.CoreV1Api(control_plane.api).list_namespaced_pod(ns, label_selector=f"job-name={name}").items
+    )
+    return all(p.metadata.deletion_timestamp is not None or p.status.phase != "Running" for p in pods)
+
+
+def test_a_takeover_adopts_the_latest_attempts_job_not_the_first(
+    control_plane: ControlPlane, harness: Harness
+) -> None:
+    controller, script = harness
+    first = make_broker(control_plane, controller)
+    first.launch(job())
+    started(script)
+    client.CoreV1Api(control_plane.api).delete_namespaced_pod(
+        the_pod(control_plane, controller.namespace).metadata.name, controller.namespace
+    )
+    assert first.wait("r1", 0, WAIT).state is RoundState.FAILED
+    first.launch(job(attempt=1))  # the relaunch after the lost pod
+    started(script, ("r1", 0, 1))
+    first.close()  # then this controller dies
+
+    second = make_broker(control_plane, controller)
+    report = second.status("r1", 0)
+    assert report.state is RoundState.RUNNING, "the running attempt 1, not the failed attempt 0"
+    script.gate(("r1", 0, 1))[1].set()
+    assert second.wait("r1", 0, WAIT).state is RoundState.SUCCEEDED
+    assert sorted(j.metadata.name for j in jobs_of(control_plane, controller.namespace)) == [
+        "crucible-r1-0",
+        "crucible-r1-0-a1",
+    ]
+    second.close()
+
+
+def test_a_new_attempt_deletes_the_job_an_earlier_controller_left_running(
+    control_plane: ControlPlane, harness: Harness
+) -> None:
+    controller, script = harness
+    first = make_broker(control_plane, controller)
+    first.launch(job())
+    started(script)
+    first.close()  # the controller dies; its Job runs on
+
+    second = make_broker(control_plane, controller)  # the replica that took the run over
+    second.launch(job(attempt=1))
+    ns = controller.namespace
+    wait_until(lambda: _gone_or_deleting(control_plane, ns, "crucible-r1-0"), what="attempt 0's Job deleted")
+    wait_until(lambda: _no_pod_runs(control_plane, ns, "crucible-r1-0"), what="attempt 0's pod stopped")
+    started(script, ("r1", 0, 1))
+    script.gate(("r1", 0, 1))[1].set()
+    assert second.wait("r1", 0, WAIT).state is RoundState.SUCCEEDED
+    wait_until(
+        lambda: [j.metadata.name for j in jobs_of(control_plane, ns)] == ["crucible-r1-0-a1"],
+        what="only the new attempt's Job left (foreground deletion done)",
+    )
+    second.close()
+
+
+def test_a_cancel_deletes_every_attempts_job(control_plane: ControlPlane, harness: Harness) -> None:
+    controller, script = harness
+    ns = controller.namespace
+    first = make_broker(control_plane, controller)
+    first.launch(job())
+    started(script)
+    first.close()
+    # A later attempt's Job some other controller created (its pod waits for a token Secret that
+    # never came: it stays unfinished).
+    orphan = manifest.job_manifest(
+        job(attempt=1), loop_spec(ns), {"CRUCIBLE_RUN_ID": "r1"}, command=("true",)
+    )
+    client.BatchV1Api(control_plane.api).create_namespaced_job(ns, orphan)
+
+    second = make_broker(control_plane, controller)
+    second.cancel("r1", 0)
+    assert second.wait("r1", 0, WAIT).state is RoundState.CANCELLED
+    wait_until(lambda: not jobs_of(control_plane, ns), what="every attempt's Job deleted")
+    second.close()
+
+
 def failed_reason(broker: KubernetesBroker) -> str:
     report = broker.wait("r1", 0, WAIT)
     assert report.state is RoundState.FAILED, report

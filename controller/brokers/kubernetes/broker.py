@@ -134,6 +134,8 @@ class KubernetesBroker:
         name = manifest.job_name(job.run_id, job.round, job.attempt)
         existing = self._read_job(spec.namespace, name)
         if existing is None:
+            # A takeover's new attempt: what an earlier controller left running of the round goes first.
+            self._delete_attempts(spec.namespace, job.run_id, job.round, below=job.attempt)
             existing = self._create(job, spec)
         found = (existing.metadata.annotations or {}).get(manifest.ANNOTATION_JOB)
         if found != digest:
@@ -190,11 +192,9 @@ class KubernetesBroker:
         if report.finished:
             return report
         entry.cancelling = True
-        try:
-            self._batch.delete_namespaced_job(entry.name, entry.namespace, propagation_policy="Foreground")
-        except client.ApiException as exc:
-            if exc.status != 404:
-                raise _api_error(exc, f"deleting Job {entry.namespace}/{entry.name}") from exc
+        self._delete(entry.namespace, entry.name)
+        # Every attempt's Job goes: an earlier controller's attempt may still run beside this one.
+        self._delete_attempts(entry.namespace, run_id, round, keep=entry.name)
         return self.status(run_id, round)
 
     # -- after a restart ----------------------------------------------------------------------
@@ -248,10 +248,11 @@ class KubernetesBroker:
             entry = self._rounds.get((run_id, round))
         if entry is not None:
             return entry
-        # Not launched by this process: a Job of an earlier controller is adopted when it exists.
+        # Not launched by this process: the latest attempt's Job of an earlier controller is adopted.
         spec = self._spec(run_id)
         name = manifest.job_name(run_id, round)
-        found = self._read_job(spec.namespace, name)
+        attempts = [j for j in self._round_jobs(spec.namespace, run_id, round) if not _deleting(j)]
+        found = max(attempts, key=_attempt_of) if attempts else None
         if found is None:
             outcome = self._outcome(run_id, round)
             if outcome is None:
@@ -262,8 +263,9 @@ class KubernetesBroker:
             entry = _Round(stub, "", spec.namespace, name, final=final)
         else:
             digest = (found.metadata.annotations or {}).get(manifest.ANNOTATION_JOB, "")
-            stub = RoundJob(run_id=run_id, round=round, turns=0, first_turn=1, heads={})
-            entry = _Round(stub, digest, spec.namespace, name)
+            attempt = _attempt_of(found)
+            stub = RoundJob(run_id=run_id, round=round, turns=0, first_turn=1, heads={}, attempt=attempt)
+            entry = _Round(stub, digest, spec.namespace, found.metadata.name)
             self._pods.follow(spec.namespace)
         with self._lock:
             return self._rounds.setdefault((run_id, round), entry)
@@ -293,6 +295,38 @@ class KubernetesBroker:
             if exc.status != 409:
                 raise _api_error(exc, f"creating the token Secret of Job {body['metadata']['name']}") from exc
         return created
+
+    def _round_jobs(self, namespace: str, run_id: str, round: int) -> list[Any]:
+        """Every attempt's Job of the round in ``namespace``, found by label (the exact run id checked)."""
+        selector = f"{manifest.LABEL_RUN}={manifest.run_label(run_id)},{manifest.LABEL_ROUND}={round}"
+        try:
+            found: Any = self._batch.list_namespaced_job(namespace, label_selector=selector).items
+        except client.ApiException as exc:
+            raise _api_error(exc, f"listing the Jobs of round {round} of run {run_id}") from exc
+        return [j for j in found if (j.metadata.annotations or {}).get(manifest.ANNOTATION_RUN) == run_id]
+
+    def _delete_attempts(
+        self, namespace: str, run_id: str, round: int, *, below: int | None = None, keep: str = ""
+    ) -> list[str]:
+        """Delete (foreground) the round's unfinished Jobs other than ``keep`` (with ``below``: only
+        attempts before it); the names deleted. Finished Jobs stay for inspection until their TTL."""
+        deleted = []
+        for found in self._round_jobs(namespace, run_id, round):
+            name = found.metadata.name
+            if name == keep or _deleting(found) or _finished(found):
+                continue
+            if below is not None and _attempt_of(found) >= below:
+                continue
+            self._delete(namespace, name)
+            deleted.append(name)
+        return deleted
+
+    def _delete(self, namespace: str, name: str) -> None:
+        try:
+            self._batch.delete_namespaced_job(name, namespace, propagation_policy="Foreground")
+        except client.ApiException as exc:
+            if exc.status != 404:
+                raise _api_error(exc, f"deleting Job {namespace}/{name}") from exc
 
     def _read_job(self, namespace: str, name: str) -> Any | None:
         try:
@@ -332,6 +366,21 @@ class KubernetesBroker:
         if evidence.running or (found.status and (found.status.ready or 0) > 0):
             return RoundReport(run_id, round, RoundState.RUNNING)
         return RoundReport(run_id, round, RoundState.PENDING)
+
+
+def _attempt_of(found: Any) -> int:
+    """A Job's attempt (its label; Jobs made before ADR-0012 have none: attempt 0)."""
+    label = (found.metadata.labels or {}).get(manifest.LABEL_ATTEMPT, "0")
+    return int(label) if label.isdigit() else 0
+
+
+def _deleting(found: Any) -> bool:
+    return found.metadata.deletion_timestamp is not None
+
+
+def _finished(found: Any) -> bool:
+    conditions = (found.status.conditions or []) if found.status else []
+    return any(c.type in ("Complete", "Failed") and c.status == "True" for c in conditions)
 
 
 def _state_of(outcome: RoundOutcome, cancelling: bool) -> RoundState:
