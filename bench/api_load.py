@@ -8,7 +8,10 @@ threads of this process request for ``--seconds`` each:
   floor  ``GET /healthz`` (no I/O: the cost of HTTP, routing and the client itself)
   runs   ``GET /api/runs`` (the first page, 50 runs)
   turns  ``GET /api/runs/{id}/turns`` (a page of 100 turns from the middle of the largest run)
-Each arm runs alone, one after the other. Printed: p50/p99 per arm and p99 against the floor's.
+Each arm runs alone, one after the other. Printed: p50/p99 per arm, p99 against the floor's, and the
+server's CPU per request, also against the floor's (with one worker and 16 clients p99 is roughly 16
+times it, and it is the figure the neighbours' load disturbs least), with the load average before and
+after. Both pages are answered by ``api/hotpath.py`` once warm (ADR-0021).
 
 One worker because that is what a replica runs: ``crucible serve`` keeps its scheduler, feedback hub
 and webhook writer in the serving process, and scales by replicas on one database, not by forking
@@ -276,13 +279,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.serve_child:
         serve(args.database_url, args.home, args.port)
         return 0
+    load_before = os.getloadavg()[0]
     arms = run(args)
     floor = arms[0]
-    print(f"{'arm':<6} {'requests':>8} {'p50 ms':>8} {'p99 ms':>8} {'p99/floor':>9} {'cpu ms/req':>10}")
+    print(f"load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after (2 cores: ~2 is busy)")
+    header = f"{'arm':<6} {'requests':>8} {'p50 ms':>8} {'p99 ms':>8} {'p99/floor':>9}"
+    print(f"{header} {'cpu ms/req':>10} {'cpu/floor':>9}")
     for arm in arms:
+        cpu_ratio = arm.cpu_ms / floor.cpu_ms if floor.cpu_ms else float("nan")  # no /proc: no figure
         print(
             f"{arm.name:<6} {len(arm.latencies):>8} {arm.pct(0.5):>8.1f} {arm.pct(0.99):>8.1f} "
-            f"{arm.pct(0.99) / floor.pct(0.99):>9.2f} {arm.cpu_ms:>10.2f}"
+            f"{arm.pct(0.99) / floor.pct(0.99):>9.2f} {arm.cpu_ms:>10.2f} {cpu_ratio:>9.2f}"
         )
     worst = max(arm.pct(0.99) for arm in arms[1:])
     print(f"worst p99 {worst:.1f} ms (target <= {TARGET_MS:g} ms at {args.clients} clients)")
