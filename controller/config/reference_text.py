@@ -311,7 +311,8 @@ DOCS: dict[str, tuple[str, str]] = {
         "Hypotheses tried per search turn (the agent sees `CRUCIBLE_PARALLEL_INDEX`), each measured "
         "against the champion by the fixed rule; at most one is kept: the best that passes Holm's "
         "correction for N, the others `superseded` or their own reason (docs/keep-rule.md). The local "
-        "broker runs them one after another; raise `metric.samples` with N.",
+        "broker runs them one after another, Kubernetes in a pod each (docs/kubernetes.md); raise "
+        "`metric.samples` with N.",
         "4",
     ),
     "broker.deadline": (

@@ -32,7 +32,7 @@ from controller.domain.enums import EventKind, Reason, RunStatus, TurnPhase
 from controller.localforge.server import serve_in_thread
 from controller.services.recovery import stored_spec
 from controller.services.remote_rounds import RemoteRounds
-from controller.services.service import RunService
+from controller.services.service import RunService, Signals
 from controller.store import Store
 from tests.conftest import git, make_repo
 from tests.k8s.broker_harness import RESTRICTED
@@ -262,3 +262,33 @@ def _tried(sides: Sides, run_id: str) -> set[tuple[int, int]]:
 def _uids(sides: Sides, control_plane: ControlPlane, turn: int) -> dict[str, str]:
     jobs = client.BatchV1Api(control_plane.api).list_namespaced_job(sides.namespace).items
     return {j.metadata.name: j.metadata.uid for j in jobs if j.metadata.labels[LABEL_TURN] == str(turn)}
+
+
+@pytest.mark.parametrize("metric_delay", ["1.0"])
+def test_cancelling_the_run_deletes_the_turns_pods_and_decides_the_turn(
+    sides: Sides, control_plane: ControlPlane
+) -> None:
+    run_id = _create(sides.remote, sides.spec_path)
+    signals = Signals()
+    results: list[RunStatus] = []
+    drive = lambda: results.append(sides.remote.drive(run_id, signals=signals).status)  # noqa: E731
+    driver = threading.Thread(target=drive)
+    driver.start()
+    core = client.CoreV1Api(control_plane.api)
+
+    def all_running() -> bool:
+        pods = core.list_namespaced_pod(sides.namespace).items
+        return sum(p.status.phase == "Running" for p in pods) == 3
+
+    wait_until(all_running, what="turn 1's three hypothesis pods running", timeout=240)
+    signals.cancel.set()
+    driver.join(timeout=240)
+    assert not driver.is_alive()
+    assert results == [RunStatus.CANCELLED]
+    (turn,) = sides.store.list_turns(run_id)
+    assert turn.phase is TurnPhase.DECIDED, "the cut-off turn is decided, once"
+    cancelled = [h for h in sides.store.list_hypotheses(run_id, 1) if h.reason is Reason.CANCELLED]
+    assert cancelled, "the hypotheses still running when the run was cancelled"
+    batch = client.BatchV1Api(control_plane.api)
+    wait_until(lambda: not batch.list_namespaced_job(sides.namespace).items, what="the Jobs deleted")
+    assert not [p for p in core.list_namespaced_pod(sides.namespace).items if p.status.phase == "Running"]
