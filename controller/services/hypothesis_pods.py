@@ -6,7 +6,8 @@ its one hypothesis (``CRUCIBLE_PARALLEL_INDEX``; the knobs proposal is computed 
 it against the champion in its own pod, uploads its commits as a verified bundle and reports it
 through the worker API (``report_hypothesis``). This module waits until every one of the N has a
 report; a pod that ended without one (deleted, evicted, OOM-killed, past its deadline, its worker
-failed) is reported here as a failed hypothesis naming why, so a lost pod never blocks the turn.
+failed) is reported here as a failed hypothesis naming why (``lost``, ``timeout`` past the deadline,
+``cancelled`` when the run was), so a lost pod never blocks the turn.
 The caller then decides the turn exactly as the local path does (``hypotheses._decide``).
 
 Restarts: a turn found STARTED is not started again (that would forget the reports already in);
@@ -103,7 +104,7 @@ def _report_lost(ctx: RunContext, number: int, index: int, state: HypothesisPod,
     elif error.startswith("deadline_exceeded"):
         reason, detail = Reason.TIMEOUT, error
     else:
-        reason, detail = Reason.CANCELLED, f"its pod ended without a report: {error}"
+        reason, detail = Reason.LOST, f"its pod ended without a report: {error}"
     with contextlib.suppress(ConflictError):  # its own report arrived after all
         ctx.ledger.report_hypothesis(ctx.run_id, number, HypothesisReport(index, reason, detail=detail))
 

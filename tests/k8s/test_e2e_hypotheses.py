@@ -207,7 +207,7 @@ def test_a_pod_deleted_mid_hypothesis_fails_that_hypothesis_and_the_turn_is_deci
     assert [t.number for t in turns] == [1, 2, 3]
     assert all(t.phase is TurnPhase.DECIDED for t in turns), "none left open"
     lost = {h.index: h for h in sides.store.list_hypotheses(run_id, 2)}
-    assert lost[1].reason is Reason.CANCELLED
+    assert lost[1].reason is Reason.LOST
     assert "pod_lost" in lost[1].detail, lost[1].detail
     assert sorted(lost) == [0, 1] and lost[0].value is not None, "the other was measured and decided"
 

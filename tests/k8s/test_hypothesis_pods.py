@@ -76,6 +76,8 @@ def test_a_launch_of_a_started_hypothesis_adopts_its_job_and_the_round_broker_ig
         spec_for=lambda _run: loop_spec(ns),
     )
     assert rounds.in_flight(ns) == [], "a hypothesis's Job is not a round to adopt"
+    with pytest.raises(NotFoundError):
+        rounds.status("r1", 0)  # nor the round's Job, found by its labels
     rounds.close()
     # Cancelled with the run: the Job goes, foreground, and the hypothesis is finished naming why.
     second.cancel_hypothesis("r1", 0, 3, 1)

@@ -303,7 +303,12 @@ class KubernetesBroker:
             found: Any = self._batch.list_namespaced_job(namespace, label_selector=selector).items
         except client.ApiException as exc:
             raise _api_error(exc, f"listing the Jobs of round {round} of run {run_id}") from exc
-        return [j for j in found if (j.metadata.annotations or {}).get(manifest.ANNOTATION_RUN) == run_id]
+        return [
+            j
+            for j in found
+            if (j.metadata.annotations or {}).get(manifest.ANNOTATION_RUN) == run_id
+            and manifest.LABEL_INDEX not in (j.metadata.labels or {})  # a hypothesis's Job (ADR-0018)
+        ]
 
     def _delete_attempts(
         self, namespace: str, run_id: str, round: int, *, below: int | None = None, keep: str = ""
