@@ -246,9 +246,10 @@ def _dry(spec: Any, turns: int | None) -> bool:
         click.echo(f"  cannot start: {problem}")
     click.echo("budget: " + ", ".join(f"{k}={v}" for k, v in plan["budget"].items() if v is not None))
     if plan["kubernetes"] is not None:
-        click.echo(
-            "kubernetes: round 0 would run in this Job, its token in this Secret (kubectl reads JSON):"
-        )
+        where = "round 0 would run in this Job"
+        if plan["kubernetes"][0]["metadata"]["labels"].get("crucible.dev/parallel-index") is not None:
+            where = "each turn would run a Job like this per hypothesis (turn 1, hypothesis 0)"
+        click.echo(f"kubernetes: {where}, its token in this Secret (kubectl reads JSON):")
         for manifest in plan["kubernetes"]:
             click.echo(json.dumps(manifest, indent=2))
     return True

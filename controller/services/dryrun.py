@@ -106,17 +106,29 @@ def dry_run(spec: Spec, environ: Mapping[str, str], turns: int | None = None) ->
 
 def round_manifests(spec: Spec, bases: Mapping[str, str], turns: int) -> list[dict[str, Any]] | None:
     """What the Kubernetes broker would create for round 0 (the Job, and its Secret with the token
-    redacted); None unless ``[broker] kind = "kubernetes"``."""
+    redacted); with ``parallel > 1``, for the first hypothesis of turn 1 (each turn creates one such
+    Job per hypothesis, ADR-0018). None unless ``[broker] kind = "kubernetes"``."""
     if spec.broker.kind != "kubernetes":
         return None
-    job = RoundJob(run_id=DRY_RUN_ID, round=0, turns=turns, first_turn=1, heads=bases)
     env = {
         "CRUCIBLE_CONTROLLER_URL": "(the controller's API URL)",
         "CRUCIBLE_RUN_ID": DRY_RUN_ID,
         "CRUCIBLE_ROUND": "0",
         TOKEN_VARIABLE: "(minted per round)",
     }
+    hypothesis = None
+    job = RoundJob(run_id=DRY_RUN_ID, round=0, turns=turns, first_turn=1, heads=bases)
+    if spec.broker.parallel > 1:
+        hypothesis = (1, 0)
+        job = RoundJob(run_id=DRY_RUN_ID, round=0, turns=1, first_turn=1, heads=bases)
+        env.update(
+            {"CRUCIBLE_TURN": "1", "CRUCIBLE_PARALLEL_INDEX": "0", TOKEN_VARIABLE: "(minted per hypothesis)"}
+        )
     secret = secret_manifest(
-        job, spec.broker, "(minted per round, stored hashed)", owner_uid="(the Job's uid)"
+        job,
+        spec.broker,
+        "(minted per launch, stored hashed)",
+        owner_uid="(the Job's uid)",
+        hypothesis=hypothesis,
     )
-    return [job_manifest(job, spec.broker, env), secret]
+    return [job_manifest(job, spec.broker, env, hypothesis=hypothesis), secret]

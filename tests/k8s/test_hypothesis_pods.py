@@ -3,8 +3,10 @@ left alone by the round broker's reconciliation, cancelled with its pod."""
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,8 +15,10 @@ from kubernetes import client
 from controller.brokers.kubernetes import manifest
 from controller.brokers.kubernetes.broker import KubernetesBroker
 from controller.brokers.kubernetes.hypotheses import HypothesisPods
+from controller.config.spec import parse_spec
 from controller.domain.errors import NotFoundError
 from controller.domain.jobs import RoundJob
+from controller.services.dryrun import round_manifests
 from tests.k8s.broker_harness import RESTRICTED, loop_spec
 from tests.k8s.conftest import ControlPlane, wait_until
 
@@ -98,3 +102,22 @@ def test_a_hypothesis_whose_pod_exits_zero_is_finished_without_error(
     wait_until(lambda: pods.hypothesis_status("r1", 0, 1, 0).finished, what="the pod's end", timeout=120)
     assert pods.hypothesis_status("r1", 0, 1, 0).error is None
     pods.close()
+
+
+def test_the_dry_run_of_a_parallel_run_prints_a_hypothesis_job_the_api_server_accepts(
+    control_plane: ControlPlane, namespace: Any, tmp_path: Path
+) -> None:
+    text = 'objective = "x"\n[agent]\ncommand = "true"\n[metric]\ncommand = "true"\nname = "m"\n'
+    text += 'samples = 10\n[[component]]\nname = "app"\nrepo = "."\n'
+    text += '[broker]\nkind = "kubernetes"\nimage = "crucible:test"\n'
+    text += "parallel = 3\n"
+    manifests = round_manifests(parse_spec(text, tmp_path), {"app": "0" * 40}, 5)
+    assert manifests is not None
+    job, _secret = manifests
+    env = {e["name"]: e.get("value") for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert (env["CRUCIBLE_TURN"], env["CRUCIBLE_PARALLEL_INDEX"]) == ("1", "0")
+    ns = namespace(labels=RESTRICTED)
+    listed = json.dumps({"apiVersion": "v1", "kind": "List", "items": manifests})
+    out = control_plane.run_kubectl("-n", ns, "apply", "--dry-run=server", "-f", "-", input=listed).stdout
+    assert "job.batch/crucible-r0-dry-run-0-t1-h0 created (server dry run)" in out
+    assert "secret/crucible-r0-dry-run-0-t1-h0-token created (server dry run)" in out
