@@ -41,13 +41,13 @@ def _round_kind(broker: BrokerSpec, round: int) -> str:
 
 
 def round_kind(spec_kind: str, round: int, parallel: int = 1) -> str:
-    """The broker kind a round of a run goes to: the spec's for round 0; refinement rounds stay local,
-    since ``crucible worker`` executes search rounds only (ADR-0014) and the controller holds the
-    commits a remote round 0 brought back. A Kubernetes round 0 with ``parallel > 1`` is driven here
-    too: its turns launch a pod per hypothesis (``hypothesis_pods``, ADR-0018)."""
-    if parallel > 1 and spec_kind == "kubernetes":
+    """The broker kind a round of a run goes to: the spec's, for the search round and refinement
+    rounds alike (``crucible worker`` plays both since ADR-0019). A Kubernetes round 0 with
+    ``parallel > 1`` is driven here: its turns launch a pod per hypothesis (``hypothesis_pods``,
+    ADR-0018); its refinement rounds, one hypothesis a turn, go to a pod as any other."""
+    if parallel > 1 and spec_kind == "kubernetes" and round == 0:
         return "local"
-    return spec_kind if round == 0 else "local"
+    return spec_kind
 
 
 def process_environment() -> dict[str, str]:

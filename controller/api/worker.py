@@ -7,6 +7,7 @@ client is ``crucible worker`` of the same version, and the ledger's records are 
 (``store.ledger_codec``), not a public schema.
 
 - ``GET  job``: the round's job, the spec text and the components' base shas.
+- ``GET  feedback``: a refinement round's feedback items (those of its job only), to quote.
 - ``GET  components/{name}/bundle``: the start commits of a component as a git bundle.
 - ``POST bundle?turn=N``: the worker's commits as a git bundle, verified before anything is recorded.
 - ``/ledger/…``: the ``Ledger`` port, one route per method (``store.http_ledger`` is the client).
@@ -64,6 +65,10 @@ def worker_router(remote: RemoteRounds) -> APIRouter:
     @router.get("/job")
     def job(g: Grant) -> dict[str, Any]:
         return remote.job(g)
+
+    @router.get("/feedback")
+    def feedback(g: Grant) -> dict[str, Any]:
+        return remote.feedback(g)
 
     @router.get("/components/{name}/bundle")
     def start_bundle(g: Grant, name: str) -> FileResponse:

@@ -421,8 +421,10 @@ class Spec(_Model):
 # ------------------------------------------------------------------------------------------------- loading
 
 
-def parse_spec(text: str, spec_dir: Path) -> Spec:
-    """Parse and validate spec text; relative local repo paths resolve against ``spec_dir``."""
+def parse_spec(text: str, spec_dir: Path, *, repos: Mapping[str, Path] | None = None) -> Spec:
+    """Parse and validate spec text; relative local repo paths resolve against ``spec_dir``.
+    ``repos``: component name -> the repository to use instead of the one the spec names (the
+    worker's clones: the spec's own paths are the controller host's and need not exist here)."""
     if len(text) > MAX_SPEC_BYTES or len(text.encode("utf-8", "surrogatepass")) > MAX_SPEC_BYTES:
         raise SpecError("", f"the spec is larger than {MAX_SPEC_BYTES // 1024} KiB")
     try:
@@ -431,6 +433,11 @@ def parse_spec(text: str, spec_dir: Path) -> Spec:
         raise SpecError("", _toml_message(exc)) from None
     if "spec_dir" in data:
         raise SpecError("spec_dir", "unknown key")
+    components = data.get("component")
+    if repos and isinstance(components, list):
+        for table in components:
+            if isinstance(table, dict) and table.get("name") in repos:
+                table["repo"] = str(repos[table["name"]])
     try:
         return Spec.model_validate({**data, "spec_dir": spec_dir.resolve()}, by_alias=True, by_name=False)
     except ValidationError as exc:

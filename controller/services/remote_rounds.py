@@ -8,6 +8,7 @@ record only through the worker routes, with a bearer token minted here for that 
   ``crucible worker`` is configured by. No database, forge or API credential is in it.
 - ``authenticate(token, run_id)``: the attempt the token grants, or UnauthenticatedError (unknown,
   expired, revoked: the round ended) / ForbiddenError (another run) / NotFoundError (no such run).
+- ``feedback``: the feedback items a refinement round addresses (only those of its job).
 - ``start_bundle``: the round's start commits (and the base) of one component, as a git bundle.
 - ``receive_bundle``: a bundle the worker sends before deciding a kept turn. It is verified before
   anything is recorded: only refs ``refs/crucible/<run>/<component>``, every commit descending from
@@ -211,6 +212,28 @@ class RemoteRounds:
             "spec": run.spec_text,
             "hand_over": self._hand_over(grant.run_id),
             "components": [{"name": c.name, "base_sha": c.base_sha} for c in components],
+        }
+
+    def feedback(self, grant: WorkerRoundRecord) -> dict[str, Any]:
+        """The feedback a refinement round addresses (its job's ``feedback_ids``, nothing else of the
+        run), as much of each item as the quotes in CANDIDATE.md need, and the PR's component."""
+        job = RoundJob.from_json(grant.job)
+        wanted = set(job.feedback_ids)
+        items = [i for i in self.store.list_feedback(grant.run_id) if i.id in wanted]
+        components = sorted({i.component for i in items})
+        return {
+            "component": components[0] if len(components) == 1 else None,
+            "items": [
+                {
+                    "author": i.author,
+                    "body": i.body,
+                    "path": i.path,
+                    "line": i.line,
+                    "source": str(i.source),
+                    "diff_hunk": i.diff_hunk,
+                }
+                for i in sorted(items, key=lambda i: i.id)
+            ],
         }
 
     def start_bundle(self, grant: WorkerRoundRecord, component: str) -> Path:

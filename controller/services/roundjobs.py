@@ -38,11 +38,11 @@ def search_job(ctx: RunContext, *, attempt: int = 0) -> RoundJob:
     )
 
 
-def refinement_job(ctx: RunContext, batch: Batch, *, attempt: int = 0) -> RoundJob:
-    """The next refinement round of a run, steered by ``batch``."""
+def refinement_job(ctx: RunContext, batch: Batch, *, attempt: int = 0, number: int | None = None) -> RoundJob:
+    """The next refinement round of a run, steered by ``batch``; ``number``: the round, when it was
+    begun already (``rounds.begin_round``, a remote round), else the one after the run's last."""
     spec = ctx.spec
     assert spec.feedback is not None
-    run = ctx.store.get_run(ctx.run_id)
     first = first_published_score(ctx)
     hold = None
     if first is not None:
@@ -58,7 +58,7 @@ def refinement_job(ctx: RunContext, batch: Batch, *, attempt: int = 0) -> RoundJ
     )
     return RoundJob(
         run_id=ctx.run_id,
-        round=run.round + 1,
+        round=number if number is not None else ctx.store.get_run(ctx.run_id).round + 1,
         turns=spec.feedback.turns,
         first_turn=ctx.store.turn_counts(ctx.run_id).highest + 1,
         heads=ctx.champion_heads,

@@ -12,8 +12,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Protocol
 
 from controller.domain.enums import EventKind, Outcome
+from controller.domain.jobs import RoundJob
 from controller.engine.candidate import FeedbackQuote
 from controller.services.context import RoundRule, RunContext
 from controller.services.turn import notify_champion, run_turn
@@ -99,8 +101,43 @@ def _context(ctx: RunContext, component: str, path: str | None, line: int | None
     return "\n".join(f"{n:>4}{'>' if n == line else ' '} {lines[n - 1]}" for n in range(start, end + 1))
 
 
+class Quotable(Protocol):
+    """What a quote needs of a feedback item: a ``FeedbackRecord`` on the controller, a
+    ``QuotedItem`` in ``crucible worker`` (which has no store)."""
+
+    @property
+    def author(self) -> str: ...
+    @property
+    def body(self) -> str: ...
+    @property
+    def path(self) -> str | None: ...
+    @property
+    def line(self) -> int | None: ...
+    @property
+    def source(self) -> str: ...
+    @property
+    def diff_hunk(self) -> str | None: ...
+
+
+@dataclass(frozen=True)
+class QuotedItem:
+    """A feedback item as the worker routes send it (``RemoteRounds.feedback``)."""
+
+    author: str
+    body: str
+    path: str | None
+    line: int | None
+    source: str
+    diff_hunk: str | None
+
+
 def quotes(ctx: RunContext, batch: Batch) -> tuple[FeedbackQuote, ...]:
-    """The batch as quoted data for CANDIDATE.md: author, kind, file, line and the code it refers to.
+    """The batch as quoted data for CANDIDATE.md (``quote_items``)."""
+    return quote_items(ctx, batch.component, batch.items)
+
+
+def quote_items(ctx: RunContext, component: str, items: Sequence[Quotable]) -> tuple[FeedbackQuote, ...]:
+    """Feedback items as quoted data for CANDIDATE.md: author, kind, file, line and the code it refers to.
 
     The code is the forge's diff hunk of an inline comment (what the reviewer saw, ending at the
     commented line; the renderer bounds it); without one (conversation comments, reviews, rows
@@ -113,15 +150,15 @@ def quotes(ctx: RunContext, batch: Batch) -> tuple[FeedbackQuote, ...]:
             path=i.path,
             line=i.line,
             kind=KINDS.get(str(i.source), "comment"),
-            context=None if _has_hunk(i) else _context(ctx, batch.component, i.path, i.line),
+            context=None if _has_hunk(i) else _context(ctx, component, i.path, i.line),
             diff_hunk=i.diff_hunk if _has_hunk(i) else None,
         )
-        for i in batch.items
+        for i in items
         if i.body.strip()
     )
 
 
-def _has_hunk(item: FeedbackRecord) -> bool:
+def _has_hunk(item: Quotable) -> bool:
     return bool(item.diff_hunk and item.diff_hunk.strip())
 
 
@@ -174,6 +211,13 @@ def run_round(ctx: RunContext, batch: Batch) -> bool | None:
 
     The round starts in one transaction (``Store.start_round``: counter, phase, consumed feedback and
     event together), so a crash leaves either no round or a whole one to continue."""
+    return _play(ctx, begin_round(ctx, batch), batch)
+
+
+def begin_round(ctx: RunContext, batch: Batch) -> int:
+    """The controller's side of starting a refinement round for ``batch``: refresh the PR (a foreign
+    push is noticed and adopted here), then start the round in one transaction (``Store.start_round``:
+    counter, phase, consumed feedback and event together); the round's number."""
     assert ctx.spec.feedback is not None
     notify_champion(ctx)  # refresh the PR first: this is where a foreign push is noticed (and adopted)
     start_from_adopted(ctx, batch.component)
@@ -181,18 +225,23 @@ def run_round(ctx: RunContext, batch: Batch) -> bool | None:
     ids = [item.id for item in batch.items]
     payload = {"round": number, "component": batch.component, "feedback": ids}
     ctx.store.start_round(ctx.run_id, number, ids, payload)
-    return _play(ctx, number, batch)
+    return number
 
 
 def resume_round(ctx: RunContext) -> bool | None:
     """Continue the round a crash or a cancel cut off (the run's phase is ROUND): its decided turns
     stand, a turn cut off mid-way runs again from its start, and only the turns left are played."""
     number = ctx.store.get_run(ctx.run_id).round
+    return _play(ctx, number, round_batch(ctx, number))
+
+
+def round_batch(ctx: RunContext, number: int) -> Batch:
+    """The feedback batch a started round ``number`` addresses, from the record."""
     items = tuple(ctx.store.list_feedback(ctx.run_id, round=number))
     started = [e for e in ctx.store.list_events(ctx.run_id) if e.kind == EventKind.ROUND_STARTED]
     mine = [e for e in started if e.payload.get("round") == number]
     component = str(mine[-1].payload["component"]) if mine else items[0].component
-    return _play(ctx, number, Batch(component, tuple(i for i in items if i.component == component)))
+    return Batch(component, tuple(i for i in items if i.component == component))
 
 
 def _play(ctx: RunContext, number: int, batch: Batch) -> bool | None:
@@ -220,6 +269,14 @@ def _play(ctx: RunContext, number: int, batch: Batch) -> bool | None:
         ctx.feedback = ()
     if ctx.executor.cancel.is_set() and not kept:
         return None
+    end_round(ctx, number, batch, kept, detail)
+    return kept
+
+
+def end_round(ctx: RunContext, number: int, batch: Batch, kept: bool, detail: str) -> None:
+    """The controller's side of ending a refinement round: replies drafted for the feedback, the
+    round finished in the record, the PR told (its body says what the round addressed)."""
+    spec = ctx.spec
     head = ctx.champion_heads.get(batch.component) if kept else None
     events: list[tuple[EventKind, dict[str, object]]] = []
     for item in batch.items:
@@ -232,4 +289,37 @@ def _play(ctx: RunContext, number: int, batch: Batch) -> bool | None:
     events.append((EventKind.ROUND_FINISHED, {**summary, "detail": detail}))
     ctx.store.finish_round(ctx.run_id, number, events)
     notify_champion(ctx)  # the body says what the round addressed, or that it could not hold the score
+
+
+def round_result(ctx: RunContext, number: int) -> tuple[bool, str, int]:
+    """Whether round ``number`` kept a turn, the detail of its last decided turn and how many it
+    decided, from the record (after a remote round: what its workers decided through the ledger)."""
+    decided = [t for t in ctx.store.list_turns(ctx.run_id) if t.round == number and t.outcome is not None]
+    kept = any(t.outcome == Outcome.ACCEPTED for t in decided)
+    return kept, (decided[-1].detail if decided else "no turn ran"), len(decided)
+
+
+def play_job(ctx: RunContext, job: RoundJob, items: Sequence[Quotable], component: str) -> bool | None:
+    """A refinement round's turns as ``crucible worker`` plays them (the controller began the round
+    and ends it): up to ``job.turns`` turns, through the ledger only, until one holds the score
+    (``job.hold``) with the feedback quoted; True when one was kept, None when a cancel cut it off."""
+    spec = ctx.spec
+    assert spec.feedback is not None
+    ctx.round_rule = RoundRule(spec.feedback.hold, job.hold.first_published) if job.hold else None
+    ctx.feedback = quote_items(ctx, component, items)
+    kept, done = False, 0
+    try:
+        while not kept and done < job.turns:
+            if ctx.executor.cancel.is_set():
+                return None
+            counts = ctx.ledger.turn_snapshot(ctx.run_id, last=1).counts
+            turn = counts.started[0] if counts.started else counts.highest + 1
+            record = run_turn(ctx, turn, job.round, None)
+            done += 1
+            kept = record.outcome == Outcome.ACCEPTED
+    finally:
+        ctx.round_rule = None
+        ctx.feedback = ()
+    if ctx.executor.cancel.is_set() and not kept:
+        return None
     return kept

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from controller.brokers.base import Broker, HypothesisLauncher, RoundReport
+from controller.brokers.base import Broker, HypothesisLauncher, RoundOutcome, RoundReport
 from controller.brokers.local import RoundRunner
 from controller.brokers.routing import RoutedBroker
 from controller.config.options import RunOptions
@@ -37,7 +37,7 @@ from controller.services.publish import Publisher, resume_pull
 from controller.services.recovery import cancel as cancel_stored
 from controller.services.recovery import check_resumable, kill_leftovers, stored_spec
 from controller.services.roundjobs import LocalRounds, refinement_job, search_job
-from controller.services.rounds import Batch
+from controller.services.rounds import Batch, begin_round, end_round, resume_round, round_batch, round_result
 from controller.services.runs import create_run, open_context
 from controller.services.steer import queue_steer
 from controller.services.turn import notify_champion
@@ -175,6 +175,7 @@ class RunService:
                 live_steer=options.live_steer,
                 hub=self.hub,
                 round_runner=self._refine,
+                round_resumer=self._resume_refinement,
             )
         beat = heartbeat or heartbeat_for(ctx)
         if heartbeat is None:
@@ -237,12 +238,44 @@ class RunService:
     def _refine(self, ctx: RunContext, batch: Batch) -> bool | None:
         """One refinement round through the broker; True when it kept (and pushed) a turn, None
         when a cancel cut it off (as ``rounds.run_round``)."""
+        number = self.store.get_run(ctx.run_id).round + 1
+        if self._remote(ctx.run_id, number):
+            return self._refine_remotely(ctx, batch)
         job = refinement_job(ctx, batch, attempt=self._attempts.get(ctx.run_id, 0))
         self.rounds.expect_batch(job, batch)
         report = self._run_round(ctx, job)
         if report.outcome is None or report.outcome.run_status is RunStatus.CANCELLED:
             return None
         return report.outcome.kept
+
+    def _refine_remotely(self, ctx: RunContext, batch: Batch, number: int | None = None) -> bool | None:
+        """A refinement round in a pod (ADR-0019): this controller begins the round (refreshes the PR,
+        consumes the feedback), the worker plays its turns through the ledger, and this controller
+        takes its kept commit (a verified bundle), pushes it onto the PR branch and ends the round
+        (replies drafted). Whether it kept comes from the record, not from the worker's word.
+        ``number``: a round begun before (a resume), whose decided turns stand; its pod, if one
+        still runs, is adopted."""
+        assert ctx.spec.feedback is not None
+        if number is None:
+            number = begin_round(ctx, batch)
+        kept, detail, decided = round_result(ctx, number)
+        if not kept and decided < ctx.spec.feedback.turns:
+            job = refinement_job(ctx, batch, attempt=self._attempts.get(ctx.run_id, 0), number=number)
+            report = self._run_round(ctx, replace(job, turns=job.turns - decided))
+            self._take_remote_round(ctx)
+            if report.outcome is None or report.outcome.run_status is RunStatus.CANCELLED:
+                return None  # the run stays in the round; a resume continues it
+            kept, detail, _ = round_result(ctx, number)
+        end_round(ctx, number, batch, kept, detail)
+        return kept
+
+    def _resume_refinement(self, ctx: RunContext) -> bool | None:
+        """Continue the refinement round a crash or a cancel cut off: a remote run's through its
+        broker (adopting a pod that still runs it), a local run's here (``rounds.resume_round``)."""
+        number = self.store.get_run(ctx.run_id).round
+        if not self._remote(ctx.run_id, number):
+            return resume_round(ctx)
+        return self._refine_remotely(ctx, round_batch(ctx, number), number)
 
     def _attempt_number(self, run_id: str) -> int:
         """The attempt of the next launch of any round of the run: one more for each drive (a RESUMED
@@ -275,6 +308,10 @@ class RunService:
                 )
             relaunches += 1
             job = self._relaunch(ctx, job, error, relaunches)
+            if job.turns == 0 and job.round > 0:  # the lost attempt kept, or played every turn
+                kept, detail, _ = round_result(ctx, job.round)
+                outcome = RoundOutcome(RunStatus.RUNNING, None, detail, kept=kept)
+                return RoundReport(job.run_id, job.round, RoundState.SUCCEEDED, outcome)
 
     def _relaunch(self, ctx: RunContext, job: RoundJob, error: str, relaunches: int) -> RoundJob:
         """The next attempt of a round whose pod was lost: what the lost attempt kept is taken over
@@ -286,11 +323,14 @@ class RunService:
         self._attempts[job.run_id] = attempt
         if job.round == 0:
             return search_job(ctx, attempt=attempt)
-        decided = [t for t in self.store.list_turns(job.run_id) if t.round == job.round and t.outcome]
+        assert ctx.spec.feedback is not None
+        kept, _, decided = round_result(ctx, job.round)
+        if kept:
+            return replace(job, attempt=attempt, turns=0)  # it kept before its pod was lost: done
         return replace(
             job,
             attempt=attempt,
-            turns=max(0, job.turns - len(decided)),
+            turns=max(0, ctx.spec.feedback.turns - decided),
             first_turn=self.store.turn_counts(job.run_id).highest + 1,
             heads=ctx.champion_heads,
         )

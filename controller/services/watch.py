@@ -42,6 +42,8 @@ class Watch:
     sleep_until_woken: Callable[[threading.Event, float], bool] = lambda event, timeout: event.wait(timeout)
     # How a refinement round is run: the run service launches it through the broker (ADR-0003).
     round_runner: Callable[[RunContext, Batch], bool | None] = run_round
+    # How a round a crash or a cancel cut off is continued (the run service: through the broker too).
+    round_resumer: Callable[[RunContext], bool | None] = resume_round
     # The process's shared intake (``feedback_hub``); None: a private one for this run alone.
     hub: FeedbackHub | None = None
 
@@ -102,7 +104,7 @@ def watch_feedback(ctx: RunContext, searched: LoopResult, watch: Watch) -> LoopR
     if not pulls:
         return finish(ctx, searched.stop_reason, searched.message + "; no pull request to watch")
     if ctx.store.get_run(ctx.run_id).phase is RunPhase.ROUND:
-        resume_round(ctx)  # a crash or a cancel cut it off; the budget check below sees a cancel
+        watch.round_resumer(ctx)  # a crash or a cancel cut it off; the budget check below sees a cancel
     else:
         ctx.store.set_phase(ctx.run_id, RunPhase.WATCHING)
     hub = watch.hub or FeedbackHub(

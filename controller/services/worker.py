@@ -7,6 +7,10 @@ runs: ``run_loop`` over a ``RunContext`` whose ledger is the HTTP ledger. Before
 decision is sent, the new commits go to the controller as a bundle, which it verifies first. At the
 end the worker reports the round's outcome, which revokes its token.
 
+A refinement round (round >= 1, ADR-0019) is begun and ended by the controller; the worker fetches
+the feedback it addresses (``GET feedback``) and plays its turns with it quoted, until one holds
+the score (``rounds.play_job``).
+
 With ``broker.parallel > 1`` on Kubernetes a pod runs one hypothesis of one turn instead (its
 token says which, ADR-0018): it proposes with ``CRUCIBLE_PARALLEL_INDEX`` set, measures against the
 champion in its own pod, sends its commits as a bundle and its report, and leaves the turn's
@@ -28,13 +32,14 @@ from typing import Any, NoReturn, cast
 from controller.brokers.base import RoundOutcome
 from controller.config.settings import Settings
 from controller.config.spec import Spec, parse_spec
-from controller.domain.enums import RunStatus, SampleArm
+from controller.domain.enums import RunStatus, SampleArm, StopReason
 from controller.domain.errors import CrucibleError, SpecError
 from controller.domain.jobs import RoundJob
 from controller.engine.knobs import Proposal
 from controller.services.context import Observer, RunContext
 from controller.services.hypotheses import try_hypothesis
 from controller.services.loop import LoopResult, knob_proposer, run_loop
+from controller.services.rounds import QuotedItem, play_job
 from controller.services.runs import build_context
 from controller.services.turn import write_candidate_file
 from controller.store.http_ledger import HttpLedger, WorkerApi
@@ -139,18 +144,16 @@ def run_worker(
             raise CrucibleError(f"the token is for round {job.round} of run {job.run_id}, not {config.round}")
         if inputs.get("hypothesis") is not None:
             return _run_hypothesis(config, api, inputs, job, environ, cancel, observer)
-        if job.round != 0:
-            raise CrucibleError(
-                f"round {job.round} is a refinement round: this version of crucible worker executes "
-                "search rounds (round 0) only; refinement rounds run on the controller"
-            )
         spec = _fetch_components(api, config.workdir, inputs)
         uploads = _Uploads(api, config.workdir / "outgoing", job)
         ledger = HttpLedger(config.controller_url, config.token, before_keep=uploads)
         ctx = _context(config, spec, job, inputs, ledger, environ, cancel, observer)
         uploads.ctx = ctx
-        result = run_loop(ctx, then=_stay if inputs.get("hand_over") else None)
-        outcome = RoundOutcome(result.status, result.stop_reason, result.message)
+        if job.round == 0:
+            result = run_loop(ctx, then=_stay if inputs.get("hand_over") else None)
+            outcome = RoundOutcome(result.status, result.stop_reason, result.message)
+        else:
+            outcome = _refine(ctx, job, api.feedback())
         api.finish(
             {
                 "run_status": str(outcome.run_status),
@@ -215,6 +218,19 @@ def _proposal(ctx: RunContext, data: Any) -> Proposal | None:
     return Proposal(knob, data["old"], data["new"], str(data.get("hypothesis") or ""))
 
 
+def _refine(ctx: RunContext, job: RoundJob, feedback: Mapping[str, Any]) -> RoundOutcome:
+    """A refinement round's turns (ADR-0019): the controller began the round (PR refreshed, feedback
+    consumed) and ends it (replies, push); the worker plays the turns with the feedback quoted, from
+    the PR head the job names, until one holds the score."""
+    component = feedback.get("component") or next(iter(job.heads))
+    items = [QuotedItem(**item) for item in feedback.get("items", [])]
+    ctx.ensure_arm("champion", dict(job.heads))  # the quotes read the lines a comment points at there
+    kept = play_job(ctx, job, items, str(component))
+    if kept is None:  # a cancel cut it off; the run stays in the round for a resume
+        return RoundOutcome(RunStatus.CANCELLED, StopReason.CANCELLED, f"round {job.round} cut off")
+    return RoundOutcome(RunStatus.RUNNING, None, f"round {job.round} done", kept=kept)
+
+
 def _stay(ctx: RunContext, searched: LoopResult) -> LoopResult:
     """Round 0 hands over to the feedback watch: the controller watches, not the worker."""
     return searched
@@ -237,12 +253,12 @@ def _fetch_components(api: WorkerApi, workdir: Path, inputs: Mapping[str, Any]) 
         for ref, sha in heads.items():
             bundles.pin(repo, ref, sha)
         paths[name] = repo
-    spec = parse_spec(str(inputs["spec"]), repos)
+    # The spec's repositories are the controller host's; each component's is its clone here.
+    spec = parse_spec(str(inputs["spec"]), repos, repos=paths)
     missing = [c.name for c in spec.components if c.name not in paths]
     if missing:
         raise CrucibleError(f"the controller sent no commits for component(s) {', '.join(missing)}")
-    components = [c.model_copy(update={"repo": str(paths[c.name])}) for c in spec.components]
-    return spec.model_copy(update={"components": components})
+    return spec
 
 
 def _context(

@@ -249,6 +249,10 @@ class WorkerApi:
         """The round's job, the spec text, the components' base shas, whether round 0 hands over."""
         return dict(self._send("GET", "/job").json())
 
+    def feedback(self) -> dict[str, Any]:
+        """A refinement round's feedback items to quote, and the component its PR is of."""
+        return dict(self._send("GET", "/feedback").json())
+
     def start_bundle(self, component: str, out: Path) -> None:
         """Write the start commits of ``component`` (a git bundle) to ``out``."""
         out.write_bytes(self._send("GET", f"/components/{component}/bundle").content)

@@ -30,24 +30,25 @@ from controller.config.settings import Settings
 from controller.config.spec import load_spec
 from controller.domain.enums import EventKind, Outcome, Reason, RunStatus, StopReason, TurnPhase
 from controller.domain.errors import CrucibleError
+from controller.domain.jobs import RoundJob
 from controller.localforge.server import serve_in_thread
 from controller.services.recovery import stored_spec
 from controller.services.remote_rounds import RemoteRounds
 from controller.services.service import RunService
 from controller.store import Store, TurnRecord
 from tests.conftest import git, make_repo
+from tests.forgekit import app_forge
 from tests.k8s.broker_harness import RESTRICTED
 from tests.k8s.conftest import ControlPlane, wait_until
 from tests.worker.conftest import OPERATOR, _Control
 from tests.worker.knobs_round import BENCH, KNOBS_SPEC
+from tests.worker.steered_round import check_steered, run_steered
 
 pytestmark = pytest.mark.slow
 
 WORKER = (sys.executable, "-m", "controller.cli.main", "worker")
 
-SPEC = (
-    KNOBS_SPEC
-    + """
+BROKER_TABLE = """
 [broker]
 kind = "kubernetes"
 image = "crucible:test"
@@ -55,7 +56,7 @@ namespace = "{namespace}"
 resources = {{ requests = {{ cpu = "10m", memory = "64Mi" }}, limits = {{ memory = "1Gi" }} }}
 deadline = "10m"
 """
-)
+SPEC = KNOBS_SPEC + BROKER_TABLE
 
 
 @dataclass
@@ -338,3 +339,36 @@ def _condition(job: object) -> str | None:
     conditions = getattr(getattr(job, "status", None), "conditions", None) or []
     done = [c.type for c in conditions if c.type in ("Complete", "Failed") and c.status == "True"]
     return done[0] if done else None
+
+
+def test_a_steered_refinement_round_runs_in_a_pod_and_lands_on_the_same_pr(
+    tmp_path: Path, control_plane: ControlPlane, namespace: Callable[..., str], database_url: str
+) -> None:
+    """Round 0 and the steered round 1 each run as a Job whose pod runs the real worker (ADR-0019)."""
+    ns = namespace(labels=RESTRICTED)
+    tail = BROKER_TABLE.format(namespace=ns)
+    brokers: list[KubernetesBroker] = []
+
+    def kubernetes(remote: RemoteRounds, mint: Callable[[RoundJob], dict[str, str]]) -> KubernetesBroker:
+        broker = KubernetesBroker(
+            control_plane.api,
+            mint_worker_env=mint,
+            remote_outcome=remote.remote_outcome,
+            revoke=remote.revoke,
+            spec_for=lambda run_id: stored_spec(remote.store, run_id).broker,
+            command=WORKER,
+        )
+        brokers.append(broker)
+        return broker
+
+    with app_forge(tmp_path) as forge:
+        try:
+            steered = run_steered(tmp_path, forge, database_url, kubernetes, spec_tail=tail)
+        finally:
+            for broker in brokers:
+                broker.close()
+        check_steered(steered, tmp_path, forge, database_url)
+    jobs = client.BatchV1Api(control_plane.api).list_namespaced_job(ns).items
+    names = sorted(j.metadata.name for j in jobs)
+    assert names == [f"crucible-{steered.run_id}-0", f"crucible-{steered.run_id}-1"]
+    assert all(_condition(j) == "Complete" for j in jobs)

@@ -8,7 +8,6 @@ import pytest
 
 from controller.api.auth import ApiTokens
 from controller.api.serve import serve_app
-from controller.brokers.local import LocalBroker
 from controller.brokers.routing import RoutedBroker
 from controller.domain.errors import SpecError
 from controller.domain.jobs import RoundJob
@@ -16,6 +15,7 @@ from controller.localforge.server import serve_in_thread
 from controller.services.remote_rounds import token_hash
 from controller.store import NewRun
 from controller.wiring import build, round_kind
+from tests.webhooks.helpers import comment_event
 from tests.worker.conftest import OPERATOR, Clock, Controller
 
 
@@ -162,12 +162,14 @@ def test_the_composition_root_builds_the_worker_api_crucible_serve_mounts(
         root.close()
 
 
-def test_refinement_rounds_of_a_kubernetes_run_stay_local(tmp_path: Path, database_url: str) -> None:
-    """``crucible worker`` refuses refinement rounds, so the routed broker keeps them on the controller."""
+def test_refinement_rounds_of_a_kubernetes_run_go_there_too(tmp_path: Path, database_url: str) -> None:
+    """``crucible worker`` plays refinement rounds (ADR-0019): the routed broker sends every round of a
+    run to the broker its spec names."""
     assert round_kind("kubernetes", 0) == "kubernetes"
     assert round_kind("kubernetes", 0, parallel=2) == "local", "its turns launch hypothesis pods"
-    assert [round_kind("kubernetes", n) for n in (1, 2)] == ["local", "local"]
-    assert round_kind("local", 0) == "local"
+    assert round_kind("kubernetes", 1, parallel=2) == "kubernetes"
+    assert [round_kind("kubernetes", n) for n in (1, 2)] == ["kubernetes", "kubernetes"]
+    assert [round_kind("local", n) for n in (0, 1)] == ["local", "local"]
     environ = {"CRUCIBLE_HOME": str(tmp_path / "home"), "CRUCIBLE_DATABASE_URL": database_url}
     root = build(environ)
     try:
@@ -188,8 +190,30 @@ def test_refinement_rounds_of_a_kubernetes_run_stay_local(tmp_path: Path, databa
         )
         broker = root.service().broker
         assert isinstance(broker, RoutedBroker)
-        assert isinstance(broker.broker_for("k1", 1), LocalBroker), "no cluster needed for round 1"
-        with pytest.raises(SpecError, match=r"broker\.kind"):
-            broker.broker_for("k1", 0)  # round 0 goes to Kubernetes, which this process cannot reach
+        for number in (0, 1):  # every round goes to Kubernetes, which this process cannot reach
+            with pytest.raises(SpecError, match=r"broker\.kind"):
+                broker.broker_for("k1", number)
     finally:
         root.close()
+
+
+def test_a_refinement_rounds_worker_reads_only_the_feedback_its_job_names(controller: Controller) -> None:
+    controller.seed_run("r1")
+    controller.seed_run("r2")
+    mine = controller.store.add_feedback("r1", "app", comment_event(body="tidy the file", external_id=1))
+    other = controller.store.add_feedback("r1", "app", comment_event(body="not this round", external_id=2))
+    assert mine is not None and other is not None
+    job = RoundJob(
+        run_id="r1", round=1, turns=2, first_turn=2, heads={"app": "a" * 40}, feedback_ids=(mine.id,)
+    )
+    token = controller.remote.mint_worker_env(job)["CRUCIBLE_WORKER_TOKEN"]
+    with controller.client(token) as http:
+        answer = http.get("/api/worker/runs/r1/feedback")
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["component"] == "app"
+        assert [i["body"] for i in answer.json()["items"]] == ["tidy the file"]
+        assert http.get("/api/worker/runs/r2/feedback").status_code == 403
+    with controller.client(None) as http:
+        assert http.get("/api/worker/runs/r1/feedback").status_code == 401
+    with controller.client(OPERATOR) as http:
+        assert http.get("/api/worker/runs/r1/feedback").status_code == 401
