@@ -372,3 +372,80 @@ def test_a_steered_refinement_round_runs_in_a_pod_and_lands_on_the_same_pr(
     names = sorted(j.metadata.name for j in jobs)
     assert names == [f"crucible-{steered.run_id}-0", f"crucible-{steered.run_id}-1"]
     assert all(_condition(j) == "Complete" for j in jobs)
+
+
+# Round 1's first attempt waits (its pod is deleted meanwhile); the relaunched attempt goes on.
+SLOW_REVIEW_AGENT = """\
+if [ "$CRUCIBLE_ROUND" = "0" ]; then
+  echo 8 > src/value.txt
+  echo "HYPOTHESIS: lower the value"
+elif [ ! -e {gate}/first ]; then
+  touch {gate}/first
+  for _ in $(seq 1200); do [ -e {gate}/release ] && exit 1; sleep 0.1; done
+else
+  grep '^> ' "$CRUCIBLE_CANDIDATE" > src/addressed.txt
+  echo "HYPOTHESIS: address the review"
+fi
+"""
+
+
+def test_a_refinement_rounds_pod_deleted_mid_turn_is_relaunched_and_the_round_lands(
+    tmp_path: Path, control_plane: ControlPlane, namespace: Callable[..., str], database_url: str
+) -> None:
+    ns = namespace(labels=RESTRICTED)
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    core = client.CoreV1Api(control_plane.api)
+    brokers: list[KubernetesBroker] = []
+
+    def kubernetes(remote: RemoteRounds, mint: Callable[[RoundJob], dict[str, str]]) -> KubernetesBroker:
+        broker = KubernetesBroker(
+            control_plane.api,
+            mint_worker_env=mint,
+            remote_outcome=remote.remote_outcome,
+            revoke=remote.revoke,
+            spec_for=lambda run_id: stored_spec(remote.store, run_id).broker,
+            command=WORKER,
+        )
+        brokers.append(broker)
+        return broker
+
+    def delete_round_1s_pod(run_id: str, _signals: object) -> None:
+        wait_until(lambda: (gate / "first").exists(), what="round 1's agent started", timeout=180)
+        (pod,) = core.list_namespaced_pod(ns, label_selector=f"job-name=crucible-{run_id}-1").items
+        core.delete_namespaced_pod(pod.metadata.name, ns, grace_period_seconds=0)
+
+    # The process node kills the pod's worker, not the agent in its own session (a container
+    # runtime would): the released agent of the deleted pod exits at once.
+    with app_forge(tmp_path) as forge:
+        try:
+            steered = run_steered(
+                tmp_path,
+                forge,
+                database_url,
+                kubernetes,
+                spec_tail=BROKER_TABLE.format(namespace=ns),
+                agent=SLOW_REVIEW_AGENT.format(gate=gate),
+                after_steer=delete_round_1s_pod,
+            )
+        finally:
+            (gate / "release").touch()
+            for broker in brokers:
+                broker.close()
+        check_steered(
+            steered,
+            tmp_path,
+            forge,
+            database_url,
+            launched=((0, 0), (1, 0), (1, 1)),
+            outcomes=(Outcome.FAILED, Outcome.ACCEPTED),
+        )
+    with Store.open(database_url) as store:
+        cut = [t for t in store.list_turns(steered.run_id) if t.outcome is Outcome.FAILED]
+        assert [(t.round, t.reason) for t in cut] == [(1, Reason.LOST)]
+        (relaunched,) = store.list_events(steered.run_id, kinds=[EventKind.RELAUNCHED])
+        assert relaunched.payload["round"] == 1
+    names = sorted(
+        j.metadata.name for j in client.BatchV1Api(control_plane.api).list_namespaced_job(ns).items
+    )
+    assert names == [f"crucible-{steered.run_id}-{n}" for n in ("0", "1", "1-a1")]

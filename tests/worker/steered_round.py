@@ -27,10 +27,11 @@ from controller.config.spec import load_spec
 from controller.domain.enums import EventKind, Outcome, RunPhase, RunStatus, StopReason
 from controller.domain.jobs import RoundJob
 from controller.localforge.server import serve_in_thread
+from controller.services.context import Detached
 from controller.services.loop import LoopResult
 from controller.services.publish import branch_name
 from controller.services.remote_rounds import RemoteRounds
-from controller.services.service import RunService
+from controller.services.service import RunService, Signals
 from controller.store import Store
 from controller.wiring import build
 from tests.conftest import git
@@ -61,9 +62,18 @@ class Steered:
 
 
 def run_steered(
-    tmp_path: Path, forge: AppForge, database_url: str, make_broker: MakeBroker, spec_tail: str = ""
+    tmp_path: Path,
+    forge: AppForge,
+    database_url: str,
+    make_broker: MakeBroker,
+    spec_tail: str = "",
+    *,
+    agent: str = REVIEW_AGENT,
+    after_steer: Callable[[str, Signals], None] | None = None,
 ) -> Steered:
-    """Drive a watching run through ``make_broker``'s broker, steer it once it watches, to its end."""
+    """Drive a watching run through ``make_broker``'s broker, steer it once it watches, to its end;
+    ``after_steer(run_id, signals)`` runs once the steer is stored (a test that interferes with the
+    round). A drive detached by the signals (SIGTERM) is resumed at once, as a successor would."""
     environ = {
         **os.environ,
         "CRUCIBLE_HOME": str(tmp_path / "home"),
@@ -74,7 +84,7 @@ def run_steered(
     }
     root = build(environ, settings=Settings.from_env(environ), inline=False)
     settings = root.settings
-    spec_text = review_round_spec(write_agent(tmp_path, REVIEW_AGENT), forge.handle.api_url, max_rounds=1)
+    spec_text = review_round_spec(write_agent(tmp_path, agent), forge.handle.api_url, max_rounds=1)
     spec_text += spec_tail
     launched: list[tuple[int, int]] = []
     results: list[LoopResult | BaseException] = []
@@ -105,9 +115,14 @@ def run_steered(
                 options = RunOptions(publish_prs=True, watch_feedback=True)
                 run_id = service.create(load_spec(spec_path), spec_text, spec_path, options)
 
+                signals = Signals()
+
                 def drive() -> None:
                     try:
-                        results.append(service.drive(run_id))
+                        try:
+                            results.append(service.drive(run_id, signals=signals))
+                        except Detached:
+                            results.append(service.resume(run_id))
                     except Exception as exc:  # the caller's assertion shows it
                         results.append(exc)
 
@@ -120,6 +135,8 @@ def run_steered(
                 )
                 assert driver.is_alive(), results
                 service.steer(run_id, STEER)
+                if after_steer is not None:
+                    after_steer(run_id, signals)
                 driver.join(timeout=300)
                 assert not driver.is_alive(), "the steered round and the stop"
     finally:
@@ -128,18 +145,28 @@ def run_steered(
     return Steered(run_id, result, launched)
 
 
-def check_steered(steered: Steered, tmp_path: Path, forge: AppForge, database_url: str) -> None:
-    """Both rounds ran in the worker; the refined commit is on the same PR branch; the round's record
-    is whole (started and finished once, kept, the worker's outcome accepted)."""
+def check_steered(
+    steered: Steered,
+    tmp_path: Path,
+    forge: AppForge,
+    database_url: str,
+    *,
+    launched: tuple[tuple[int, int], ...] = ((0, 0), (1, 0)),
+    outcomes: tuple[Outcome, ...] = (Outcome.ACCEPTED,),
+) -> None:
+    """Both rounds ran in the worker (``launched``: round and attempt of each token); round 1's turns
+    ended as ``outcomes``; the refined commit is on the same PR branch; the round's record is whole
+    (started and finished once, kept, the worker's outcome accepted)."""
     result, run_id = steered.result, steered.run_id
     assert isinstance(result, LoopResult), result
     assert result.status is RunStatus.COMPLETED and result.stop_reason is StopReason.MAX_ROUNDS, result
-    assert steered.launched == [(0, 0), (1, 0)], "both rounds went to the worker"
+    assert steered.launched == list(launched), f"every round went to the worker: {steered.launched}"
     with Store.open(database_url) as store:
-        assert [(t.round, t.outcome) for t in store.list_turns(run_id)] == [
+        turns = store.list_turns(run_id)
+        assert [(t.round, t.outcome) for t in turns] == [
             (0, Outcome.ACCEPTED),
-            (1, Outcome.ACCEPTED),
-        ]
+            *((1, outcome) for outcome in outcomes),
+        ], [(t.number, t.round, t.outcome, t.reason, t.detail) for t in turns]
         reported = store.worker_outcome(run_id, 1)
         assert reported is not None and reported.outcome is not None and reported.outcome["kept"] is True
         kinds = [e.kind for e in store.list_events(run_id)]

@@ -10,10 +10,14 @@ from pathlib import Path
 import pytest
 
 from controller.brokers.subprocess import SubprocessBroker
+from controller.domain.enums import EventKind, Outcome, Reason
 from controller.domain.jobs import RoundJob
 from controller.services.remote_rounds import RemoteRounds
+from controller.services.service import Signals
+from controller.store import Store
 from tests.forgekit import AppForge, app_forge
-from tests.worker.steered_round import WORKER, check_steered, run_steered
+from tests.k8s.conftest import wait_until
+from tests.worker.steered_round import WORKER, MakeBroker, check_steered, run_steered
 
 pytestmark = pytest.mark.slow
 
@@ -24,12 +28,8 @@ def forge(tmp_path: Path) -> Iterator[AppForge]:
         yield app
 
 
-def test_a_steered_refinement_round_runs_in_the_worker_and_lands_on_the_same_pr(
-    tmp_path: Path, forge: AppForge, database_url: str
-) -> None:
-    def subprocess_broker(
-        remote: RemoteRounds, mint: Callable[[RoundJob], dict[str, str]]
-    ) -> SubprocessBroker:
+def _subprocess_broker(tmp_path: Path) -> MakeBroker:
+    def make(remote: RemoteRounds, mint: Callable[[RoundJob], dict[str, str]]) -> SubprocessBroker:
         return SubprocessBroker(
             mint_worker_env=mint,
             remote_outcome=remote.remote_outcome,
@@ -39,5 +39,64 @@ def test_a_steered_refinement_round_runs_in_the_worker_and_lands_on_the_same_pr(
             command=WORKER,
         )
 
-    steered = run_steered(tmp_path, forge, database_url, subprocess_broker)
+    return make
+
+
+def test_a_steered_refinement_round_runs_in_the_worker_and_lands_on_the_same_pr(
+    tmp_path: Path, forge: AppForge, database_url: str
+) -> None:
+    steered = run_steered(tmp_path, forge, database_url, _subprocess_broker(tmp_path))
     check_steered(steered, tmp_path, forge, database_url)
+
+
+# Round 1's first attempt waits until the controller is stopped; the resumed attempt goes on.
+WAITING_AGENT = """\
+if [ "$CRUCIBLE_ROUND" = "0" ]; then
+  echo 8 > src/value.txt
+  echo "HYPOTHESIS: lower the value"
+elif [ ! -e {gate}/first ]; then
+  touch {gate}/first
+  for _ in $(seq 1200); do sleep 0.1; done
+  exit 1
+else
+  grep '^> ' "$CRUCIBLE_CANDIDATE" > src/addressed.txt
+  echo "HYPOTHESIS: address the review"
+fi
+"""
+
+
+def test_a_refinement_round_cut_off_by_a_stopped_controller_is_continued_in_the_worker(
+    tmp_path: Path, forge: AppForge, database_url: str
+) -> None:
+    """SIGTERM mid-round (``Signals.detach``): the round's worker is stopped and decides the turn it
+    had started ``cancelled``; the resumed drive continues the round in a new worker (attempt 1) with
+    the one turn ``feedback.turns`` leaves, and lands the commit on the same PR, without starting a
+    second round."""
+    gate = tmp_path / "gate"
+    gate.mkdir()
+
+    def stop_the_controller(run_id: str, signals: Signals) -> None:
+        wait_until(lambda: (gate / "first").exists(), what="round 1's agent started", timeout=180)
+        signals.detach.set()
+        signals.cancel.set()
+
+    steered = run_steered(
+        tmp_path,
+        forge,
+        database_url,
+        _subprocess_broker(tmp_path),
+        agent=WAITING_AGENT.format(gate=gate),
+        after_steer=stop_the_controller,
+    )
+    # The resumed drive passes through round 0 again first (a worker that finds the search's budget
+    # spent and hands over at once), then continues round 1.
+    launched = ((0, 0), (1, 0), (0, 1), (1, 1))
+    outcomes = (Outcome.FAILED, Outcome.ACCEPTED)
+    check_steered(steered, tmp_path, forge, database_url, launched=launched, outcomes=outcomes)
+    with Store.open(database_url) as store:
+        turns = [t for t in store.list_turns(steered.run_id) if t.round == 1]
+        assert [(t.number, t.reason) for t in turns] == [(2, Reason.CANCELLED), (3, Reason.IMPROVED)]
+        decided = [
+            e for e in store.list_events(steered.run_id) if e.kind in (EventKind.ACCEPTED, EventKind.FAILED)
+        ]
+        assert sorted(e.payload["turn"] for e in decided) == [1, 2, 3], "each turn decided once"
