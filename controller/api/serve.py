@@ -44,12 +44,13 @@ def serve_app(
     forge_usage: Callable[[], Mapping[str, ForgeUsage]] = dict,
     tick_s: float = 1.0,
     remote: RemoteRounds | None = None,
+    park_watching: bool = True,
 ) -> tuple[FastAPI, Scheduler]:
     """The app of ``crucible serve`` over the run service the composition root built (its broker
     must run rounds concurrently), with the scheduler and the service's feedback hub tied to the
     app's lifespan. ``forge_usage``: per forge API URL, what its client spent (``/metrics``)."""
     hub = service.hub
-    scheduler = Scheduler(service, max_concurrent_runs=max_concurrent_runs, tick_s=tick_s)
+    scheduler = Scheduler(service, max_concurrent_runs=max_concurrent_runs, tick_s=tick_s, park=park_watching)
     stats = ServiceStats(
         leases_held=scheduler.leases_held,
         broker_rounds=lambda: scheduler.rounds_launched,

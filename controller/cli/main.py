@@ -316,6 +316,7 @@ def serve(host: str, port: int, max_concurrent_runs: int | None) -> None:
         forge_for=root.forges.for_spec,
         forge_usage=root.forges.usage,
         remote=remote,
+        park_watching=settings.scheduler.park_watching,
     )
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     run_server(app, host, port)

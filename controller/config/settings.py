@@ -132,7 +132,13 @@ class SchedulerSettings(SettingsGroup):
 
     max_concurrent_runs: int = Field(default=4, ge=1)
     """CRUCIBLE_MAX_CONCURRENT_RUNS, runs: each local run's turns run commands that compete for the
-    machine's cores and disk; more replicas, not a higher number, scale a shared database."""
+    machine's cores and disk; more replicas, not a higher number, scale a shared database. A run
+    parked while it waits for review feedback does not count (``park_watching``)."""
+
+    park_watching: bool = True
+    """CRUCIBLE_PARK_WATCHING: a watching run with nothing to do holds no thread and no context and is
+    woken by its feedback, a steer, a cancel or a timer (ADR-0020); false keeps a thread per watching
+    run (the earlier path, for comparison)."""
 
 
 class KubernetesSettings(SettingsGroup):

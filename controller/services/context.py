@@ -27,7 +27,7 @@ from controller.store.ledger import Ledger
 from controller.store.store import Store
 from controller.workspace.checkout import Checkout
 
-__all__ = ["Detached", "Observer", "RoundRule", "RunContext"]
+__all__ = ["Detached", "Observer", "Parked", "RoundRule", "RunContext"]
 
 
 @dataclass(frozen=True)
@@ -42,6 +42,17 @@ class RoundRule:
 class Detached(Exception):
     """This process stopped driving the run without ending it (``RunContext.detach``, SIGTERM): the
     run stays running, its lease is handed back, and a resume or a takeover continues it."""
+
+
+class Parked(Exception):
+    """A watching run has nothing to do until something wakes it (``crucible serve``, ADR-0020): its
+    driver lets go of the thread and the context but keeps the lease and the feedback subscription.
+    ``after_s``: look again after this many seconds even if nothing wakes it (a quiet window or the
+    wall-clock budget runs out then); None: only news wakes it."""
+
+    def __init__(self, run_id: str, after_s: float | None) -> None:
+        super().__init__(f"run {run_id} waits for feedback")
+        self.run_id, self.after_s = run_id, after_s
 
 
 @dataclass

@@ -201,6 +201,11 @@ class FeedbackHub:
 
     # -- the hub thread (the server) ------------------------------------------------------------
 
+    @property
+    def running(self) -> bool:
+        """Whether the hub pumps on a thread of its own (``start``)."""
+        return self._thread is not None
+
     def start(self) -> None:
         """Pump on a thread of its own from now on: on every ``wake`` and whenever a poll is due."""
         if self._thread is not None:

@@ -92,12 +92,13 @@ class Heartbeat:
         self._keeper = _Keeper.of(self.store, self.owner, self.ttl_s)
         self._keeper.add(self)
 
-    def stop(self) -> None:
-        """Stop renewing and hand the lease back (unless it was lost)."""
+    def stop(self, *, release: bool = True) -> None:
+        """Stop renewing and hand the lease back (unless it was lost; ``release=False``: the caller
+        hands many back at once, ``Store.release_leases``)."""
         if self._keeper is not None:
             self._keeper.remove(self)
             self._keeper = None
-        if not self.lost:
+        if release and not self.lost:
             try:
                 self.store.release_lease(self.run_id, self.owner)
             except RetryLaterError as error:  # it expires by itself; a takeover then just waits

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from controller.brokers.base import RoundOutcome
 from controller.domain.enums import RunStatus, StopReason
-from controller.domain.errors import NotFoundError
+from controller.domain.errors import NotFoundError, RetryLaterError
 from controller.domain.jobs import HoldRule, RoundJob
 from controller.engine.candidate import clean_feedback
 from controller.services.context import Detached, RunContext
@@ -95,6 +95,9 @@ class _Live:
     ctx: RunContext
     hand_over: bool
     batches: dict[int, Batch] = field(default_factory=dict)
+    # A busy or unreachable database that cut the last round off (the service hands the run back
+    # or retries; the round's broker report only says FAILED).
+    busy: RetryLaterError | None = None
 
 
 class LocalRounds:
@@ -117,6 +120,14 @@ class LocalRounds:
     def context(self, run_id: str) -> RunContext | None:
         live = self._live.get(run_id)
         return live.ctx if live else None
+
+    def busy(self, run_id: str) -> RetryLaterError | None:
+        """The busy-database error that cut the run's last round off, once (None: it was not that)."""
+        live = self._live.get(run_id)
+        if live is None:
+            return None
+        busy, live.busy = live.busy, None
+        return busy
 
     def expect_batch(self, job: RoundJob, batch: Batch) -> None:
         """The feedback ``job`` (a refinement round about to be launched) addresses."""
@@ -141,6 +152,9 @@ class LocalRounds:
         except Detached as detached:
             # SIGTERM: this process lets go of the run (the service sees ctx.detach and says so).
             return RoundOutcome(RunStatus.RUNNING, None, str(detached))
+        except RetryLaterError as error:
+            live.busy = error  # the round fails; the service tells a busy database from a failure
+            raise
         finally:
             ctx.executor.cancel = run_cancel
             if cancel.is_set():

@@ -79,6 +79,21 @@ def ready_batches(items: Sequence[FeedbackRecord], now: datetime, quiet_window_s
     return sorted(batches, key=lambda b: min(i.received_at for i in b.items))
 
 
+def next_ready_in(items: Sequence[FeedbackRecord], now: datetime, quiet_window_s: float) -> float | None:
+    """Pure: seconds until some of ``items`` that ``ready_batches`` holds back becomes ready (a lone
+    comment's quiet window running out), or None when nothing waits for its window."""
+    latest: dict[str, datetime] = {}
+    for item in items:
+        if item.source == FeedbackSource.STEER:
+            continue
+        review = item.external_id if item.source is FeedbackSource.REVIEW else item.review_id
+        if review is None:
+            known = latest.get(item.component)
+            latest[item.component] = item.received_at if known is None else max(known, item.received_at)
+    waits = [(at + timedelta(seconds=quiet_window_s) - now).total_seconds() for at in latest.values()]
+    return max(0.0, min(waits)) if waits else None
+
+
 KINDS = {
     "review": "review",
     "review_comment": "inline comment",

@@ -5,7 +5,8 @@ resume and cancel runs here; only the composition root (``controller.wiring``) b
 a run means describing each round as a ``RoundJob`` and launching it through the broker, so the
 same code drives rounds on this machine (``LocalBroker``) or, next issue, in loop pods. Between
 rounds the service itself runs the feedback watch, which launches each refinement round through
-the broker as well.
+the broker as well. The server drives a watching run one step at a time (``drive(park=True)``, then
+``watch_step`` whenever the run is woken), so a run waiting for feedback holds no thread (ADR-0020).
 """
 
 from __future__ import annotations
@@ -23,7 +24,14 @@ from controller.config.options import RunOptions
 from controller.config.settings import Settings
 from controller.config.spec import Spec, parse_spec
 from controller.domain.enums import EventKind, RunStatus, StopReason
-from controller.domain.errors import CrucibleError, LeaseHeldError, NotFoundError, RefusedError, SpecError
+from controller.domain.errors import (
+    CrucibleError,
+    LeaseHeldError,
+    NotFoundError,
+    RefusedError,
+    RetryLaterError,
+    SpecError,
+)
 from controller.domain.jobs import RoundJob, RoundState
 from controller.forge.base import Forge
 from controller.services import schemas
@@ -42,7 +50,7 @@ from controller.services.runs import create_run, open_context
 from controller.services.steer import queue_steer
 from controller.services.turn import notify_champion
 from controller.services.views import events_jsonl, feedback_view, run_view, runs_list
-from controller.services.watch import Watch, watch_feedback
+from controller.services.watch import Watch, keep_watching, watch_feedback
 from controller.store.records import PullRecord
 from controller.store.store import Store
 
@@ -142,6 +150,7 @@ class RunService:
         signals: Signals | None = None,
         before_watch: BeforeWatch | None = None,
         heartbeat: Heartbeat | None = None,
+        park: bool = False,
     ) -> LoopResult:
         """Drive a pending or resumed run to its stop, holding its lease throughout: round 0 through
         the broker, then (with ``watch_feedback``) the watch, whose refinement rounds go through the
@@ -149,8 +158,53 @@ class RunService:
 
         ``heartbeat``: a lease the caller already holds (``resume``); otherwise one is claimed here
         (LeaseHeldError if a live process drives the run). Detached when ``signals.detach`` stopped
-        this process driving the run without ending it."""
+        this process driving the run without ending it. ``park``: Parked instead of waiting in the
+        watch (the caller keeps ``heartbeat`` and calls ``watch_step`` when ``signals.wakeup`` is set
+        or the Parked's time is up)."""
         signals = signals or Signals()
+        ctx, watch = self._open(run_id, observer, signals, park=park)
+        beat = heartbeat or heartbeat_for(ctx)
+        if heartbeat is None:
+            beat.start()
+        beat.on_cancel = ctx.wakeup.set
+        ctx.heartbeat = beat
+        self.rounds.register(ctx, hand_over=watch is not None)
+        self._attempts[run_id] = self._attempt_number(run_id)
+        try:
+            searched = self._launch_search(ctx)
+            if watch is None or searched.status != RunStatus.RUNNING:
+                return searched
+            return self._watch(ctx, searched, watch, before_watch)
+        finally:
+            self.rounds.forget(run_id)
+            self._current.pop(run_id, None)
+            self._attempts.pop(run_id, None)
+            if heartbeat is None:
+                beat.stop()
+
+    def watch_step(self, run_id: str, *, signals: Signals, heartbeat: Heartbeat) -> LoopResult:
+        """The next look of a parked watching run (``drive(park=True)`` raised Parked): a fresh
+        context, the watch's passes (a refinement round if feedback is ready), and Parked again when
+        there is nothing left to do; the run's result once it stops. ``heartbeat``: its lease, held
+        by the caller throughout."""
+        ctx, watch = self._open(run_id, None, signals, park=True)
+        if watch is None:
+            raise RefusedError(f"run {run_id} does not watch feedback")
+        heartbeat.on_cancel = ctx.wakeup.set
+        ctx.heartbeat = heartbeat
+        self.rounds.register(ctx, hand_over=True)
+        self._attempts[run_id] = self._attempt_number(run_id)
+        try:
+            return keep_watching(ctx, watch)
+        finally:
+            self.rounds.forget(run_id)
+            self._current.pop(run_id, None)
+            self._attempts.pop(run_id, None)
+
+    def _open(
+        self, run_id: str, observer: Observer | None, signals: Signals, *, park: bool
+    ) -> tuple[RunContext, Watch | None]:
+        """The run's live context wired to ``signals``, and its watch when it watches feedback."""
         options = self.options(run_id)
         spec = stored_spec(self.store, run_id)
         forge = self._forge_for(spec) if options.publish_prs else None
@@ -176,25 +230,9 @@ class RunService:
                 hub=self.hub,
                 round_runner=self._refine,
                 round_resumer=self._resume_refinement,
+                park=park,
             )
-        beat = heartbeat or heartbeat_for(ctx)
-        if heartbeat is None:
-            beat.start()
-        beat.on_cancel = ctx.wakeup.set
-        ctx.heartbeat = beat
-        self.rounds.register(ctx, hand_over=watch is not None)
-        self._attempts[run_id] = self._attempt_number(run_id)
-        try:
-            searched = self._launch_search(ctx)
-            if watch is None or searched.status != RunStatus.RUNNING:
-                return searched
-            return self._watch(ctx, searched, watch, before_watch)
-        finally:
-            self.rounds.forget(run_id)
-            self._current.pop(run_id, None)
-            self._attempts.pop(run_id, None)
-            if heartbeat is None:
-                beat.stop()
+        return ctx, watch
 
     def _launch_search(self, ctx: RunContext) -> LoopResult:
         job = search_job(ctx, attempt=self._attempts.get(ctx.run_id, 0))
@@ -294,6 +332,11 @@ class RunService:
             report = self._finished(ctx, self._launch(job))
             if report.state != RoundState.FAILED:
                 return report
+            busy = self.rounds.busy(job.run_id)
+            if busy is not None:
+                # A busy database, not the run's failure: nothing half-written is decided (a turn
+                # is decided in one transaction), so the driver retries or hands the run back.
+                raise RetryLaterError(f"round {job.round} of run {job.run_id} was cut off: {busy}")
             error = report.error or f"round {job.round} of run {job.run_id} failed"
             remote = self._remote(job.run_id, job.round)
             if remote and report.error:
@@ -388,12 +431,14 @@ class RunService:
         signals: Signals | None = None,
         on_wait: OnWait | None = None,
         heartbeat: Heartbeat | None = None,
+        park: bool = False,
     ) -> LoopResult:
         """Continue a run after a crash, a cancel or a lost holder, with every option it was
         started with: claim its lease, kill what a dead driver left on this host, then drive.
 
         ``heartbeat``: the run's lease, already claimed by this process (the server's scheduler
-        claims runs before it drives them); the caller stops it. Otherwise it is claimed here."""
+        claims runs before it drives them); the caller stops it. Otherwise it is claimed here.
+        ``park``: as ``drive``'s (only with ``heartbeat``: the caller keeps the lease while parked)."""
         signals = signals or Signals()
         self.check_resumable(run_id, on_wait)
         beat = heartbeat or Heartbeat(
@@ -408,7 +453,8 @@ class RunService:
             killed = kill_leftovers(self.settings, self.store, run_id)
             self.store.set_run_status(run_id, RunStatus.RUNNING)
             self.store.append_event(run_id, EventKind.RESUMED, {"killed_process_groups": killed})
-            return self.drive(run_id, observer=observer, signals=signals, heartbeat=beat)
+            parks = park and heartbeat is not None
+            return self.drive(run_id, observer=observer, signals=signals, heartbeat=beat, park=parks)
         finally:
             if heartbeat is None:
                 beat.stop()

@@ -7,6 +7,12 @@ business (one poller per forge client, shared by every watching run, routing by 
 one run subscribes to it, gives each new item of its run a trust verdict, and batches trusted items
 into rounds (``rounds.py``). The run's phase says where it is: a run resumed while watching goes on
 watching, one resumed in a round finishes that round first.
+
+Two ways to wait. ``crucible loop`` (one run) sleeps in the watch until news wakes it or the next look
+is due. ``crucible serve`` (``Watch.park``) does not wait here at all: when a pass finds nothing to
+do, the watch raises ``Parked`` with when to look again; its driver lets go of the thread and the
+context, and runs the next pass (``keep_watching``) when the hub, a steer, a cancel or that timer
+wakes the run (ADR-0020).
 """
 
 from __future__ import annotations
@@ -19,10 +25,17 @@ from datetime import UTC, datetime
 from controller.domain.enums import RunPhase, StopReason
 from controller.engine.candidate import clean_feedback
 from controller.forge.base import FeedbackEvent, Forge
-from controller.services.context import RunContext
+from controller.services.context import Parked, RunContext
 from controller.services.feedback_hub import FeedbackHub
 from controller.services.loop import LoopResult, budgets_of, finish
-from controller.services.rounds import Batch, current_versions, ready_batches, resume_round, run_round
+from controller.services.rounds import (
+    Batch,
+    current_versions,
+    next_ready_in,
+    ready_batches,
+    resume_round,
+    run_round,
+)
 from controller.services.trust import TrustPolicy
 from controller.store.records import FeedbackRecord, FeedbackSource
 
@@ -46,6 +59,9 @@ class Watch:
     round_resumer: Callable[[RunContext], bool | None] = resume_round
     # The process's shared intake (``feedback_hub``); None: a private one for this run alone.
     hub: FeedbackHub | None = None
+    # Raise ``Parked`` instead of waiting when a pass finds nothing to do (the server; needs ``hub``
+    # pumped by its own thread, since nobody waits in the watch to pump it).
+    park: bool = False
 
 
 def _event_of(item: FeedbackRecord, repo: str) -> FeedbackEvent:
@@ -96,17 +112,23 @@ def _closed(ctx: RunContext) -> bool:
 
 def watch_feedback(ctx: RunContext, searched: LoopResult, watch: Watch) -> LoopResult:
     """Take over after round 0 (``searched`` says why its search ended) until a stop."""
-    spec = ctx.spec
-    assert spec.feedback is not None
-    feedback = spec.feedback
-    trust = TrustPolicy(watch.forge, trusted_bots=feedback.trusted_bots, own_logins=watch.own_logins)
     pulls = ctx.store.list_pulls(ctx.run_id)
     if not pulls:
         return finish(ctx, searched.stop_reason, searched.message + "; no pull request to watch")
-    if ctx.store.get_run(ctx.run_id).phase is RunPhase.ROUND:
-        watch.round_resumer(ctx)  # a crash or a cancel cut it off; the budget check below sees a cancel
-    else:
+    if ctx.store.get_run(ctx.run_id).phase is not RunPhase.ROUND:
         ctx.store.set_phase(ctx.run_id, RunPhase.WATCHING)
+    return keep_watching(ctx, watch)
+
+
+def keep_watching(ctx: RunContext, watch: Watch) -> LoopResult:
+    """Watch a run already past its search (its phase WATCHING, or ROUND when a crash, a cancel or a
+    busy database cut a round off: that round is finished first) until a stop; with ``watch.park``,
+    ``Parked`` when a pass finds nothing to do (the run stays subscribed to the hub)."""
+    feedback = ctx.spec.feedback
+    assert feedback is not None
+    trust = TrustPolicy(watch.forge, trusted_bots=feedback.trusted_bots, own_logins=watch.own_logins)
+    if ctx.store.get_run(ctx.run_id).phase is RunPhase.ROUND:
+        watch.round_resumer(ctx)  # the budget check below sees a cancel
     hub = watch.hub or FeedbackHub(
         ctx.store, own_logins=watch.own_logins, clock=lambda: watch.clock().timestamp()
     )
@@ -115,11 +137,16 @@ def watch_feedback(ctx: RunContext, searched: LoopResult, watch: Watch) -> LoopR
         ctx.run_id, watch.forge, interval_s=feedback.poll_interval, wakeup=ctx.wakeup, poll=watch.poll
     )
     hub.listen_access(trust.forget)  # a member/repository webhook drops cached permissions
+    parked = False
     try:
         return _watch(ctx, watch, hub, trust)
+    except Parked:
+        parked = True  # still subscribed: the hub wakes it
+        raise
     finally:
         hub.unlisten_access(trust.forget)
-        hub.unsubscribe(ctx.run_id)
+        if not parked:
+            hub.unsubscribe(ctx.run_id)
 
 
 def _watch(ctx: RunContext, watch: Watch, hub: FeedbackHub, trust: TrustPolicy) -> LoopResult:
@@ -143,11 +170,32 @@ def _watch(ctx: RunContext, watch: Watch, hub: FeedbackHub, trust: TrustPolicy) 
             else:
                 watch.round_runner(ctx, batches[0])
             continue
+        if watch.park:
+            if ctx.wakeup.is_set():
+                continue  # news arrived during this pass
+            raise Parked(ctx.run_id, _next_look(ctx, watch, waiting, feedback.quiet_window))
         # News for the run (a webhook, a poll), a cancel or a shutdown wakes the watch early
         # (ctx.wakeup); otherwise look again when the next poll is due, but at least every poll
         # interval (quiet windows and budgets run out meanwhile).
         pause = hub.next_poll_in() if watch.poll else feedback.poll_interval
         watch.sleep_until_woken(ctx.wakeup, max(MIN_PAUSE, min(feedback.poll_interval, pause)))
+
+
+def _next_look(
+    ctx: RunContext, watch: Watch, waiting: list[FeedbackRecord], quiet_window: float
+) -> float | None:
+    """Seconds until a parked run must look again though nothing woke it: a comment's quiet window
+    or the wall-clock budget runs out (None: neither; only news wakes it)."""
+    now = watch.clock()
+    waits = []
+    ready = next_ready_in(waiting, now, quiet_window)
+    if ready is not None:
+        waits.append(ready)
+    wall = budgets_of(ctx).wall_clock_s
+    if wall is not None:
+        created = ctx.store.get_run(ctx.run_id).created_at
+        waits.append(max(0.0, wall - (now - created).total_seconds()))
+    return min(waits, default=None)
 
 
 def _collect(ctx: RunContext, hub: FeedbackHub, trust: TrustPolicy) -> None:

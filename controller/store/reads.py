@@ -121,6 +121,22 @@ class PagedReads:
             raise NotFoundError(f"no run {run_id}")
         return int(row[1] or 0)
 
+    def newest_events(self, after_id: int) -> dict[str, int]:
+        """Per run with events newer than ``after_id``, its newest event id: one indexed range read
+        that tells a server which of the runs it parked got news from anywhere (ADR-0020)."""
+        query = (
+            sa.select(EventRow.run_id, sa.func.max(EventRow.id))
+            .where(EventRow.id > after_id)
+            .group_by(EventRow.run_id)
+        )
+        with self._reading() as conn:
+            return {str(run_id): int(newest) for run_id, newest in conn.execute(query)}
+
+    def newest_event_id(self) -> int:
+        """The id of the newest event of any run (0: none)."""
+        with self._reading() as conn:
+            return int(conn.execute(sa.select(sa.func.max(EventRow.id))).scalar() or 0)
+
     def last_event_id(self, run_id: str) -> int:
         """The id of the run's newest event (0: none): where a page rendered now should follow from."""
         query = sa.select(sa.func.max(EventRow.id)).where(EventRow.run_id == run_id)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from controller.services.rounds import current_versions, ready_batches
+from controller.services.rounds import current_versions, next_ready_in, ready_batches
 from controller.store.records import FeedbackRecord, FeedbackSource, FeedbackVerdict
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -69,3 +69,18 @@ def test_an_operators_steer_is_a_batch_of_its_own_at_once() -> None:
     lone = _item(1)
     batches = ready_batches([lone, steer], T0 + timedelta(seconds=5), quiet_window_s=90)
     assert [[i.id for i in b.items] for b in batches] == [[2]]
+
+
+def test_a_parked_run_looks_again_when_the_oldest_waiting_window_runs_out() -> None:
+    """``next_ready_in`` says when ``ready_batches`` would first give more: per component, the
+    newest lone comment's quiet window; reviews and steers never wait."""
+    assert next_ready_in([_item(1, review_id=7), _item(2, source=FeedbackSource.STEER)], T0, 90) is None
+    lone = [_item(4), _item(10), _item(6, component="lib")]
+    now = T0 + timedelta(seconds=20)
+    assert next_ready_in(lone, now, 90) == 76.0  # lib: 6 + 90 - 20; app waits for 10 + 90 - 20
+    assert next_ready_in(lone, T0 + timedelta(seconds=500), 90) == 0.0
+    soon = next_ready_in(lone, now, 90)
+    assert soon is not None
+    later = now + timedelta(seconds=soon)
+    assert [b.component for b in ready_batches(lone, later, 90)] == ["lib"]
+    assert ready_batches(lone, later - timedelta(seconds=1), 90) == []

@@ -15,13 +15,16 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 
 from controller.config.options import RunOptions
 from controller.config.settings import Settings
 from controller.config.spec import load_spec
 from controller.domain.enums import EventKind, RunStatus
+from controller.domain.errors import NotFoundError
 from controller.domain.jobs import RoundState
 from controller.services.scheduler import Scheduler
+from controller.store.store import Store
 from controller.wiring import Root, build
 from tests.conftest import make_repo
 
@@ -131,3 +134,60 @@ def test_a_tick_claims_at_most_a_batch(tmp_path: Path, root: Root) -> None:
         assert scheduler.stop(60) == []
     store = root.store()
     assert sum(store.get_run(r).status is not RunStatus.PENDING for r in ids) == 2
+
+
+@pytest.mark.postgres
+def test_a_busy_database_inside_a_round_hands_the_run_back_and_decides_no_turn_twice(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    """The run's row is locked by another session while turn 2 ends; with a 1 s ``lock_timeout`` the
+    round's next write fails as a busy database does. The run is not failed: it is handed back,
+    taken up again once its lease runs out, and every turn is decided once."""
+    admin = sa.create_engine(postgres_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(sa.text(f"ALTER DATABASE \"{postgres_url.rsplit('/', 1)[1]}\" SET lock_timeout = '1s'"))
+    admin.dispose()
+    ready, go = tmp_path / "ready", tmp_path / "go"
+    wait = (
+        f"if [ $CRUCIBLE_TURN = 2 ] && [ ! -f {go} ]; then touch {ready}; i=0; "
+        f"while [ ! -f {go} ] && [ $i -lt 1200 ]; do sleep 0.1; i=$((i+1)); done; fi; "
+    )
+    spec_text = SPEC.replace("if [ -f {gate} ] && [ $CRUCIBLE_TURN = 2 ]; then sleep 120; fi; ", wait)
+    repo = make_repo(tmp_path / "app", {"src/a.txt": "0\n", "crucible.toml": spec_text})
+    spec_path = repo / "crucible.toml"
+    settings = Settings(home=tmp_path / "home", database_url=postgres_url, lease_ttl_s=2.0)
+    built = build(dict(os.environ), settings=settings, inline=False)
+    store = built.upgraded_store()
+    service = built.service()
+    run_id = service.create(load_spec(spec_path), spec_path.read_text(), spec_path, RunOptions())
+    scheduler = Scheduler(service, max_concurrent_runs=2, tick_s=0.05)
+    scheduler.start()
+    locker = sa.create_engine(postgres_url)
+    try:
+        _until(ready.exists, "turn 2's agent to wait")
+        with locker.connect() as conn:
+            conn.execute(sa.text("SELECT id FROM runs WHERE id = :id FOR UPDATE"), {"id": run_id})
+            go.write_text("")
+
+            def cut_off() -> bool:
+                try:
+                    return service.broker.status(run_id, 0).state is RoundState.FAILED
+                except NotFoundError:
+                    return False
+
+            _until(cut_off, "the round to be cut off by the locked row")
+        _until(lambda: store.get_run(run_id).status is RunStatus.COMPLETED, "the run to finish")
+    finally:
+        assert scheduler.stop(30) == []
+        locker.dispose()
+        built.close()
+    events = Store.open(postgres_url)
+    try:
+        kinds = events.list_events(run_id)
+        decided = Counter(e.payload["turn"] for e in kinds if e.kind in DECISIONS)
+        run = events.get_run(run_id)
+    finally:
+        events.close()
+    assert decided == {1: 1, 2: 1, 3: 1}, decided
+    assert [e.kind for e in kinds].count(EventKind.RESUMED) == 1, "handed back and taken up once"
+    assert (run.stop_reason, run.champion_value) == ("max_turns", 3.0), run.stop_message
