@@ -95,9 +95,9 @@ class _Live:
     ctx: RunContext
     hand_over: bool
     batches: dict[int, Batch] = field(default_factory=dict)
-    # A busy or unreachable database that cut the last round off (the service hands the run back
-    # or retries; the round's broker report only says FAILED).
-    busy: RetryLaterError | None = None
+    # Why a busy or unreachable database cut the last round off (the service hands the run back or
+    # retries; the round's broker report only says FAILED). Text: the error's frames hold connections.
+    busy: str | None = None
 
 
 class LocalRounds:
@@ -121,8 +121,8 @@ class LocalRounds:
         live = self._live.get(run_id)
         return live.ctx if live else None
 
-    def busy(self, run_id: str) -> RetryLaterError | None:
-        """The busy-database error that cut the run's last round off, once (None: it was not that)."""
+    def busy(self, run_id: str) -> str | None:
+        """Why a busy database cut the run's last round off, once (None: it was not that)."""
         live = self._live.get(run_id)
         if live is None:
             return None
@@ -153,7 +153,7 @@ class LocalRounds:
             # SIGTERM: this process lets go of the run (the service sees ctx.detach and says so).
             return RoundOutcome(RunStatus.RUNNING, None, str(detached))
         except RetryLaterError as error:
-            live.busy = error  # the round fails; the service tells a busy database from a failure
+            live.busy = str(error)  # the round fails; the service tells a busy database from a failure
             raise
         finally:
             ctx.executor.cancel = run_cancel
