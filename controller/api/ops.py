@@ -66,6 +66,9 @@ class _StoreCollector(Collector):
         yield CounterMetricFamily(
             "crucible_broker_rounds", "Rounds launched through the broker", value=self.stats.broker_rounds()
         )
+        yield CounterMetricFamily(
+            "crucible_db_statements", "SQL statements this process sent", value=self.store.statements
+        )
         requests = CounterMetricFamily(
             "crucible_forge_requests", "Requests sent to a forge", labels=["forge"]
         )

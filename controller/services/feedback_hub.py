@@ -180,7 +180,7 @@ class FeedbackHub:
     def _poll(self, forge_id: int, feed: _Feed, interval: float) -> set[str]:
         with self._lock:
             runs = [s.run_id for s in self._subscribers.values() if s.poll and id(s.forge) == forge_id]
-        wanted = {(p.repo, p.number) for run in runs for p in self.store.list_pulls(run)}
+        wanted = {(p.repo, p.number) for p in self.store.pulls_of(runs)}
         for repo, number in wanted - feed.watched:
             feed.poller.watch(repo, number)
         for repo, number in feed.watched - wanted:

@@ -7,7 +7,7 @@ scope and the transaction rules are ``Store``'s (see its docstring). Every metho
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any
@@ -221,6 +221,15 @@ class PullsAndFeedback:
                 lock_run(s, run_id)
             for row in rows:
                 row.round = round
+
+    def pulls_of(self, run_ids: Collection[str]) -> list[PullRecord]:
+        """The PRs of every run in ``run_ids`` in one read (the feedback hub's poller, before each
+        poll, for every run it watches)."""
+        if not run_ids:
+            return []
+        query = sa.select(PullRequestRow).where(PullRequestRow.run_id.in_(sorted(run_ids)))
+        with self._session(read_only=True) as s:
+            return [row.to_record() for row in s.scalars(query)]
 
     def pull_by_number(self, repo: str, number: int) -> PullRecord | None:
         """The PR ``repo``#``number`` as crucible published it (newest run if several), or None."""

@@ -8,6 +8,7 @@ transaction, so two controllers racing on one run cannot both win.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -126,6 +127,20 @@ class Store(PullsAndFeedback, ProcessGroups, Leases, PagedReads, WorkerRounds):
         reader_engine = self._engine.execution_options(**{migrate.READ_ONLY: True})
         self._reader = sessionmaker(reader_engine, expire_on_commit=False)
         self._page_engine = migrate.page_reader(self._engine)
+        # Statements sent to the database by this store, every engine view included (``/metrics``;
+        # bench/scheduler.py compares an idle server's rate).
+        self._sent = 0
+        self._sent_lock = threading.Lock()
+        sa.event.listen(self._engine, "before_cursor_execute", self._count_statement)
+
+    def _count_statement(self, *_args: object) -> None:
+        with self._sent_lock:
+            self._sent += 1
+
+    @property
+    def statements(self) -> int:
+        """How many SQL statements this store has sent so far (BEGIN and COMMIT not counted)."""
+        return self._sent
 
     @property
     def url(self) -> str:

@@ -134,6 +134,8 @@ def test_probes_and_metrics(api: Api) -> None:
     assert "crucible_webhook_deliveries_total 0.0" in text
     assert "crucible_leases_held 0.0" in text
     assert "crucible_broker_rounds_total 0.0" in text
+    sent = [line for line in text.splitlines() if line.startswith("crucible_db_statements_total ")]
+    assert len(sent) == 1 and float(sent[0].split()[1]) > 0, "the scrape's own reads count"
 
 
 def test_readyz_is_503_on_a_database_behind_the_schema_head(tmp_path: Path) -> None:

@@ -250,3 +250,35 @@ def test_one_statement_renews_every_lease_of_an_owner_and_names_the_lost(store: 
     assert store.get_run("a1").lease_expires_at == clock.now + timedelta(seconds=TTL)
     assert store.get_run("b1").lease_expires_at == T0 + timedelta(seconds=TTL), "others' leases untouched"
     assert store.renew_leases("a", TTL, []) == {}
+
+
+def test_one_statement_hands_back_many_leases_of_an_owner(store: Store) -> None:
+    for run in ("a1", "a2", "b1"):
+        store.create_run(new_run(run))
+    store.claim_run("a1", "a", TTL)
+    store.claim_run("a2", "a", TTL)
+    store.claim_run("b1", "b", TTL)
+    assert store.release_leases("a", ["a1", "a2", "b1", "nope"]) == 2
+    assert [store.get_run(r).lease_owner for r in ("a1", "a2", "b1")] == [None, None, "b"]
+    assert store.release_leases("a", []) == 0
+
+
+def test_newest_events_name_the_runs_with_news_since_an_id(store: Store) -> None:
+    for run in ("r1", "r2", "r3"):
+        store.create_run(new_run(run))
+    store.append_event("r1", EventKind.RESUMED, {})
+    mark = store.newest_event_id()
+    assert mark > 0
+    store.append_event("r2", EventKind.RESUMED, {})
+    last = store.append_event("r2", EventKind.RESUMED, {}).id
+    assert store.newest_events(mark) == {"r2": last}, "r1's event is older, r3 has none"
+    assert store.newest_events(last) == {}
+    assert store.newest_event_id() == last
+
+
+def test_the_pulls_of_many_runs_in_one_read(store: Store) -> None:
+    first, second = publish(store, "r1", 7), publish(store, "r2", 8)
+    store.create_run(new_run("r3"))
+    assert sorted(p.number for p in store.pulls_of(["r1", "r2", "r3", "nope"])) == [7, 8]
+    assert store.pulls_of(["r2"]) == [second] and store.pulls_of([]) == []
+    assert first.run_id == "r1"
