@@ -13,6 +13,7 @@ base as a third arm, its commit becomes the champion, and every hypothesis gets 
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -120,6 +121,23 @@ def try_hypothesis(ctx: RunContext, number: int, index: int, proposal: Proposal 
     )
 
 
+def with_base_samples(ctx: RunContext, number: int, report: HypothesisReport) -> HypothesisReport:
+    """In a hypothesis pod (ADR-0018): a hypothesis that could be kept, with guards and a champion
+    that moved from the base, measures the base arm in its own pod too, so the guards are compared
+    between samples of one machine; its samples ride in the report. Unchanged otherwise, or when the
+    base could not be measured (the controller then measures it, as the local path does)."""
+    needed = report.reason is Reason.IMPROVED and ctx.keep_rule().guards
+    if not needed or ctx.champion_heads == ctx.base_shas:
+        return report
+    work = TurnWork(number, 0, index=report.index)
+    try:
+        base_arm(ctx, work, Arm(primary=()))
+    except TurnStop:
+        return report
+    base = tuple(s for s in work.raw_samples if s[0] == SampleArm.BASE)
+    return dataclasses.replace(report, samples=report.samples + base)
+
+
 def _commit(ctx: RunContext, work: TurnWork) -> dict[str, str]:
     """Commit the hypothesis in each changed component and pin it with a ref (restores move HEAD)."""
     out: dict[str, str] = {}
@@ -199,8 +217,10 @@ def _base_guard_failures(ctx: RunContext, report: HypothesisReport) -> tuple[str
     else:
         assert ctx.champion_arm is not None
         champion = ctx.champion_arm
-    work = TurnWork(0, 0)
-    base = base_arm(ctx, work, champion)
+    if any(arm == SampleArm.BASE for arm, _i, _v, _ok in report.samples):
+        base = _arm(ctx, report, SampleArm.BASE)  # measured in the hypothesis's own pod (ADR-0018)
+    else:
+        base = base_arm(ctx, TurnWork(0, 0), champion)
     return guard_check(ctx.keep_rule(), candidate, champion, base)
 
 

@@ -37,7 +37,7 @@ from controller.domain.errors import CrucibleError, SpecError
 from controller.domain.jobs import RoundJob
 from controller.engine.knobs import Proposal
 from controller.services.context import Observer, RunContext
-from controller.services.hypotheses import try_hypothesis
+from controller.services.hypotheses import try_hypothesis, with_base_samples
 from controller.services.loop import LoopResult, knob_proposer, run_loop
 from controller.services.rounds import QuotedItem, play_job
 from controller.services.runs import build_context
@@ -195,6 +195,7 @@ def _run_hypothesis(
             ctx.champion_arm = ctx.arm_from_store(turn, arm)
         write_candidate_file(ctx, 0, run=run)
         report = try_hypothesis(ctx, number, index, _proposal(ctx, scope.get("proposal")))
+        report = with_base_samples(ctx, number, report)
         if report.commits:
             uploads(config.run_id, number, report.commits)
         ledger.report_hypothesis(config.run_id, number, report)

@@ -28,7 +28,7 @@ from controller.brokers.local import LocalBroker
 from controller.config.options import RunOptions
 from controller.config.settings import Settings
 from controller.config.spec import load_spec
-from controller.domain.enums import EventKind, Reason, RunStatus, TurnPhase
+from controller.domain.enums import EventKind, Reason, RunStatus, SampleArm, TurnPhase
 from controller.localforge.server import serve_in_thread
 from controller.services.recovery import stored_spec
 from controller.services.remote_rounds import RemoteRounds
@@ -292,3 +292,33 @@ def test_cancelling_the_run_deletes_the_turns_pods_and_decides_the_turn(
     batch = client.BatchV1Api(control_plane.api)
     wait_until(lambda: not batch.list_namespaced_job(sides.namespace).items, what="the Jobs deleted")
     assert not [p for p in core.list_namespaced_pod(sides.namespace).items if p.status.phase == "Running"]
+
+
+GUARDED = """
+[[metric.guard]]
+name = "g"
+direction = "minimize"
+tolerance = "50%"
+"""
+
+
+def test_a_guarded_keep_after_the_champion_moved_measures_the_base_in_its_own_pod(
+    sides: Sides, control_plane: ControlPlane
+) -> None:
+    repo = sides.spec_path.parent
+    (repo / "bench.py").write_text(BENCH + 'print("METRIC g=1")\n')
+    text = sides.spec_path.read_text().replace("parallel = 3", "parallel = 2") + GUARDED
+    sides.spec_path.write_text(text)
+    git(repo, "commit", "-q", "-am", "a guard")
+    local_id = _create(sides.local, sides.spec_path)
+    assert sides.local.drive(local_id).status is RunStatus.COMPLETED
+    remote_id = _create(sides.remote, sides.spec_path)
+    result = sides.remote.drive(remote_id)
+    assert result.status is RunStatus.COMPLETED, result.message
+    assert _decisions(sides.store, remote_id) == _decisions(sides.store, local_id)
+    kept = [t for t in sides.store.list_turns(remote_id) if t.commits]
+    assert len(kept) >= 2, "the walk keeps again after the champion moved from the base"
+    second = next(h for h in sides.store.list_hypotheses(remote_id, kept[1].number) if h.commits)
+    assert any(arm is SampleArm.BASE for arm, _i, _v, _ok in second.samples), "measured in its pod"
+    first = next(h for h in sides.store.list_hypotheses(remote_id, kept[0].number) if h.commits)
+    assert not any(arm is SampleArm.BASE for arm, _i, _v, _ok in first.samples), "base = champion then"
