@@ -76,7 +76,7 @@ def main() -> None:
     kubeconfig = Path(env["CRUCIBLE_K8S_KUBECONFIG"])
     if not kubeconfig.exists():
         raise SystemExit("no control plane: start it with `bash scripts/k8s/up`")
-    api = config.new_client_from_config(config_file=str(kubeconfig))
+    api = config.new_client_from_config(config_file=str(kubeconfig))  # type: ignore[no-untyped-call]
     plane = ControlPlane(kubeconfig, env["CRUCIBLE_K8S_KUBECTL"], api, env["CRUCIBLE_K8S_NODE"])
     core = client.CoreV1Api(api)
     ns = f"bench-{uuid.uuid4().hex[:8]}"
@@ -85,7 +85,8 @@ def main() -> None:
     try:
         wait_until(
             lambda: any(
-                sa.metadata.name == "default" for sa in core.list_namespaced_service_account(ns).items
+                sa.metadata is not None and sa.metadata.name == "default"
+                for sa in core.list_namespaced_service_account(ns).items
             ),
             what="the namespace's default ServiceAccount",
         )

@@ -35,8 +35,10 @@ import statistics
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # its sibling decisions_real
 
 from controller.domain.enums import Direction
 from controller.stats import Arm, KeepRule, decide_keep, interleaved_order
@@ -78,7 +80,7 @@ def _noise(rng: random.Random, sd: float, heavy: bool) -> float:
     # Student-t with 3 degrees of freedom has variance 3: scale to the same standard deviation.
     z = rng.gauss(0.0, 1.0)
     chi2 = sum(rng.gauss(0.0, 1.0) ** 2 for _ in range(3))
-    return sd * z / (chi2 / 3) ** 0.5 / 3**0.5
+    return float(sd * z / (chi2 / 3) ** 0.5 / 3**0.5)
 
 
 def simulate(scenario: Scenario, samples: int, rng: random.Random, noise: float) -> tuple[list[float], ...]:
@@ -94,7 +96,7 @@ def simulate(scenario: Scenario, samples: int, rng: random.Random, noise: float)
 
 def decide_both(
     rule: KeepRule, samples: int, min_samples: int, champion: list[float], candidate: list[float]
-):
+) -> tuple[bool, bool, int]:
     fixed = decide_keep(rule, Arm(tuple(candidate)), Arm(tuple(champion))).keep
     design = design_for(min_samples, samples, rule.confidence)
     for pairs in range(design.min_pairs, samples + 1):
@@ -106,10 +108,10 @@ def decide_both(
 
 def run_simulation(
     decisions: int, samples: int, min_samples: int, noise: float, seed: int
-) -> dict[str, dict]:
+) -> dict[str, dict[str, Any]]:
     rule = KeepRule(direction=Direction.MINIMIZE, confidence=0.95)
     rng = random.Random(seed)
-    rows: dict[str, dict] = {}
+    rows: dict[str, dict[str, Any]] = {}
     print(
         f"{decisions} decisions per scenario, samples = {samples}, min_samples = {min_samples}, "
         f"noise {noise:.0%}, confidence 0.95"
@@ -204,8 +206,8 @@ def run_parallel(
     many_kept = 0.0
     for _ in range(decisions):
         scenarios = [_draw(rng, NOISEFIX_MIX) for _ in range(n)]
-        kept = parallel_turn(rule, scenarios, samples, rng, noise)
-        many_kept += kept is not None and scenarios[kept].effect > 0
+        winner = parallel_turn(rule, scenarios, samples, rng, noise)
+        many_kept += winner is not None and scenarios[winner].effect > 0
     per_single = single_time / max(single_kept, 1)
     per_pods = decisions * turn_time / max(many_kept, 1)
     per_local = decisions * n * turn_time / max(many_kept, 1)
@@ -254,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
             args.agent_cost,
         )
     if args.real:
-        from bench.decisions_real import run_real
+        from decisions_real import run_real
 
         run_real(args.real, args.samples, args.noise)
     return 0

@@ -51,8 +51,9 @@ from controller.brokers.kubernetes.hypotheses import HypothesisPods  # noqa: E40
 from controller.brokers.local import LocalBroker  # noqa: E402
 from controller.config.options import RunOptions  # noqa: E402
 from controller.config.settings import Settings  # noqa: E402
-from controller.config.spec import load_spec  # noqa: E402
+from controller.config.spec import Spec, load_spec  # noqa: E402
 from controller.domain.enums import Outcome, RunStatus  # noqa: E402
+from controller.forge.base import Forge  # noqa: E402
 from controller.localforge.server import serve_in_thread  # noqa: E402
 from controller.services.recovery import stored_spec  # noqa: E402
 from controller.services.remote_rounds import RemoteRounds  # noqa: E402
@@ -190,7 +191,7 @@ def main() -> None:
     kubeconfig = Path(env["CRUCIBLE_K8S_KUBECONFIG"])
     if not kubeconfig.exists():
         raise SystemExit("no control plane: start it with `bash scripts/k8s/up`")
-    api = config.new_client_from_config(config_file=str(kubeconfig))
+    api = config.new_client_from_config(config_file=str(kubeconfig))  # type: ignore[no-untyped-call]
     core = client.CoreV1Api(api)
     ns = f"bench-{uuid.uuid4().hex[:8]}"
     labels = {"pod-security.kubernetes.io/enforce": "restricted"}
@@ -290,7 +291,7 @@ def report(arms: list[Arm], args: argparse.Namespace) -> None:
         )
 
 
-def _no_forge(spec: object) -> object:
+def _no_forge(spec: Spec) -> Forge:
     raise AssertionError("these runs do not publish")
 
 
