@@ -403,11 +403,10 @@ def demo(turns: int, as_json: bool, keep_dir: Path | None, kubernetes: bool) -> 
         demo_root = build(root.environ, settings=settings, forge_for=lambda spec: forge)
         if kubernetes:
             from controller.api.worker_serve import serving, worker_app
-            from controller.services.remote_rounds import RemoteRounds
 
-            remote = RemoteRounds(settings, demo_root.store(), controller_url="http://127.0.0.1")
+            # As ``serve`` builds it: round 0 of a watching run hands over to the review round.
+            remote = demo_root.worker_api("http://127.0.0.1")
             remote.controller_url = stack.enter_context(serving(worker_app(remote)))
-            demo_root.remote_rounds = remote
         return demo_root.service()
 
     with stack:

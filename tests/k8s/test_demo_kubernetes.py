@@ -1,5 +1,5 @@
-"""``crucible demo --kubernetes``: the demo's search round runs as a Job on the control plane (its pod
-runs ``crucible worker`` on the process node), the review round on the controller; without a control
+"""``crucible demo --kubernetes``: the demo's search round and its review round run as Jobs on the
+control plane (their pods run ``crucible worker`` on the process node, ADR-0019); without a control
 plane the command says how to start one."""
 
 from __future__ import annotations
@@ -44,7 +44,9 @@ def test_the_demo_runs_its_search_round_as_a_job(tmp_path: Path, control_plane: 
     assert len([t for t in view["turns"] if t["round"] == 0]) == 3
     [pull] = view["pull_requests"]
     assert pull["head_sha"] == view["components"][0]["head_sha"]
+    assert [t["round"] for t in view["turns"] if t["round"] > 0][:1] == [1], "the review round ran"
     batch = client.BatchV1Api(control_plane.api)
-    job = batch.read_namespaced_job(f"crucible-{view['run_id']}-0", "default")
-    assert any(c.type == "Complete" and c.status == "True" for c in job.status.conditions)
-    batch.delete_namespaced_job(job.metadata.name, "default", propagation_policy="Foreground")
+    for number in (0, 1):  # the search round and the review round
+        job = batch.read_namespaced_job(f"crucible-{view['run_id']}-{number}", "default")
+        assert any(c.type == "Complete" and c.status == "True" for c in job.status.conditions)
+        batch.delete_namespaced_job(job.metadata.name, "default", propagation_policy="Foreground")
