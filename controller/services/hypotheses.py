@@ -29,6 +29,7 @@ from controller.domain.enums import (
 from controller.engine.knobs import Proposal
 from controller.services.context import RunContext
 from controller.services.hypothesis_pods import try_in_pods
+from controller.services.progress import TurnProgress
 from controller.services.turn import (
     EVENT_OF_OUTCOME,
     TurnStop,
@@ -77,7 +78,8 @@ def run_parallel_turn(
     for index in range(count if proposals is None else len(proposals)):
         proposal = None if proposals is None else proposals[index]
         ctx.observer.step(f"turn {number}: hypothesis {index + 1} of {count}")
-        report = try_hypothesis(ctx, number, index, proposal)
+        progress = TurnProgress(ctx.ledger, ctx.run_id, number, 0, ctx.spec.metric.name, parallel_index=index)
+        report = try_hypothesis(ctx, number, index, proposal, progress)
         ctx.ledger.report_hypothesis(ctx.run_id, number, report)
         reports.append(report)
         if ctx.executor.cancel.is_set():  # a cancelled run tries no further hypothesis
@@ -91,10 +93,13 @@ def _started(number: int, count: int) -> tuple[EventKind, dict[str, Any]]:
     return EventKind.TURN_STARTED, {"turn": number, "round": 0, "parallel": count}
 
 
-def try_hypothesis(ctx: RunContext, number: int, index: int, proposal: Proposal | None) -> HypothesisReport:
+def try_hypothesis(
+    ctx: RunContext, number: int, index: int, proposal: Proposal | None, progress: TurnProgress | None = None
+) -> HypothesisReport:
     """One hypothesis, from proposal to its own verdict; the candidate checkout ends at the champion.
-    Locally one after another; in a hypothesis pod, its one (``crucible worker``, ADR-0018)."""
-    work = TurnWork(number, 0, index=index)
+    Locally one after another, reporting its steps and samples through ``progress``; in a hypothesis
+    pod, its one (``crucible worker``, ADR-0018), which reports none: its token may only report it."""
+    work = TurnWork(number, 0, index=index, progress=progress)
     keep, detail, settled = try_candidate(ctx, work, proposal)
     commits: dict[str, str] = {}
     if keep:

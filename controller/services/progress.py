@@ -4,7 +4,9 @@ A decision event says what a turn came to; a person watching a run (the dashboar
 also wants to see where a turn of several minutes is and how its samples are falling. These events
 are written through the ledger like every other, so a local loop, ``crucible serve`` and a worker
 report them alike, at modest volume: one per step and one per measured sample (warmups are not
-reported), each a few fields. They are progress only: nothing decides or recovers from them.
+reported), each a few fields. They are progress only: nothing decides or recovers from them. A
+parallel turn's hypotheses (ADR-0016) each report their own, with ``parallel_index`` added; a turn of
+one leaves it out, so its events keep the shape ``docs/cli.md`` documents.
 """
 
 from __future__ import annotations
@@ -17,14 +19,30 @@ from controller.store.ledger import Ledger
 
 
 class TurnProgress:
-    """Writes ``turn_step`` and ``sample`` events for turn ``turn`` of round ``round``."""
+    """Writes ``turn_step`` and ``sample`` events for turn ``turn`` of round ``round`` (of its
+    hypothesis ``parallel_index`` when the turn runs several)."""
 
-    def __init__(self, ledger: Ledger, run_id: str, turn: int, round: int, metric: str) -> None:
+    def __init__(
+        self,
+        ledger: Ledger,
+        run_id: str,
+        turn: int,
+        round: int,
+        metric: str,
+        parallel_index: int | None = None,
+    ) -> None:
         self.ledger, self.run_id, self.metric = ledger, run_id, metric
-        self.turn, self.round = turn, round
+        self.turn, self.round, self.parallel_index = turn, round, parallel_index
+
+    def _payload(self) -> dict[str, object]:
+        payload: dict[str, object] = {"turn": self.turn, "round": self.round}
+        if self.parallel_index is not None:
+            payload["parallel_index"] = self.parallel_index
+        return payload
 
     def step(self, step: TurnStep, arms: Sequence[SampleArm] = ()) -> None:
-        payload: dict[str, object] = {"turn": self.turn, "round": self.round, "step": str(step)}
+        payload = self._payload()
+        payload["step"] = str(step)
         if arms:
             payload["arms"] = [str(a) for a in arms]
         self.ledger.append_event(self.run_id, EventKind.TURN_STEP, payload)
@@ -33,12 +51,7 @@ class TurnProgress:
         """One measured sample (``measure``'s ``on_sample``): the primary metric's value, or null
         when the sample is invalid."""
         value = values.get(self.metric) if valid else None
-        payload = {
-            "turn": self.turn,
-            "round": self.round,
-            "arm": str(arm),
-            "index": index,
-            "value": value if value is not None and math.isfinite(value) else None,
-            "valid": valid,
-        }
+        payload = self._payload()
+        finite = value if value is not None and math.isfinite(value) else None
+        payload.update(arm=str(arm), index=index, value=finite, valid=valid)
         self.ledger.append_event(self.run_id, EventKind.SAMPLE, payload)

@@ -254,16 +254,34 @@ class SampleEvent(Event):
     valid: bool
 
 
+class HypothesisStepEvent(TurnStepEvent):
+    """``turn_step`` of one of a parallel turn's hypotheses (``broker.parallel > 1``)."""
+
+    parallel_index: int = Field(description="the hypothesis (0 .. parallel - 1) that reached the step")
+
+
+class HypothesisSampleEvent(SampleEvent):
+    """``sample`` of one of a parallel turn's hypotheses (``broker.parallel > 1``)."""
+
+    parallel_index: int = Field(description="the hypothesis (0 .. parallel - 1) the sample measured")
+
+
 EVENT_MODELS: dict[str, type[Event]] = {
     EventKind.TURN_STEP: TurnStepEvent,
     EventKind.SAMPLE: SampleEvent,
+}
+# A parallel turn's progress names its hypothesis; a turn of one keeps the shape above, no null field.
+PARALLEL_EVENT_MODELS: dict[str, type[Event]] = {
+    EventKind.TURN_STEP: HypothesisStepEvent,
+    EventKind.SAMPLE: HypothesisSampleEvent,
 }
 
 
 def event_view(event_id: int, run_id: str, kind: str, created_at: datetime, payload: dict[str, Any]) -> Event:
     """The event as its kind's model (the progress kinds are typed; the others carry their payload's
     fields as extras)."""
-    model = EVENT_MODELS.get(kind, Event)
+    models = PARALLEL_EVENT_MODELS if "parallel_index" in payload else EVENT_MODELS
+    model = models.get(kind, Event)
     return model.model_validate(
         {"id": event_id, "run_id": run_id, "kind": kind, "created_at": created_at, **payload}
     )

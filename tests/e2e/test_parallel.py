@@ -5,6 +5,7 @@ test), records the others as ``superseded`` or with their own reason, and shows 
 
 from __future__ import annotations
 
+import json
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -123,6 +124,20 @@ def test_the_agent_sees_its_index_and_the_better_of_two_is_kept(project: Project
     # The candidate checkout ends at the kept commit, byte for byte.
     candidate = project.checkout(view["run_id"])
     assert (candidate / "src/value.txt").read_text() == "8\n"
+    # Each hypothesis reported its steps and samples live, with its index (the dashboard's panel).
+    shown = project.cli("runs", "show", view["run_id"], "--events").stdout.splitlines()
+    events = [json.loads(line) for line in shown if line.strip()]
+    progress = [e for e in events if e["kind"] in ("turn_step", "sample")]
+    assert progress and all(e["turn"] == 1 for e in progress)
+    for h in turn["hypotheses"]:
+        mine = [e for e in progress if e["parallel_index"] == h["index"]]
+        steps = [e["step"] for e in mine if e["kind"] == "turn_step"]
+        assert steps[0] == "proposing" and "measuring" in steps, steps
+        values = sorted((e["arm"], e["value"]) for e in mine if e["kind"] == "sample")
+        expected = [("candidate", v) for v in h["samples"]] + [
+            ("champion", v) for v in h["reference_samples"]
+        ]
+        assert values == sorted(expected)
     assert git(candidate, "status", "--porcelain") == ""
 
 
