@@ -11,7 +11,13 @@ from controller.domain.enums import EventKind, Outcome, Reason, RunStatus, Sampl
 from controller.forge.base import FeedbackEvent
 from controller.services.layout import RunLayout
 from controller.store import NewRun, Store
-from controller.store.records import ChampionUpdate, ComponentRecord, PullRecord, TurnDecision
+from controller.store.records import (
+    ChampionUpdate,
+    ComponentRecord,
+    HypothesisReport,
+    PullRecord,
+    TurnDecision,
+)
 from tests.conftest import git, make_repo
 
 
@@ -131,3 +137,56 @@ def running_turn(store: Store, run_id: str, number: int, samples: int = 3) -> No
         for arm, value in (("champion", 100.0 + index), ("candidate", 97.5 - index)):
             sample = {"turn": number, "round": 0, "arm": arm, "index": index, "value": value, "valid": True}
             store.append_event(run_id, EventKind.SAMPLE, sample)
+
+
+def parallel_turn(store: Store, run_id: str, number: int, text: str = "") -> None:
+    """Decide turn ``number`` with three parallel hypotheses (ADR-0016): #0 could be kept but #1
+    improved more and is kept (#0 superseded), #2 failed. Minimize: the champion's samples are 100.
+    The run must not be running a turn (the champion value is not moved: the page reads the views)."""
+    store.start_turn(
+        run_id, number, 0, event=(EventKind.TURN_STARTED, {"turn": number, "round": 0, "parallel": 3})
+    )
+    ref = [(SampleArm.CHAMPION, i, {"m": 100.0}, True) for i in range(3)]
+    for index, reason, value in (
+        (0, Reason.IMPROVED, 95.0),
+        (1, Reason.IMPROVED, 90.0),
+        (2, Reason.AGENT_FAILED, None),
+    ):
+        samples = (
+            [] if value is None else ref + [(SampleArm.CANDIDATE, i, {"m": value}, True) for i in range(3)]
+        )
+        report = HypothesisReport(
+            index=index,
+            reason=reason,
+            value=value,
+            reference_value=None if value is None else 100.0,
+            delta=None if value is None else 100.0 - value,
+            p_value=None if value is None else 0.01 * (index + 1),
+            hypothesis=f"idea {index} {text}",
+            samples=tuple(samples),
+            detail=f"detail {index} {text}",
+        )
+        store.report_hypothesis(run_id, number, report)
+    decision = TurnDecision(
+        outcome=Outcome.ACCEPTED,
+        reason=Reason.IMPROVED,
+        value=90.0,
+        p_value=0.02,
+        hypothesis=f"idea 1 {text}",
+    )
+    final = {
+        0: (Reason.SUPERSEDED, f"another improved more {text}"),
+        1: (Reason.IMPROVED, "kept"),
+        2: (Reason.AGENT_FAILED, f"the agent failed {text}"),
+    }
+    event = (EventKind.ACCEPTED, {"turn": number, "parallel_index": 1})
+    store.decide_turn(
+        run_id,
+        number,
+        decision,
+        champion=None,
+        component_heads={},
+        event=event,
+        samples=ref,
+        hypotheses=final,
+    )

@@ -8,11 +8,11 @@ made here, in plain typed functions a test can call without HTTP.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from controller.domain.enums import EventKind, StopReason, TurnStep
+from controller.domain.enums import EventKind, Outcome, StopReason, TurnStep
 from controller.services import schemas
 from controller.store.records import ComponentRecord, EventRecord, PullRecord, RunRecord, RunTally
 
@@ -121,6 +121,44 @@ def pull_lines(pulls: Sequence[PullRecord], components: Sequence[ComponentRecord
     return out
 
 
+@dataclass(frozen=True)
+class HypothesisLine:
+    """One of a parallel turn's hypotheses as its table shows it: its median against the champion's
+    (from its own samples), the change between them, and whether it is the one the turn kept."""
+
+    hypothesis: schemas.Hypothesis
+
+    @property
+    def kept(self) -> bool:
+        return self.hypothesis.outcome is Outcome.ACCEPTED
+
+    @property
+    def champion_median(self) -> float | None:
+        ref = self.hypothesis.reference_samples
+        return statistics.median(ref) if ref else None
+
+    @property
+    def change(self) -> str:
+        return change_pct(self.champion_median, self.hypothesis.value)
+
+    @property
+    def samples(self) -> str:
+        cand = ", ".join(f"{v:.6g}" for v in self.hypothesis.samples)
+        ref = ", ".join(f"{v:.6g}" for v in self.hypothesis.reference_samples)
+        return f"candidate: {cand or '-'} | champion: {ref or '-'}"
+
+
+def hypothesis_lines(turn: schemas.Turn) -> list[HypothesisLine]:
+    return [HypothesisLine(h) for h in sorted(turn.hypotheses, key=lambda h: h.index)]
+
+
+def hypotheses_summary(turn: schemas.Turn) -> str:
+    """``3 hypotheses, #1 kept`` (or ``none kept``) for the folded row under a parallel turn."""
+    kept = [h.index for h in turn.hypotheses if h.outcome is Outcome.ACCEPTED]
+    which = f"#{kept[0]} kept" if kept else "none kept"
+    return f"{len(turn.hypotheses)} hypotheses, {which}"
+
+
 def turn_lines(turns: list[schemas.Turn], baseline: float | None) -> list[TurnLine]:
     """Turns with their change vs the champion they faced (the running kept value)."""
     champion = baseline
@@ -136,22 +174,24 @@ def turn_lines(turns: list[schemas.Turn], baseline: float | None) -> list[TurnLi
 DECISIONS = frozenset({EventKind.ACCEPTED, EventKind.REJECTED, EventKind.FAILED, EventKind.NO_CHANGE})
 
 
+def step_text(step: str, arms: Sequence[str]) -> str:
+    if step == TurnStep.MEASURING and arms:
+        return f"measuring {' vs '.join(arms)}"
+    return step
+
+
 @dataclass
 class RunningTurn:
     """The undecided turn as its events tell it so far: the live panel of the run page (``live.js``
-    keeps it current with the same texts)."""
+    keeps it current with the same texts). A parallel turn's events carry ``parallel_index``: each
+    hypothesis has its own step (``steps``) and its own rows of samples (``#1 candidate``)."""
 
     turn: int
     round: int
-    step: str = "starting"
-    arms: list[str] = field(default_factory=list)
+    parallel: int = 0  # the hypotheses the turn runs; 0 for a turn of one
+    step_text: str = "starting"
+    steps: dict[int, str] = field(default_factory=dict)
     samples: dict[str, list[float | None]] = field(default_factory=dict)
-
-    @property
-    def step_text(self) -> str:
-        if self.step == TurnStep.MEASURING and self.arms:
-            return f"measuring {' vs '.join(self.arms)}"
-        return self.step
 
     def lines(self) -> list[tuple[str, str, str]]:
         """(arm, its samples so far, their median) per arm, in the order they were first measured."""
@@ -163,23 +203,37 @@ class RunningTurn:
         return out
 
 
+def _parallel_index(payload: Mapping[str, object]) -> int | None:
+    index = payload.get("parallel_index")
+    return index if isinstance(index, int) and not isinstance(index, bool) else None
+
+
 def running_turn(events: Sequence[EventRecord]) -> RunningTurn | None:
     """Fold a run's events from its last ``turn_started`` on into the running turn (None: decided)."""
     current: RunningTurn | None = None
     for event in events:
         p = event.payload
         if event.kind is EventKind.TURN_STARTED:
-            current = RunningTurn(int(p.get("turn", 0)), int(p.get("round", 0)))
+            parallel = p.get("parallel")
+            current = RunningTurn(
+                int(p.get("turn", 0)), int(p.get("round", 0)), parallel if isinstance(parallel, int) else 0
+            )
         elif current is None or p.get("turn") != current.turn:
             continue
         elif event.kind in DECISIONS:
             current = None
         elif event.kind is EventKind.TURN_STEP:
-            current.step = str(p.get("step", ""))
-            current.arms = [str(a) for a in p.get("arms", [])]
+            text = step_text(str(p.get("step", "")), [str(a) for a in p.get("arms", [])])
+            index = _parallel_index(p)
+            if index is not None:
+                current.steps[index] = text
+                text = f"hypothesis #{index}: {text}"
+            current.step_text = text
         elif event.kind is EventKind.SAMPLE:
             value = p.get("value")
-            current.samples.setdefault(str(p.get("arm")), []).append(
+            index = _parallel_index(p)
+            arm = str(p.get("arm")) if index is None else f"#{index} {p.get('arm')}"
+            current.samples.setdefault(arm, []).append(
                 float(value) if isinstance(value, int | float) else None
             )
     return current

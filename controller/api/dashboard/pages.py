@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import APIRouter, FastAPI, Form, HTTPException, Query, Request
+from fastapi import Path as PathParam
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
 from jinja2 import Environment, FileSystemLoader, select_autoescape
@@ -31,7 +32,7 @@ from controller.config.settings import Settings
 from controller.domain.enums import Direction, EventKind, RunStatus
 from controller.domain.errors import NotFoundError
 from controller.services import schemas
-from controller.services.views import run_view
+from controller.services.views import run_view, turns_page
 from controller.store.store import Store
 
 HERE = Path(__file__).parent
@@ -125,6 +126,8 @@ class Dashboard:
             "stop": model.stop_sentence(run.stop_reason, run.message),
             "duration": model.duration(run.created_at, run.finished_at),
             "diff_html": highlight.diff_html,
+            "hypothesis_lines": model.hypothesis_lines,
+            "hypotheses_summary": model.hypotheses_summary,
             "safe_url": model.safe_url,
             "kept": sum(1 for t in run.turns if t.outcome == "accepted"),
             "pulls": model.pull_lines(self.store.list_pulls(run_id), self.store.list_components(run_id))
@@ -271,6 +274,25 @@ def _read_routes(router: APIRouter, dash: Dashboard) -> None:
             return dash.not_found(request, f"run {run_id}")
         actions = ACTIONS if dash.control is not None else {}
         return dash.page(request, "run.html", session, actions=actions, **context)
+
+    @router.get("/runs/{run_id}/turns/{number}", response_model=None)
+    def turn_page(
+        request: Request, run_id: str, number: Annotated[int, PathParam(ge=1, le=2**31)]
+    ) -> Response:
+        session = dash.session(request)
+        if session is None:
+            return _login_redirect()
+        try:
+            record = dash.store.get_run(run_id)
+        except NotFoundError:
+            return dash.not_found(request, f"run {run_id}")
+        before = turns_page(dash.store, run_id, after=0, limit=number)  # the champion it faced
+        lines = model.turn_lines(before, record.baseline_value)
+        line = next((x for x in lines if x.turn.turn == number), None)
+        if line is None:
+            return dash.not_found(request, f"decided turn {number} in run {run_id}")
+        context = {"run_id": run_id, "line": line, "metric": record.metric_name}
+        return dash.page(request, "turn.html", session, hypothesis_lines=model.hypothesis_lines, **context)
 
     @router.get("/runs/{run_id}/fragment", response_model=None)
     def fragment(request: Request, run_id: str) -> Response:

@@ -54,18 +54,46 @@
     row.querySelector("td.median").textContent = median(values.textContent);
   }
 
-  // The running turn's panel: its step and the samples as they arrive (turn_step and sample events).
+  function clear(node) {
+    while (node.firstChild) { node.removeChild(node.firstChild); }
+  }
+
+  // One hypothesis's step in the list of a parallel turn (broker.parallel > 1), by its index.
+  function hypothesisStep(list, index, text) {
+    var item = null;
+    for (var i = 0; i < list.children.length; i++) {
+      if (list.children[i].dataset.index === index) { item = list.children[i]; }
+    }
+    if (item === null) {
+      item = document.createElement("li");
+      item.dataset.index = index;
+      var after = null;  // kept in index order, as the server renders it
+      for (var j = 0; j < list.children.length && after === null; j++) {
+        if (Number(list.children[j].dataset.index) > Number(index)) { after = list.children[j]; }
+      }
+      list.insertBefore(item, after);
+    }
+    item.textContent = "#" + index + ": " + text;
+    list.hidden = false;
+  }
+
+  // The running turn's panel: its step and the samples as they arrive (turn_step and sample events);
+  // a parallel turn's events carry parallel_index: a step per hypothesis, rows "#1 candidate".
   function progress(kind, data) {
     var panel = document.getElementById("turn-live");
     if (!panel) { return; }
     var body = document.getElementById("turn-live-samples");
     var step = document.getElementById("turn-live-step");
+    var list = document.getElementById("turn-live-hypotheses");
+    var parallel = typeof data.parallel_index === "number" ? String(data.parallel_index) : null;
     if (kind === "turn_started") {
       panel.dataset.turn = String(data.turn);
       document.getElementById("turn-live-title").textContent =
-        "Turn " + data.turn + " (round " + (data.round || 0) + ") is running";
+        "Turn " + data.turn + " (round " + (data.round || 0) + ") is running" +
+        (data.parallel > 1 ? " with " + data.parallel + " hypotheses" : "");
       step.textContent = "starting";
-      while (body.firstChild) { body.removeChild(body.firstChild); }
+      clear(body);
+      if (list) { clear(list); list.hidden = true; }
       panel.hidden = false;
     } else if (kind === "completed") {
       panel.hidden = true;
@@ -73,9 +101,11 @@
       return;
     } else if (kind === "turn_step") {
       var arms = data.arms || [];
-      step.textContent = data.step === "measuring" && arms.length ? "measuring " + arms.join(" vs ") : data.step;
+      var text = data.step === "measuring" && arms.length ? "measuring " + arms.join(" vs ") : String(data.step);
+      if (parallel !== null && list) { hypothesisStep(list, parallel, text); }
+      step.textContent = parallel === null ? text : "hypothesis #" + parallel + ": " + text;
     } else if (kind === "sample") {
-      addSample(body, String(data.arm), data.value);
+      addSample(body, parallel === null ? String(data.arm) : "#" + parallel + " " + data.arm, data.value);
     } else if (DECIDED.indexOf(kind) >= 0) {
       panel.hidden = true;
     }
