@@ -190,3 +190,21 @@ def parallel_turn(store: Store, run_id: str, number: int, text: str = "") -> Non
         samples=ref,
         hypotheses=final,
     )
+
+
+def running_parallel_turn(store: Store, run_id: str, number: int) -> None:
+    """Mark the run running with turn ``number`` of two hypotheses under way: #0 measuring (a
+    champion sample, a candidate sample and an invalid one), #1 proposing."""
+    if store.get_run(run_id).status is not RunStatus.RUNNING:
+        store.set_run_status(run_id, RunStatus.RUNNING)
+    started = {"turn": number, "round": 0, "parallel": 2}
+    store.start_turn(run_id, number, 0, event=(EventKind.TURN_STARTED, started))
+    for index, step, arms in ((0, "measuring", ["champion", "candidate"]), (1, "proposing", [])):
+        payload: dict[str, object] = {"turn": number, "round": 0, "parallel_index": index, "step": step}
+        if arms:
+            payload["arms"] = arms
+        store.append_event(run_id, EventKind.TURN_STEP, payload)
+    for arm, value in (("champion", 100.0), ("candidate", 96.5), ("candidate", None)):
+        sample = {"turn": number, "round": 0, "parallel_index": 0, "arm": arm, "index": 0}
+        sample.update(value=value, valid=value is not None)
+        store.append_event(run_id, EventKind.SAMPLE, sample)

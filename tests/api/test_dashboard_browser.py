@@ -21,7 +21,7 @@ from controller.config.settings import Settings
 from controller.domain.enums import EventKind, Outcome, Reason, RunStatus
 from controller.store.records import TurnDecision
 from tests.api.conftest import ADMIN, READER, Api
-from tests.api.dashboard_runs import running_turn, seeded_run
+from tests.api.dashboard_runs import parallel_turn, running_parallel_turn, running_turn, seeded_run
 from tests.api.gated_loop import SAMPLES, start_gated_loop
 
 playwright_api = pytest.importorskip("playwright.sync_api")
@@ -148,6 +148,33 @@ def test_the_run_page_updates_live_when_a_turn_is_decided(
     assert watched.errors == []
 
 
+def test_the_panel_follows_each_hypothesis_of_a_parallel_turn(
+    api: Api, browser: playwright_api.Browser, artifacts: Path
+) -> None:
+    run_id = seeded_run(api.store, _settings(api), "par", turns=3)
+    api.store.set_run_status(run_id, RunStatus.RUNNING)
+    watched = _open(browser, api, READER)
+    page = watched.page
+    page.goto(f"{api.url}/runs/{run_id}")
+    page.wait_for_selector("#live[data-following=yes]")
+    page.evaluate("window.__sameDocument = true")
+    running_parallel_turn(api.store, run_id, 4)  # the events arrive over the stream, no reload
+    expect = playwright_api.expect
+    title = "Turn 4 (round 0) is running with 2 hypotheses"
+    expect(page.locator("#turn-live-title")).to_have_text(title, timeout=20000)
+    expect(page.locator("#turn-live-hypotheses li")).to_have_text(
+        ["#0: measuring champion vs candidate", "#1: proposing"]
+    )
+    expect(page.locator("#turn-live-step")).to_have_text("hypothesis #1: proposing")
+    row = page.locator('#turn-live-samples tr[data-arm="#0 candidate"]')
+    expect(row.locator("td.values")).to_have_text("96.5, invalid")
+    expect(row.locator("td.median")).to_have_text("96.5")
+    expect(page.locator('#turn-live-samples tr[data-arm="#0 champion"] td.values')).to_have_text("100")
+    assert page.evaluate("window.__sameDocument") is True
+    page.screenshot(path=str(artifacts / "run-live-parallel.png"), full_page=True)
+    assert watched.errors == []
+
+
 def test_an_action_works_with_the_write_token_and_is_absent_for_a_reader(
     api: Api, browser: playwright_api.Browser, artifacts: Path
 ) -> None:
@@ -166,13 +193,20 @@ def test_an_action_works_with_the_write_token_and_is_absent_for_a_reader(
 
 def test_the_run_page_fits_a_small_screen(api: Api, browser: playwright_api.Browser, artifacts: Path) -> None:
     seeded_run(api.store, _settings(api), "small", turns=20)
-    running_turn(api.store, "small", 21, samples=10)  # the running turn's panel shows too
+    parallel_turn(api.store, "small", 21, PROBE)
+    running_parallel_turn(api.store, "small", 22)  # the running turn's panel shows too, per hypothesis
     watched = _open(browser, api, ADMIN, width=390)
     page = watched.page
     page.goto(f"{api.url}/runs/small")
-    assert page.locator("#turn-live").is_visible()
+    assert page.locator("#turn-live").is_visible() and page.locator("#turn-live-hypotheses li").count() == 2
+    page.click("td.parallel summary")  # the parallel turn's hypotheses, unfolded
+    assert page.locator("table.hypotheses tbody tr").count() == 3
     page.screenshot(path=str(artifacts / "run-390.png"), full_page=True)
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    page.goto(f"{api.url}/runs/small/turns/21")
+    page.screenshot(path=str(artifacts / "turn-390.png"), full_page=True)
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    assert page.locator("img").count() == 0 and watched.dialogs == []
     assert watched.errors == []
 
 
@@ -183,18 +217,21 @@ def test_axe_finds_no_serious_violation_on_any_page(api: Api, browser: playwrigh
             pytest.fail(f"axe-core is required here but there is {reason}")
         pytest.skip(reason)
     seeded_run(api.store, _settings(api), "a11y", turns=8, text="<b>x</b>")
-    running_turn(api.store, "a11y", 9)  # axe sees the running turn's panel as well
+    parallel_turn(api.store, "a11y", 9, "<b>x</b>")
+    running_parallel_turn(api.store, "a11y", 10)  # axe sees the running turn's panel as well
     # The CSP forbids the injected (inline) script; this context alone bypasses it, for axe only.
     context = browser.new_context(bypass_csp=True)
     page = context.new_page()
     found: dict[str, list[str]] = {}
-    for path in ["/login", "/", "/runs/a11y", "/runs/a11y/confirm/cancel"]:
+    for path in ["/login", "/", "/runs/a11y", "/runs/a11y/turns/9", "/runs/a11y/confirm/cancel"]:
         if path == "/":
             page.fill("#token", ADMIN)
             page.click("button[type=submit]")
             page.wait_for_url(f"{api.url}/")
         else:
             page.goto(f"{api.url}{path}")
+        if path == "/runs/a11y":
+            page.click("td.parallel summary")  # the hypotheses' table, unfolded
         page.add_script_tag(path=AXE)
         result = page.evaluate("async () => (await axe.run()).violations")
         serious = [f"{v['id']}: {v['help']}" for v in result if v["impact"] in ("serious", "critical")]

@@ -13,9 +13,8 @@ from contextlib import contextmanager
 import httpx
 
 from controller.config.settings import Settings
-from controller.domain.enums import EventKind, RunStatus
 from tests.api.conftest import READER, Api
-from tests.api.dashboard_runs import parallel_turn, seeded_run
+from tests.api.dashboard_runs import parallel_turn, running_parallel_turn, running_turn, seeded_run
 
 PROBE = '<script>alert(1)</script> "><img src=x onerror=alert(3)>'
 ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt; &#34;&gt;&lt;img src=x onerror=alert(3)&gt;"
@@ -85,24 +84,9 @@ def test_every_hypothesis_field_renders_as_text(api: Api) -> None:
     assert pages[1].count(f"idea 2 {ESCAPED}") == 1 and pages[1].count(f"the agent failed {ESCAPED}") == 2
 
 
-def _running_parallel(api: Api, run_id: str) -> None:
-    api.store.set_run_status(run_id, RunStatus.RUNNING)
-    started = {"turn": 4, "round": 0, "parallel": 2}
-    api.store.start_turn(run_id, 4, 0, event=(EventKind.TURN_STARTED, started))
-    for index, step, arms in ((0, "measuring", ["champion", "candidate"]), (1, "proposing", [])):
-        payload: dict[str, object] = {"turn": 4, "round": 0, "parallel_index": index, "step": step}
-        if arms:
-            payload["arms"] = arms
-        api.store.append_event(run_id, EventKind.TURN_STEP, payload)
-    for arm, value in (("champion", 100.0), ("candidate", 96.5), ("candidate", None)):
-        sample = {"turn": 4, "round": 0, "parallel_index": 0, "arm": arm, "index": 0}
-        sample.update(value=value, valid=value is not None)
-        api.store.append_event(run_id, EventKind.SAMPLE, sample)
-
-
 def test_the_live_panel_shows_each_hypothesis_step_and_samples(api: Api) -> None:
     _seed(api, "live")
-    _running_parallel(api, "live")
+    running_parallel_turn(api.store, "live", 4)
     with _client(api) as client:
         html = client.get("/runs/live").text
         with client.stream("GET", "/runs/live/live?after=0") as stream:
@@ -125,8 +109,6 @@ def test_the_live_panel_shows_each_hypothesis_step_and_samples(api: Api) -> None
 
 
 def test_a_turn_of_one_keeps_its_events_shape(api: Api) -> None:
-    from tests.api.dashboard_runs import running_turn
-
     _seed(api, "one")
     running_turn(api.store, "one", 4, samples=1)
     with _client(api) as client:
