@@ -7,19 +7,27 @@
    ``/bin/sh -c`` like crucible runs it) for its CPU cost. Printed: the controller's CPU per decided
    turn (this process's CPU, every thread, plus its waited children's, git included, minus the
    commands' own) against the commands' CPU per turn, as a ratio; and the wall time.
-2. **RSS of an idle server watching PRs.** A local forge holds one repository with ``--prs`` open draft
-   PRs (generated once under ``--cache``, reused after). ``crucible serve`` (a real process) is started
-   on an empty database: its RSS is the floor. Then on a database holding ``--prs`` watching runs, one
-   PR each (a run with 0 search turns that publishes and watches feedback; its pull recorded as crucible
-   publishes it): the server claims them all, each run measures its baseline and settles into its
-   feedback watch, the feedback hub polls the repository. Once every run watches and the hub has
-   read every PR, RSS is sampled for a few seconds; the maximum is printed against the floor and the
-   300 MB target.
+2. **RSS and database statements of an idle server watching PRs.** A local forge holds one
+   repository with ``--prs`` open draft PRs (generated once under ``--cache``, reused after).
+   ``crucible serve`` (a real process) is started on an empty database: its RSS is the floor. Then on
+   a database holding ``--prs`` watching runs, one PR each (a run with 0 search turns that publishes
+   and watches feedback; its pull recorded as crucible publishes it): the server claims them all, each
+   run measures its baseline and settles into its feedback watch, the feedback hub polls the
+   repository. Once *every* run watches and holds its lease in this server (and, parked, holds no
+   thread: ``/metrics``), and the hub has read every PR, RSS is sampled for a few seconds and the
+   server's SQL statements per second are counted over ``--idle`` seconds (``crucible_db_statements``
+   of ``/metrics``, less the scrapes' own). Both are measured twice in the same run: with watching
+   runs parked (ADR-0020) and with ``CRUCIBLE_PARK_WATCHING=false`` (a thread per watching run, the
+   path before it). Printed: the time until all runs watched, RSS against the floor and the 300 MB
+   target, and statements per second of each.
 
     python bench/scheduler.py [--runs 200] [--turns 2] [--concurrent 8] [--prs 1000] [--quick]
+                              [--idle 60] [--skip-cpu] [--only parked|threads] [--settle-limit 3600]
 
-``--quick``: 20 runs and 100 PRs (about a minute and a half). Exit status 1 if a run did not finish or
-stopped instead of watching, or with ``--strict`` if RSS is over the target.
+``--quick``: 20 runs and 100 PRs (about three minutes). ``--settle-limit``: how long to wait for every
+run to watch; past it the server is measured with what watches then, and said so. Exit status 1 if a
+run did not finish, stopped instead of watching or did not watch in time, or with ``--strict`` if the
+parked server's RSS is over the target.
 """
 
 from __future__ import annotations
@@ -35,6 +43,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -292,7 +301,7 @@ def free_port() -> int:
 
 
 @contextmanager
-def serving(env: dict[str, str], out: Path) -> Iterator[subprocess.Popen[bytes]]:
+def serving(env: dict[str, str], out: Path) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
     port = free_port()
     with out.open("ab") as sink:
         proc = subprocess.Popen(
@@ -312,7 +321,7 @@ def serving(env: dict[str, str], out: Path) -> Iterator[subprocess.Popen[bytes]]
                 return False
 
         until(ready, "the server to be ready", 120)
-        yield proc
+        yield proc, f"http://127.0.0.1:{port}"
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -331,9 +340,85 @@ def sampled_rss(pid: int, seconds: float) -> float:
     return peak
 
 
-def idle_rss(work: Path, cache: Path, prs: int) -> tuple[float, float, float, int]:
-    """(floor RSS MB: no runs, RSS MB watching ``prs`` PRs, seconds until all settled, runs that
-    stopped instead of watching)."""
+SCRAPE_STATEMENTS = 4  # what one /metrics scrape reads itself (runs, turns, deliveries, statements)
+
+
+def metrics(url: str) -> dict[str, float]:
+    """The server's unlabelled Prometheus samples."""
+    text = httpx.get(f"{url}/metrics", timeout=30).text
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#") and "{" not in line:
+            name, value = line.rsplit(" ", 1)
+            out[name] = float(value)
+    return out
+
+
+def threads_of(pid: int) -> int:
+    """The server's threads (Python names them only for itself, so all of them are counted)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("Threads:"):
+            return int(line.split()[1])
+    raise SystemExit(f"no Threads for pid {pid}")
+
+
+@dataclass(frozen=True)
+class Idle:
+    """One idle server watching PRs: what it took and what it costs."""
+
+    settle_s: float  # from start until every run watched with its lease held here
+    watching: int  # runs watching (all of them unless ``settle_s`` reached the time limit)
+    rss_mb: float
+    statements_per_s: float
+    threads: int  # the server's threads while idle
+    stopped: int  # runs that stopped instead of watching
+
+
+def idle_server(
+    work: Path, env: dict[str, str], source: Path, api_url: str, prs: int, idle_s: float, limit_s: float
+) -> Idle:
+    db = work / "watch.db"
+    watched = {**env, "CRUCIBLE_HOME": str(work / "home"), "CRUCIBLE_DATABASE_URL": f"sqlite:///{db}"}
+    subprocess.run([sys.executable, "-m", "controller.cli.main", "db", "upgrade"], env=watched, check=True)
+    with Store.open(watched["CRUCIBLE_DATABASE_URL"]) as store:
+        ids = set(watching_runs(store, source, api_url, prs))
+        started = time.monotonic()
+        with serving(watched, work / "serve.log") as (proc, url):
+            stopped: list[str] = []
+            watching = 0
+            while time.monotonic() - started < limit_s:  # every run watching, its lease held here
+                runs = [r for r in store.list_runs(limit=prs + 10) if r.id in ids]
+                stopped = [r.id for r in runs if r.status in FINISHED_STATUSES]
+                watching = sum(r.phase is RunPhase.WATCHING and r.lease_owner is not None for r in runs)
+                if stopped or (watching == prs and metrics(url).get("crucible_leases_held") == prs):
+                    break
+                time.sleep(1)
+            took = time.monotonic() - started
+            if stopped:
+                for run_id in stopped[:3]:
+                    log(f"run {run_id} stopped: {store.get_run(run_id).stop_message}")
+                return Idle(took, watching, 0.0, 0.0, 0, len(stopped))
+            log(f"{watching} of {prs} runs watching after {took:.0f} s; letting the hub read every PR")
+            time.sleep(35)  # the hub's first poll (every 30 s) reads every PR's reviews
+            rss = sampled_rss(proc.pid, 10)
+            threads = threads_of(proc.pid)
+            before = metrics(url)["crucible_db_statements_total"]
+            time.sleep(idle_s)
+            after = metrics(url)["crucible_db_statements_total"]
+            rate = (after - before - SCRAPE_STATEMENTS) / idle_s
+            still = [
+                r
+                for r in store.list_runs(limit=prs + 10)
+                if r.id in ids and r.status is not RunStatus.RUNNING
+            ]
+    return Idle(took, watching, rss, rate, threads, len(still))
+
+
+def idle_rss(
+    work: Path, cache: Path, prs: int, idle_s: float, arms: list[str], limit_s: float
+) -> tuple[float, dict[str, Idle]]:
+    """The floor (RSS MB of a server with no runs) and, per arm (``parked``: ADR-0020; ``threads``:
+    CRUCIBLE_PARK_WATCHING=false), the idle server watching ``prs`` PRs."""
     forge_root, source = seeded_forge(cache, prs)
     with running_forge(forge_root) as handle:
         env = {k: v for k, v in os.environ.items() if not k.startswith("CRUCIBLE_")}
@@ -347,41 +432,21 @@ def idle_rss(work: Path, cache: Path, prs: int) -> tuple[float, float, float, in
         empty = {**env, "CRUCIBLE_HOME": str(work / "empty-home")}
         empty["CRUCIBLE_DATABASE_URL"] = f"sqlite:///{work / 'empty.db'}"
         subprocess.run([sys.executable, "-m", "controller.cli.main", "db", "upgrade"], env=empty, check=True)
-        with serving(empty, work / "serve-empty.log") as proc:
+        with serving(empty, work / "serve-empty.log") as (proc, _url):
             time.sleep(3)
             floor = sampled_rss(proc.pid, 5)
         log(f"idle server, no runs: {floor:.0f} MB")
-
-        db = work / "watch.db"
-        watched = {
-            **env,
-            "CRUCIBLE_HOME": str(work / "watch-home"),
-            "CRUCIBLE_DATABASE_URL": f"sqlite:///{db}",
-        }
-        subprocess.run(
-            [sys.executable, "-m", "controller.cli.main", "db", "upgrade"], env=watched, check=True
-        )
-        with Store.open(watched["CRUCIBLE_DATABASE_URL"]) as store:
-            ids = watching_runs(store, source, handle.api_url, prs)
-            started = time.monotonic()
-            with serving(watched, work / "serve-watch.log") as proc:
-
-                def settled() -> bool:  # watching, or stopped (a failure is reported below)
-                    return all(
-                        (run := store.get_run(r)).phase is RunPhase.WATCHING
-                        or run.status in FINISHED_STATUSES
-                        for r in ids
-                    )
-
-                until(settled, f"{prs} runs to watch feedback", 3600)
-                took = time.monotonic() - started
-                log(f"{prs} runs settled after {took:.0f} s; sampling RSS")
-                time.sleep(10)  # the hub's first poll reads every PR's reviews
-                watching = sampled_rss(proc.pid, 10)
-                stopped = [store.get_run(r) for r in ids if store.get_run(r).status is not RunStatus.RUNNING]
-                for run in stopped[:3]:
-                    log(f"run {run.id} stopped: {run.stop_message}")
-    return floor, watching, took, len(stopped)
+        out = {}
+        for arm in arms:
+            (work / arm).mkdir()
+            park = {"CRUCIBLE_PARK_WATCHING": "true" if arm == "parked" else "false"}
+            # Parked runs leave their thread: 8 at once drive the 1,000 baselines. With a thread per
+            # watching run every run must be allowed its own (the only way that path holds them all).
+            if arm == "parked":
+                park["CRUCIBLE_MAX_CONCURRENT_RUNS"] = "8"
+            out[arm] = idle_server(work / arm, {**env, **park}, source, handle.api_url, prs, idle_s, limit_s)
+            log(f"{arm}: {out[arm]}")
+    return floor, out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -390,6 +455,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--turns", type=int, default=2, help="search turns per run")
     parser.add_argument("--concurrent", type=int, default=8, help="max_concurrent_runs")
     parser.add_argument("--prs", type=int, default=1000, help="PRs the idle server watches")
+    parser.add_argument("--idle", type=float, default=60.0, help="seconds the statements are counted over")
+    parser.add_argument("--only", choices=["parked", "threads"], help="measure one idle server only")
+    parser.add_argument(
+        "--settle-limit", type=float, default=3600.0, help="seconds to wait for every run to watch at most"
+    )
+    parser.add_argument("--skip-cpu", action="store_true", help="measure the idle servers only")
     parser.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "crucible-bench" / "scheduler")
     parser.add_argument("--quick", action="store_true", help="20 runs and 100 PRs")
     parser.add_argument("--strict", action="store_true", help="exit 1 when RSS is over the target")
@@ -397,38 +468,52 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.quick:
         args.runs, args.prs = 20, 100
+    arms = [args.only] if args.only else ["parked", "threads"]
     work = Path(tempfile.mkdtemp(prefix="crucible-bench-sched-"))
     if args.keep:
         log(f"work directory: {work}")
     try:
-        (work / "cpu").mkdir()
-        controller, commands, decided, wall = cpu_per_turn(
-            work / "cpu", args.runs, args.turns, args.concurrent
-        )
-        print(
-            f"cpu per turn: {args.runs} runs x {args.turns} turns ({decided} decided) through "
-            f"the scheduler and the threaded local broker, {args.concurrent} at once, {wall:.1f} s wall"
-        )
-        print(
-            f"  per decided turn (baselines counted in both): controller {controller * 1000:.1f} ms, "
-            f"the turn's own commands {commands * 1000:.1f} ms: ratio {controller / commands:.1f}x"
-        )
+        if not args.skip_cpu:
+            (work / "cpu").mkdir()
+            controller, commands, decided, wall = cpu_per_turn(
+                work / "cpu", args.runs, args.turns, args.concurrent
+            )
+            print(
+                f"cpu per turn: {args.runs} runs x {args.turns} turns ({decided} decided) through "
+                f"the scheduler and the threaded local broker, {args.concurrent} at once, {wall:.1f} s wall"
+            )
+            print(
+                f"  per decided turn (baselines counted in both): controller {controller * 1000:.1f} ms, "
+                f"the turn's own commands {commands * 1000:.1f} ms: ratio {controller / commands:.1f}x"
+            )
         (work / "rss").mkdir()
-        floor, watching, took, stopped = idle_rss(work / "rss", args.cache, args.prs)
+        floor, idle = idle_rss(work / "rss", args.cache, args.prs, args.idle, arms, args.settle_limit)
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
-    print(
-        f"rss: idle crucible serve, {args.prs} PRs ({args.prs - stopped} of {args.prs} runs watching, "
-        f"settled after {took:.0f} s; {stopped} stopped instead)"
-    )
-    print(
-        f"  {watching:.0f} MB against {floor:.0f} MB with no runs (ratio {watching / floor:.2f}x); "
-        f"target <= {RSS_TARGET_MB:.0f} MB: {'met' if watching <= RSS_TARGET_MB else 'NOT met'}"
-    )
-    if stopped:
+    print(f"idle crucible serve watching {args.prs} PRs (floor: {floor:.0f} MB with no runs)")
+    for arm, got in idle.items():
+        name = "parked (ADR-0020)" if arm == "parked" else "a thread per watching run"
+        if got.stopped:
+            print(f"  {name}: {got.stopped} runs stopped instead of watching")
+            continue
+        target = "met" if got.rss_mb <= RSS_TARGET_MB else "NOT met"
+        settled = "all" if got.watching == args.prs else f"only {got.watching} of"
+        print(
+            f"  {name}: {settled} {args.prs} watching after {got.settle_s:.0f} s; {got.rss_mb:.0f} MB "
+            f"(ratio {got.rss_mb / floor:.2f}x the floor; target <= {RSS_TARGET_MB:.0f} MB: {target}); "
+            f"{got.statements_per_s:.1f} SQL statements/s idle; {got.threads} threads"
+        )
+    if len(idle) == 2 and not any(got.stopped for got in idle.values()):
+        parked, threads = idle["parked"], idle["threads"]
+        print(
+            f"  parked against a thread each: RSS {parked.rss_mb / threads.rss_mb:.2f}x, "
+            f"statements/s {parked.statements_per_s / max(threads.statements_per_s, 1e-9):.2f}x"
+        )
+    if any(got.stopped or got.watching < args.prs for got in idle.values()):
         return 1
-    return 1 if args.strict and watching > RSS_TARGET_MB else 0
+    parked_rss = idle["parked"].rss_mb if "parked" in idle else 0.0
+    return 1 if args.strict and parked_rss > RSS_TARGET_MB else 0
 
 
 if __name__ == "__main__":
