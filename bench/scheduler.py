@@ -508,7 +508,7 @@ def main(argv: list[str] | None = None) -> int:
         parked, threads = idle["parked"], idle["threads"]
         print(
             f"  parked against a thread each: RSS {parked.rss_mb / threads.rss_mb:.2f}x, "
-            f"statements/s {parked.statements_per_s / max(threads.statements_per_s, 1e-9):.2f}x"
+            f"statements/s {parked.statements_per_s / max(threads.statements_per_s, 1e-9):.4f}x"
         )
     if any(got.stopped or got.watching < args.prs for got in idle.values()):
         return 1
