@@ -114,7 +114,8 @@ def test_watching_runs_hold_no_thread_and_a_review_wakes_one_for_its_round(
         # The hub's poller routes the comment to the run's PR, which rings its bell.
         _until(lambda: store.get_run(reviewed).status is RunStatus.COMPLETED, "the reviewed run's round")
         _until(lambda: scheduler.parked() == [quiet], "the other run to be parked (it may have looked)")
-        assert _run_threads(reviewed) == []
+        _until(lambda: scheduler.driving() == [quiet], "the finished run to be let go")
+        _until(lambda: _run_threads(reviewed) == [], "its thread to end")
         assert store.get_run(quiet).round == 0
     finally:
         assert scheduler.stop(30) == []
