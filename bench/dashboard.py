@@ -7,10 +7,12 @@ api tests serve it), authenticated with a bearer token, on SQLite files in a tem
             seventh failed, three samples each, two refinement rounds) and a real one-commit diff:
             the chart, the turn table, the diff and everything else the page reads
   fragment  ``GET /runs/{id}/fragment``: what the live script re-fetches after each event
+With ``--parallel N`` every turn ran N hypotheses (``broker.parallel``, ADR-0016), each reported with
+three samples a side, so the turn table carries a folded table of N rows under each turn.
 The arms alternate for ``--repeat`` rounds after a warmup, so a noisy, shared machine slows all alike;
 medians are printed, with the ratios against the floor.
 
-    python bench/dashboard.py [--turns 500] [--repeat 15]
+    python bench/dashboard.py [--turns 500] [--repeat 15] [--parallel 1]
 
 Target (issue 10): run-page median <= 300 ms on SQLite. Exit 1 when it is slower.
 """
@@ -35,7 +37,7 @@ from controller.localforge.server import serve_in_thread
 from controller.services.layout import RunLayout
 from controller.services.schemas import RoundRequest
 from controller.store import NewRun, Store
-from controller.store.records import ChampionUpdate, ComponentRecord, TurnDecision
+from controller.store.records import ChampionUpdate, ComponentRecord, HypothesisReport, TurnDecision
 
 TARGET_MS = 300.0
 TOKEN = "bench-token-0123456789"
@@ -73,7 +75,29 @@ def _clone(path: Path) -> tuple[str, str]:
     return base, _git(path, "rev-parse", "HEAD")
 
 
-def seed(store: Store, settings: Settings, run_id: str, turns: int) -> None:
+def _hypotheses(
+    store: Store, run_id: str, n: int, parallel: int, reason: Reason, value: float | None
+) -> dict[int, tuple[Reason, str]] | None:
+    """Report turn ``n``'s ``parallel`` hypotheses; #0 is the turn's own, the others superseded (when
+    it was kept) or with its reason. None for a turn of one."""
+    if parallel <= 1:
+        return None
+    final = {}
+    for index in range(parallel):
+        own = value if value is None or index == 0 else value * (1 + 0.001 * index)
+        samples = [] if own is None else [(SampleArm.CANDIDATE, i, {"m": own}, True) for i in range(3)]
+        samples += [] if own is None else [(SampleArm.CHAMPION, i, {"m": 100.0}, True) for i in range(3)]
+        text = f"hypothesis {n}.{index}: memoise the parser's lookups"
+        report = HypothesisReport(
+            index, reason, own, 100.0 if own else None, None, 0.01, text, samples=tuple(samples)
+        )
+        store.report_hypothesis(run_id, n, report)
+        superseded = reason is Reason.IMPROVED and index > 0
+        final[index] = (Reason.SUPERSEDED if superseded else reason, "detail")
+    return final
+
+
+def seed(store: Store, settings: Settings, run_id: str, turns: int, parallel: int = 1) -> None:
     store.create_run(NewRun(run_id, "", "f", None, "make it faster", "m", "minimize", turns))
     base, head = _clone(RunLayout(settings.run_dir(run_id), ("app",)).checkout("candidate", "app"))
     store.add_component(ComponentRecord(run_id, "app", "app", "main", base, base))
@@ -96,6 +120,7 @@ def seed(store: Store, settings: Settings, run_id: str, turns: int) -> None:
             duration_s=12.0,
         )
         samples = [] if value is None else [(SampleArm.CANDIDATE, i, {"m": value}, True) for i in range(3)]
+        hypotheses = _hypotheses(store, run_id, n, parallel, decision.reason, value)
         store.decide_turn(
             run_id,
             n,
@@ -104,6 +129,7 @@ def seed(store: Store, settings: Settings, run_id: str, turns: int) -> None:
             component_heads={"app": head} if kept else {},
             event=(EventKind(str(outcome)), {"turn": n}),
             samples=samples,
+            hypotheses=hypotheses,
         )
         best = value if kept and value is not None else best
 
@@ -120,6 +146,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=500)
     parser.add_argument("--repeat", type=int, default=15)
+    parser.add_argument("--parallel", type=int, default=1, help="hypotheses per turn (broker.parallel)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="crucible-bench-dashboard-") as tmp:
         root = Path(tmp)
@@ -127,7 +154,7 @@ def main() -> int:
         empty_url, full_url = f"sqlite:///{root / 'empty.db'}", f"sqlite:///{root / 'full.db'}"
         with Store.open(empty_url, upgrade=True) as empty, Store.open(full_url, upgrade=True) as full:
             settings = Settings(home=root / "home", database_url=full_url)
-            seed(full, settings, "bench", args.turns)
+            seed(full, settings, "bench", args.turns, args.parallel)
             tokens = ApiTokens(TOKEN)
             apps = [create_app(settings, s, tokens, _Control()) for s in (empty, full)]
             headers = {"Authorization": f"Bearer {TOKEN}"}
@@ -146,7 +173,10 @@ def main() -> int:
                 floor.close()
                 page.close()
     medians = {name: statistics.median(values) for name, values in times.items()}
-    print(f"turns={args.turns} repeat={args.repeat} (medians, ms; ratio vs the empty runs list)")
+    print(
+        f"turns={args.turns} parallel={args.parallel} repeat={args.repeat} "
+        "(medians, ms; ratio vs the empty runs list)"
+    )
     for name, ms in medians.items():
         print(f"  {name:<9} {ms:8.1f} ms   x{ms / medians['floor']:.1f}")
     verdict = "ok" if medians["run-page"] <= TARGET_MS else "TOO SLOW"

@@ -11,8 +11,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import httpx
+import pytest
 
+from controller.api.dashboard import model, pages
 from controller.config.settings import Settings
+from controller.services import schemas
 from tests.api.conftest import READER, Api
 from tests.api.dashboard_runs import parallel_turn, running_parallel_turn, running_turn, seeded_run
 
@@ -137,3 +140,28 @@ def test_a_turn_of_one_keeps_its_events_shape(api: Api) -> None:
     }
     assert 'id="turn-live-hypotheses" class="hypothesis-steps" hidden' in html
     assert '<tr data-arm="candidate"><th>candidate</th>' in html
+
+
+def _turn(number: int, hypotheses: int) -> schemas.Turn:
+    item = {"outcome": "rejected", "reason": "not_improved", "value": 1.0, "samples": [], "p_value": None}
+    item.update(reference_samples=[], changed_paths=[], hypothesis=None, commit=None, cost_usd=0.0)
+    item.update(duration_s=0.0, detail="")
+    hs = [schemas.Hypothesis.model_validate({"index": i, **item}) for i in range(hypotheses)]
+    return schemas.Turn.model_validate({"turn": number, "round": 0, **item, "hypotheses": hs})
+
+
+def test_only_the_latest_parallel_turns_are_unfolded_on_the_run_page() -> None:
+    turns = [_turn(n, 0 if n % 2 else 3) for n in range(1, 11)]  # turns 2, 4, .. 10 ran three
+    assert model.unfolded_turns(turns, 3) == {6, 8, 10}
+    assert model.unfolded_turns(turns, 20) == {2, 4, 6, 8, 10}
+    assert model.unfolded_turns(turns, 0) == frozenset()
+    assert model.hypotheses_summary(turns[1]) == "3 hypotheses, none kept"
+
+
+def test_an_older_parallel_turn_links_to_its_page_instead(api: Api, monkeypatch: pytest.MonkeyPatch) -> None:
+    _seed(api, "old")
+    monkeypatch.setattr(pages, "UNFOLDED", 0)  # as if 20 later parallel turns had followed
+    with _client(api) as client:
+        html = client.get("/runs/old").text
+    assert "<details>" not in html and '<table class="hypotheses">' not in html
+    assert '<a href="/runs/old/turns/3">3 hypotheses, #1 kept</a>' in html

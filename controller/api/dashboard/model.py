@@ -152,6 +152,14 @@ def hypothesis_lines(turn: schemas.Turn) -> list[HypothesisLine]:
     return [HypothesisLine(h) for h in sorted(turn.hypotheses, key=lambda h: h.index)]
 
 
+def unfolded_turns(turns: Sequence[schemas.Turn], latest: int) -> frozenset[int]:
+    """The latest ``latest`` parallel turns, whose hypotheses the run page tabulates under their row;
+    older ones link to their turn page, so a long parallel run's page stays about as heavy as a
+    run of one (``bench/dashboard.py --parallel 3``)."""
+    parallel = sorted(t.turn for t in turns if t.hypotheses)
+    return frozenset(parallel[-latest:]) if latest > 0 else frozenset()
+
+
 def hypotheses_summary(turn: schemas.Turn) -> str:
     """``3 hypotheses, #1 kept`` (or ``none kept``) for the folded row under a parallel turn."""
     kept = [h.index for h in turn.hypotheses if h.outcome is Outcome.ACCEPTED]

@@ -38,6 +38,7 @@ from controller.store.store import Store
 HERE = Path(__file__).parent
 PAGE = 25
 RUNNING_EVENTS = 2000  # the running turn's steps and samples read for the page, at most
+UNFOLDED = 20  # the latest parallel turns whose hypotheses' table the run page carries (older: a link)
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
     "form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
@@ -128,6 +129,7 @@ class Dashboard:
             "diff_html": highlight.diff_html,
             "hypothesis_lines": model.hypothesis_lines,
             "hypotheses_summary": model.hypotheses_summary,
+            "unfolded": model.unfolded_turns(run.turns, UNFOLDED),
             "safe_url": model.safe_url,
             "kept": sum(1 for t in run.turns if t.outcome == "accepted"),
             "pulls": model.pull_lines(self.store.list_pulls(run_id), self.store.list_components(run_id))
