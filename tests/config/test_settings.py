@@ -65,6 +65,7 @@ def test_secrets_never_show_in_repr() -> None:
         ("CRUCIBLE_FORGE_WRITE_INTERVAL", "-1"),
         ("CRUCIBLE_MAX_CONCURRENT_RUNS", "0"),
         ("CRUCIBLE_MAX_CONCURRENT_RUNS", "many"),
+        ("CRUCIBLE_PARK_WATCHING", "maybe"),
         ("CRUCIBLE_LEASE_TTL", "0s"),
         ("CRUCIBLE_LEASE_TTL", "soon"),
     ],
@@ -73,6 +74,11 @@ def test_a_bad_value_names_the_variable(name: str, value: str) -> None:
     with pytest.raises(SpecError) as err:
         Settings.from_env({name: value})
     assert err.value.key == name
+
+
+def test_watching_runs_are_parked_unless_told_otherwise() -> None:
+    assert Settings.from_env({}).scheduler.park_watching is True
+    assert Settings.from_env({"CRUCIBLE_PARK_WATCHING": "false"}).scheduler.park_watching is False
 
 
 def test_lower_case_names_are_not_the_documented_variables() -> None:
