@@ -5,8 +5,10 @@ tested against the real API server and the real Job controller. This node closes
 Ready Node, binds unscheduled pods to itself (no kube-scheduler), runs the first container of each pod as a
 local process with the pod's environment, and reports what a kubelet reports: Pending -> Running ->
 Succeeded/Failed with the exit code, ``DeadlineExceeded`` past the pod's ``activeDeadlineSeconds``. It
-honours deletion (kills the process group, then deletes the pod with grace 0, as a kubelet confirms a
-deletion) and serves ``pods/log`` to the API server over TLS, as a kubelet does on port 10250.
+honours deletion (SIGTERM to the process group, SIGKILL after the grace period to every process the pod
+started, whatever session it put itself in, as a runtime ends a container; then deletes the pod with
+grace 0, as a kubelet confirms a deletion) and serves ``pods/log`` to the API server over TLS, as a
+kubelet does on port 10250.
 
 What it does not emulate (see adr/0006): images (the command runs on this host; an empty ``command`` means
 the image's entrypoint, taken to be ``crucible`` since every image of the project is crucible's), security
@@ -161,9 +163,14 @@ class ProcessNode:
             self.confirm_deletion(key, None)
 
     def kill(self, running: Running, grace: float) -> None:
+        # The pod's processes are found before its first process can exit: once it has, the agents it
+        # started in sessions of their own belong to init and could no longer be told from others'.
+        tree = _descendants(running.process.pid)
         _signal_group(running.process, signal.SIGTERM)
         if not running.done.wait(grace):
+            tree |= _descendants(running.process.pid)  # still ours: started during the grace period
             _signal_group(running.process, signal.SIGKILL)
+        _kill_all(tree)
 
     def confirm_deletion(self, key: tuple[str, str], running: Running | None) -> None:
         if running is not None:
@@ -219,7 +226,9 @@ class ProcessNode:
             code = process.wait(timeout=deadline)
         except subprocess.TimeoutExpired:
             running.deadline_exceeded = True
+            tree = _descendants(process.pid)
             _signal_group(process, signal.SIGKILL)
+            _kill_all(tree)
             code = process.wait()
         running.done.set()
         with self.lock:
@@ -506,6 +515,34 @@ def _terminated(code: int, reason: str, started: str, message: str | None = None
 def _signal_group(process: subprocess.Popen[bytes], sig: signal.Signals) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, sig)
+
+
+def _descendants(pid: int) -> set[int]:
+    """Every live process below ``pid`` (from /proc), whichever session or group it is in."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:  # it ended meanwhile
+            continue
+        parent = int(stat[stat.rindex(")") + 2 :].split()[1])  # the command may contain spaces and ")"
+        children.setdefault(parent, []).append(int(entry.name))
+    found: set[int] = set()
+    todo = [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def _kill_all(pids: set[int]) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def _b64(value: str | bytes) -> str:

@@ -9,6 +9,7 @@ and killing their processes.
 from __future__ import annotations
 
 import json
+import sys
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -261,6 +262,28 @@ def test_deleting_a_running_pod_fails_its_job_without_a_second_pod(
     assert (cond.type, cond.reason) == ("Failed", "BackoffLimitExceeded")
     wait_until(lambda: not alive(pid), what=f"process {pid} to end", timeout=30)
     assert [p.metadata.uid for p in job_pods(core, ns, "lost")] in ([], [pod.metadata.uid])
+
+
+def test_deleting_a_pod_also_ends_what_it_started_in_a_session_of_its_own(
+    control_plane: ControlPlane, namespace: Callable[..., str], tmp_path: Path
+) -> None:
+    # A worker runs its agent in a session of its own (to kill it alone); a runtime ending the
+    # container ends the agent with it, and so must the process node, or agents outlive their pods.
+    ns = namespace()
+    core, batch = client.CoreV1Api(control_plane.api), client.BatchV1Api(control_plane.api)
+    pid_file = tmp_path / "pid"
+    script = (
+        "import subprocess, sys\n"
+        "agent = subprocess.Popen(['sleep', '300'], start_new_session=True)\n"
+        "open(sys.argv[1], 'w').write(str(agent.pid))\n"
+        "agent.wait()\n"
+    )
+    batch.create_namespaced_job(ns, job("agent", [sys.executable, "-c", script, str(pid_file)]))
+    agent = running_pid(core, ns, "agent", pid_file)
+    assert alive(agent)
+    (pod,) = job_pods(core, ns, "agent")
+    core.delete_namespaced_pod(pod.metadata.name, ns, grace_period_seconds=1)
+    wait_until(lambda: not alive(agent), what=f"the agent {agent} to end with its pod", timeout=30)
 
 
 def test_following_a_pods_log_streams_until_its_process_ends(
