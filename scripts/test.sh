@@ -24,7 +24,8 @@ ensure_postgres
 
 echo "== ruff";        ruff check controller tests bench
 echo "== ruff format"; ruff format --check controller tests bench
-echo "== mypy";        mypy && MYPYPATH=bench mypy --explicit-package-bases bench/*.py
+echo "== mypy";        mypy
+echo "== mypy bench";  mypy --explicit-package-bases bench
 echo "== import contracts"; lint-imports
 
 echo "== Kubernetes control plane"; bash scripts/k8s/up; export CRUCIBLE_K8S_REQUIRED=1

@@ -32,6 +32,7 @@ def test_every_check_of_the_test_command_is_a_hook() -> None:
         "ruff check controller tests bench",
         "ruff format --check controller tests bench",
         "mypy",
+        "mypy --explicit-package-bases bench",
         "lint-imports",
     ], "scripts/test.sh changed its checks: update this test and .pre-commit-config.yaml"
     assert [entry for entry in hook_entries() if entry in checks] == checks
