@@ -80,14 +80,19 @@ def test_controller_deployment_is_highly_available_probed_and_bounded(kubectl: s
 def test_secrets_come_from_secret_references_only(kubectl: str, overlay: str) -> None:
     docs = render(kubectl, overlay)
     (container,) = find(docs, "Deployment")["spec"]["template"]["spec"]["containers"]
-    refs = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in container["env"] if "valueFrom" in e}
+    refs = {
+        e["name"]: e["valueFrom"]["secretKeyRef"]
+        for e in container["env"]
+        if "secretKeyRef" in e.get("valueFrom", {})
+    }
     assert set(refs) == {
         "CRUCIBLE_DATABASE_URL",
         "CRUCIBLE_WEBHOOK_SECRET",
         "CRUCIBLE_API_TOKEN",
         "CRUCIBLE_API_READONLY_TOKEN",
     }
-    assert not [e for e in container["env"] if "value" in e]
+    plain = {e["name"]: e for e in container["env"] if e["name"] not in refs}
+    assert set(plain) == {"POD_IP", "CRUCIBLE_WORKER_CONTROLLER_URL"}, "no secret in a plain value"
     config_map = find(docs, "ConfigMap")
     assert not [k for k in config_map["data"] if any(w in k for w in ("TOKEN", "SECRET", "PASSWORD"))]
     volumes = {v["name"]: v for v in find(docs, "Deployment")["spec"]["template"]["spec"]["volumes"]}
@@ -97,6 +102,20 @@ def test_secrets_come_from_secret_references_only(kubectl: str, overlay: str) ->
         assert names == set(), "production Secrets are created out of band, never committed"
     else:
         assert all(any(n.startswith(r["name"]) for n in names) for r in refs.values())
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_loop_pods_report_to_the_replica_that_launched_them(kubectl: str, overlay: str) -> None:
+    # With two replicas a Service URL would send a pod's bundle to either; the run's clones with its
+    # commits live on the replica that drives it, so each replica gives its pods its own address.
+    (container,) = find(render(kubectl, overlay), "Deployment")["spec"]["template"]["spec"]["containers"]
+    env = [e["name"] for e in container["env"]]
+    by_name = {e["name"]: e for e in container["env"]}
+    assert by_name["POD_IP"]["valueFrom"] == {"fieldRef": {"fieldPath": "status.podIP"}}
+    port = next(p["containerPort"] for p in container["ports"] if p["name"] == "http")
+    assert by_name["CRUCIBLE_WORKER_CONTROLLER_URL"]["value"] == f"http://$(POD_IP):{port}"
+    assert env.index("POD_IP") < env.index("CRUCIBLE_WORKER_CONTROLLER_URL"), "$(POD_IP) expands only then"
+    assert container["args"][-2:] == ["--port", str(port)]
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
