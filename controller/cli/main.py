@@ -245,6 +245,16 @@ def _dry(spec: Any, turns: int | None) -> bool:
     for problem in plan["sandbox_problems"]:  # reported, not fatal: init's placeholder agent is one
         click.echo(f"  cannot start: {problem}")
     click.echo("budget: " + ", ".join(f"{k}={v}" for k, v in plan["budget"].items() if v is not None))
+    if plan["publish"] is not None:
+        pub = plan["publish"]
+        click.echo(f"publish: {pub['forge']}  (status: {pub['status']})")
+        for key in ("labels", "reviewers", "team_reviewers", "assignees"):
+            if pub[key]:
+                click.echo(f"  {key}: {', '.join(pub[key])}")
+        click.echo(f"  title: {pub['title']}")
+        click.echo(f"  commit message: {pub['commit_message'].splitlines()[0]}")
+        flags = " ".join(name for name in ("conventional", "signoff") if pub[name])
+        click.echo(f"  author: {pub['author'] or 'crucible <crucible@localhost>'}  {flags}".rstrip())
     if plan["kubernetes"] is not None:
         where = "round 0 would run in this Job"
         if plan["kubernetes"][0]["metadata"]["labels"].get("crucible.dev/parallel-index") is not None:

@@ -78,8 +78,17 @@ SECTIONS: dict[str, str] = {
         "agent sees one worktree per component name, and each changed component gets its own pull request."
     ),
     "publish": (
-        "Needed for `crucible loop --publish-prs`: where pull requests are opened. The token comes from "
-        "`CRUCIBLE_GITHUB_TOKEN`, never from the spec. See [publishing and feedback](github.md)."
+        "Needed for `crucible loop --publish-prs`: where pull requests are opened, and how they fit the "
+        "team's review process (labels, reviewers, assignees, title and commit conventions, sign-off, the "
+        "measured result on the PR). Each is applied when the pull request is opened and kept when it is "
+        "updated; a label or reviewer the forge refuses is reported in the run's events and on the "
+        "dashboard, never a failed run. The token comes from `CRUCIBLE_GITHUB_TOKEN`, never from the "
+        "spec. See [publishing and feedback](github.md)."
+    ),
+    "publish.author": (
+        "Optional: the name and email of crucible's commits (author and committer), written inline: "
+        '`author = { name = "Perf Bot", email = "perf-bot@acme.dev" }`. Unset, commits are made as '
+        "`crucible <crucible@localhost>`."
     ),
     "workspace": "How controller-owned checkouts are restored between turns.",
     "feedback": (
@@ -254,6 +263,58 @@ DOCS: dict[str, tuple[str, str]] = {
         "The forge's API URL: GitHub, a GitHub Enterprise `…/api/v3`, or a local forge.",
         '"https://api.github.com"',
     ),
+    "publish.labels": (
+        "Labels added to each pull request when it is opened (at most 50 characters each, as on GitHub); "
+        "labels people add or remove later are left alone.",
+        '["performance", "bot"]',
+    ),
+    "publish.reviewers": (
+        "GitHub logins (without `@`) whose review is requested when the pull request is opened, once: a "
+        "push of a better candidate does not request them again.",
+        '["alice", "bob"]',
+    ),
+    "publish.team_reviewers": (
+        "Team slugs (without the organization) whose review is requested, once, like `reviewers`.",
+        '["perf-team"]',
+    ),
+    "publish.assignees": (
+        "GitHub logins assigned to each pull request when it is opened (GitHub keeps at most 10).",
+        '["carol"]',
+    ),
+    "publish.title": (
+        "The pull request's title, a template: `{objective}`, `{component}`, `{metric}`, `{baseline}`, "
+        "`{value}`, `{improvement}` (`−73.5%`), `{run_id}`; `{{`/`}}` for braces. Unset: "
+        "`crucible: {objective} ({metric} {baseline} → {value}) [{component}]`. Crucible rewrites the "
+        "title as the result improves, unless someone edited it.",
+        '"perf: {objective} ({improvement})"',
+    ),
+    "publish.commit_message": (
+        "The message of each kept candidate's commit, a template with the title's placeholders plus "
+        "`{hypothesis}` (the agent's HYPOTHESIS line) and `{turn}`. Unset: `crucible: {hypothesis}`, a "
+        "blank line, and `run {run_id}, turn {turn}: {metric}={value}`.",
+        '"{hypothesis}\\n\\n{metric}: {baseline} → {value} ({improvement})"',
+    ),
+    "publish.conventional": (
+        "Conventional Commits: the title and every commit's first line become `perf(<component>): …` "
+        "(lower-case start, no full stop, at most 100 characters, as commitlint's conventional rules "
+        "want), unless the template already starts with a type of its own.",
+        "true",
+    ),
+    "publish.signoff": (
+        "End every commit crucible makes with a DCO `Signed-off-by: <name> <email>` trailer for "
+        "`[publish.author]` (required with it).",
+        "true",
+    ),
+    "publish.status": (
+        "The measured result on the PR: each pushed candidate gets a commit status or check run named "
+        '`crucible/<metric>` ("p50_ms 41.1 → 10.9 (−73.5%, p = 4e-6)"), and a refinement that could not '
+        'hold the score marks the head it did not replace. `"auto"`: a check run with GitHub App '
+        'credentials (tokens cannot create them on GitHub), else a commit status; `"off"` (or `false`): '
+        "neither.",
+        '"commit-status"',
+    ),
+    "publish.author.name": ("The commits' author and committer name.", '"Perf Bot"'),
+    "publish.author.email": ("The commits' author and committer email.", '"perf-bot@acme.dev"'),
     "workspace.keep_ignored": (
         "Ignored paths (build caches) kept across turns and measured with each arm. Every other ignored "
         "file is removed before a measurement, so it is never measured (ADR 0007). The agent may not "

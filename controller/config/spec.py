@@ -34,6 +34,7 @@ from pydantic import (
 
 from controller.config.broker import BrokerSpec
 from controller.config.model import _KeyedError, _Model
+from controller.config.publish import PublishSpec
 from controller.config.units import Tolerance, duration_value, size_value, tolerance_value, toml_repr
 from controller.domain.enums import Direction
 from controller.domain.errors import NotFoundError, SpecError
@@ -313,12 +314,6 @@ class ComponentSpec(_Model):
         if not self.is_local():
             raise ValueError(f"component {self.name!r} has a remote repo: {self.repo}")
         return (spec_dir / Path(self.repo).expanduser()).resolve()
-
-
-class PublishSpec(_Model):
-    """Where PRs are opened: GitHub, GitHub Enterprise or a local forge, by API URL."""
-
-    forge: Annotated[str, _pattern(r"https?://\S+", "an http:// or https:// URL")]
 
 
 class WorkspaceSpec(_Model):

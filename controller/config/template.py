@@ -91,6 +91,17 @@ protected = []                   # never, even if mutable matches; the evaluator
 # Needed for --publish-prs:
 #[publish]
 #forge = "https://api.github.com"
+# How the pull requests fit your review process (each applied when a PR is opened, kept on updates):
+#labels = ["performance"]        # at most 50 characters each
+#reviewers = []                  # GitHub logins without "@"; requested once
+#team_reviewers = []             # team slugs without the organization
+#assignees = []
+#title = "crucible: {{objective}} ({{metric}} {{baseline}} → {{value}}) [{{component}}]"
+#commit_message = "crucible: {{hypothesis}}"   # also {{turn}}, {{improvement}}, {{run_id}}, ...
+#conventional = false            # true: "perf(<component>): ..." titles and commit headers
+#signoff = false                 # true: a DCO Signed-off-by trailer for the author below
+#author = {{ name = "Perf Bot", email = "perf-bot@example.com" }}   # crucible's commits' identity
+#status = "auto"                 # the result as a check run (GitHub App) or commit status; "off"
 
 [workspace]
 keep_ignored = [".venv", "target", "node_modules"]   # ignored caches kept across turns

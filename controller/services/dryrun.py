@@ -67,7 +67,23 @@ def dry_run(spec: Spec, environ: Mapping[str, str], turns: int | None = None) ->
             }
         )
     budget = spec.budget
+    publish = spec.publish
     return {
+        "publish": None
+        if publish is None
+        else {
+            "forge": publish.forge,
+            "labels": list(publish.labels),
+            "reviewers": list(publish.reviewers),
+            "team_reviewers": list(publish.team_reviewers),
+            "assignees": list(publish.assignees),
+            "title": publish.title_template(),
+            "commit_message": publish.commit_template(),
+            "conventional": publish.conventional,
+            "signoff": publish.signoff,
+            "author": f"{publish.author.name} <{publish.author.email}>" if publish.author else None,
+            "status": publish.status,
+        },
         "kubernetes": round_manifests(spec, bases, spec.turns if turns is None else turns),
         "dry_run": True,
         "objective": spec.objective,

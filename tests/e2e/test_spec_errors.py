@@ -60,3 +60,65 @@ def test_invalid_toml_exits_2_with_the_line(project: Project) -> None:
 
     assert result.code == 2 and "line 2" in result.stderr, result.describe()
     assert not project.home.exists()
+
+
+FORGE = "https://api.github.com"
+PUBLISH_CASES: dict[str, tuple[dict[str, Any], str, str]] = {
+    "title-placeholder": (
+        {"forge": FORGE, "title": "{objective} ({improvment})"},
+        "publish.title",
+        "unknown placeholder {improvment}",
+    ),
+    "commit-placeholder": (
+        {"forge": FORGE, "commit_message": "{hypothesis} at {sha}"},
+        "publish.commit_message",
+        "unknown placeholder {sha}",
+    ),
+    "label-too-long": ({"forge": FORGE, "labels": ["x" * 51]}, "publish.labels[0]", "x" * 51),
+    "reviewer-login": (
+        {"forge": FORGE, "reviewers": ["alice", "not a login"]},
+        "publish.reviewers[1]",
+        "not a login",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(PUBLISH_CASES))
+def test_a_bad_publish_table_exits_2_at_dry_run_naming_the_key_and_the_value(
+    project: Project, case: str
+) -> None:
+    table, key, named = PUBLISH_CASES[case]
+    project.make()
+    project.write_spec(publish=table)
+
+    dry = project.cli("loop", "--spec", str(project.spec_path), "--dry-run")
+    published = project.loop("--publish-prs")
+
+    for outcome in (dry, published):
+        assert outcome.code == 2, outcome.describe()
+        assert f"{key}: " in outcome.stderr and named in outcome.stderr, outcome.describe()
+    assert not project.home.exists()
+
+
+def test_dry_run_shows_the_team_process_it_would_apply(project: Project) -> None:
+    project.make()
+    project.write_spec(
+        publish={
+            "forge": FORGE,
+            "labels": ["performance"],
+            "reviewers": ["alice"],
+            "conventional": True,
+            "signoff": True,
+            "author": {"name": "Perf Bot", "email": "perf-bot@acme.dev"},
+            "status": False,
+        }
+    )
+
+    text = project.cli("loop", "--spec", str(project.spec_path), "--dry-run")
+    as_json = project.cli("loop", "--spec", str(project.spec_path), "--dry-run", "--json")
+
+    assert text.code == 0, text.describe()
+    assert "  labels: performance" in text.stdout and "  reviewers: alice" in text.stdout
+    assert "author: Perf Bot <perf-bot@acme.dev>  conventional signoff" in text.stdout
+    published = as_json.json["publish"]
+    assert (published["status"], published["title"]) == ("off", "{objective} ({metric} {baseline} → {value})")
