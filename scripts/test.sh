@@ -17,6 +17,10 @@ echo "== browser (chromium, axe-core)"
 source scripts/testenv/browser.sh
 ensure_browser
 
+echo "== commitlint"
+source scripts/testenv/commitlint.sh
+ensure_commitlint
+
 echo "== PostgreSQL"
 source scripts/testenv/postgres.sh
 trap pg_throwaway_stop EXIT

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from controller.config.spec import ComponentSpec
 from controller.domain.enums import SampleArm
+from controller.engine.conventions import author_identity, finish
 from controller.forge.base import Forge
 from controller.services.context import RunContext
 from controller.services.measure import ArmRoot, measure
@@ -50,7 +51,8 @@ def apply_onto(ctx: RunContext, name: str, onto: str, parents: Sequence[str], me
     tree, conflicts = clone.merge_onto(onto, ctx.champion_heads[name])
     if tree is None:
         return Applied(conflicts=tuple(conflicts))
-    merged = clone.commit_tree(tree, parents, message)
+    publish = ctx.spec.publish
+    merged = clone.commit_tree(tree, parents, finish(publish, name, message), author_identity(publish))
     ctx.ensure_arm("candidate", {**ctx.champion_heads, name: merged})
     result = measure(
         ctx.executor,

@@ -26,6 +26,7 @@ from controller.domain.enums import (
     Reason,
     SampleArm,
 )
+from controller.engine.conventions import author_identity, commit_message, kept_facts
 from controller.engine.knobs import Proposal
 from controller.services.context import RunContext
 from controller.services.hypothesis_pods import try_in_pods
@@ -146,14 +147,15 @@ def with_base_samples(ctx: RunContext, number: int, report: HypothesisReport) ->
 def _commit(ctx: RunContext, work: TurnWork) -> dict[str, str]:
     """Commit the hypothesis in each changed component and pin it with a ref (restores move HEAD)."""
     out: dict[str, str] = {}
+    baseline = ctx.ledger.get_run(ctx.run_id).baseline_value
     for comp in ctx.components:
         if comp.name not in work.changed:
             continue
         co = ctx.checkout("candidate", comp.name)
-        title = work.hypothesis or f"turn {work.number}, hypothesis {work.index}"
-        score = f"{ctx.spec.metric.name}={work.value:g}"
-        message = f"crucible: {title}\n\nrun {ctx.run_id}, turn {work.number}.{work.index}: {score}"
-        sha = co.commit_paths(work.changed[comp.name], message)
+        hypothesis = work.hypothesis or f"turn {work.number}, hypothesis {work.index}"
+        facts = kept_facts(ctx.spec, ctx.run_id, comp.name, baseline, work.value, hypothesis, work.number)
+        message = commit_message(ctx.spec.publish, facts)
+        sha = co.commit_paths(work.changed[comp.name], message, author_identity(ctx.spec.publish))
         co.set_refs({HYPOTHESIS_REF.format(turn=work.number, index=work.index): sha})
         out[comp.name] = sha
     return out

@@ -26,6 +26,7 @@ from controller.domain.enums import (
 )
 from controller.domain.errors import CrucibleError
 from controller.engine.candidate import HISTORY_LIMIT, HistoryLine, render_candidate
+from controller.engine.conventions import author_identity, commit_message, kept_facts
 from controller.engine.knobs import Proposal, apply
 from controller.engine.policy import check_paths, evaluator_paths
 from controller.engine.protocol import parse_agent_output
@@ -419,14 +420,16 @@ def settle_arms(ctx: RunContext, new_heads: dict[str, str] | None) -> None:
 def _keep(ctx: RunContext, work: TurnWork) -> dict[str, str]:
     """Commit the candidate in each changed component; return the new champion heads."""
     heads = dict(ctx.champion_heads)
+    baseline = ctx.ledger.get_run(ctx.run_id).baseline_value
     for comp in ctx.components:
         if comp.name not in work.changed:
             continue
         co = ctx.checkout("candidate", comp.name)
-        title = work.hypothesis or f"turn {work.number}"
-        score = f"{ctx.spec.metric.name}={work.value:g}"
-        message = f"crucible: {title}\n\nrun {ctx.run_id}, turn {work.number}: {score}"
-        sha = co.commit_paths(work.changed[comp.name], message)
+        facts = kept_facts(
+            ctx.spec, ctx.run_id, comp.name, baseline, work.value, work.hypothesis, work.number
+        )
+        message = commit_message(ctx.spec.publish, facts)
+        sha = co.commit_paths(work.changed[comp.name], message, author_identity(ctx.spec.publish))
         co.set_refs({"refs/crucible/champion": sha, f"refs/crucible/turns/{work.number}": sha})
         heads[comp.name] = sha
     return heads

@@ -52,8 +52,12 @@ _DIFF_OPTS = (
 )
 
 
-def _commit_env() -> dict[str, str]:
-    name, email = COMMIT_IDENTITY
+Identity = tuple[str, str]
+"""A commit's author and committer: (name, email); ``[publish] author`` or COMMIT_IDENTITY."""
+
+
+def _commit_env(identity: Identity | None = None) -> dict[str, str]:
+    name, email = identity or COMMIT_IDENTITY
     return git_env(
         {
             "GIT_AUTHOR_NAME": name,
@@ -224,8 +228,9 @@ class Checkout:
         run_git(clean, self.path)
         self._delete_foreign_refs()
 
-    def commit(self, message: str) -> str:
-        """Commit everything (``add -A``) as COMMIT_IDENTITY with hooks and signing disabled.
+    def commit(self, message: str, identity: Identity | None = None) -> str:
+        """Commit everything (``add -A``) as ``identity`` (default COMMIT_IDENTITY) with hooks and
+        signing disabled.
 
         Returns the new sha. Raises GitError when there is nothing to commit.
         """
@@ -233,12 +238,12 @@ class Checkout:
         run_git(
             [*_COMMIT_OPTS, "commit", "-q", "--no-verify", "--cleanup=whitespace", "-F", "-"],
             self.path,
-            env=_commit_env(),
+            env=_commit_env(identity),
             input=message.encode("utf-8"),
         )
         return self.head()
 
-    def commit_paths(self, paths: Sequence[str], message: str) -> str:
+    def commit_paths(self, paths: Sequence[str], message: str, identity: Identity | None = None) -> str:
         """Commit exactly ``paths`` (as ``status()`` listed them) without scanning the whole tree.
 
         ``add -A`` and porcelain ``commit`` each stat every file of the checkout; on a large
@@ -248,19 +253,19 @@ class Checkout:
         (a file replaced by a directory, say). Returns the new sha.
         """
         if self._index_entries() < PLUMBING_MIN_ENTRIES:
-            return self.commit(message)  # on a small tree two porcelain calls beat four plumbing ones
+            return self.commit(message, identity)  # on a small tree two porcelain calls beat four plumbing
         listing = "".join(f"{p}\0" for p in paths).encode("utf-8", "surrogateescape")
         code, _, _ = run_git_bytes(
             ["update-index", "--add", "--remove", "-z", "--stdin"], self.path, input=listing, check=False
         )
         if code != 0:
-            return self.commit(message)
+            return self.commit(message, identity)
         tree = run_git(["write-tree"], self.path)
         parent = self.head()
         sha = run_git(
             ["commit-tree", tree, "-p", parent, "-F", "-"],
             self.path,
-            env=_commit_env(),
+            env=_commit_env(identity),
             input=message.encode("utf-8"),
         )
         run_git(["update-ref", "--no-deref", "HEAD", sha, parent], self.path)
@@ -323,12 +328,15 @@ class Checkout:
             return None, sorted({line for line in lines[1:] if line})
         raise GitError(args, code, stderr)
 
-    def commit_tree(self, tree: str, parents: Sequence[str], message: str) -> str:
-        """A commit object for ``tree`` with ``parents`` as crucible's identity; HEAD is not moved."""
+    def commit_tree(
+        self, tree: str, parents: Sequence[str], message: str, identity: Identity | None = None
+    ) -> str:
+        """A commit object for ``tree`` with ``parents`` as ``identity``; HEAD is not moved."""
         args = ["commit-tree", tree]
         for parent in parents:
             args += ["-p", parent]
-        return run_git([*args, "-F", "-"], self.path, env=_commit_env(), input=message.encode("utf-8"))
+        env = _commit_env(identity)
+        return run_git([*args, "-F", "-"], self.path, env=env, input=message.encode("utf-8"))
 
     def author_name(self, sha: str) -> str:
         """The author name recorded in commit ``sha`` (as written by whoever made it)."""
