@@ -4,7 +4,9 @@ request, feedback with verdicts, a round and a drafted reply, every text field c
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from controller.config.settings import Settings
 from controller.domain.enums import EventKind, Outcome, Reason, RunStatus, SampleArm
@@ -22,9 +24,18 @@ from tests.conftest import git, make_repo
 
 
 def seeded_run(
-    store: Store, settings: Settings, run_id: str, *, turns: int, text: str = "", component: str = "app"
+    store: Store,
+    settings: Settings,
+    run_id: str,
+    *,
+    turns: int,
+    text: str = "",
+    component: str = "app",
+    options: Mapping[str, Any] | None = None,
+    metric: str = "m",
 ) -> str:
-    """A run of ``turns`` decided turns (every third kept, every seventh failed) with PRs and feedback."""
+    """A run of ``turns`` decided turns (every third kept, every seventh failed) with PRs and feedback;
+    ``options`` as ``crucible loop`` stores them (``{"watch_feedback": True, ...}``)."""
     store.create_run(
         NewRun(
             id=run_id,
@@ -32,9 +43,10 @@ def seeded_run(
             spec_fingerprint="f",
             spec_path=None,
             objective=f"make it faster {text}",
-            metric_name="m",
+            metric_name=metric,
             direction="minimize",
             turns_planned=turns + 2,
+            options=dict(options or {}),
         )
     )
     clone = RunLayout(settings.run_dir(run_id), (component,)).checkout("candidate", component)
@@ -63,7 +75,7 @@ def seeded_run(
             cost_usd=0.01,
             duration_s=1.5,
         )
-        samples = [] if value is None else [(SampleArm.CANDIDATE, i, {"m": value}, True) for i in range(3)]
+        samples = [] if value is None else [(SampleArm.CANDIDATE, i, {metric: value}, True) for i in range(3)]
         champion = ChampionUpdate(value, n) if kept and value is not None else None
         heads = {component: head} if kept else {}
         event = (EventKind(str(outcome)), {"turn": n})

@@ -14,10 +14,12 @@ import httpx
 
 from controller.api.dashboard.session import COOKIE
 from controller.config.settings import Settings
-from controller.domain.enums import EventKind, Outcome, Reason, RunStatus, StopReason
+from controller.domain.enums import EventKind, Outcome, Reason, RunPhase, RunStatus, StopReason
 from controller.store.records import TurnDecision
 from tests.api.conftest import ADMIN, READER, Api, new_run
 from tests.api.dashboard_runs import seeded_run
+
+WATCHING = {"publish_prs": True, "watch_feedback": True}
 
 PROBE = '<script>alert(1)</script> javascript:alert(2) "><img src=x onerror=alert(3)>'
 
@@ -133,7 +135,7 @@ def test_every_user_field_renders_as_text(api: Api) -> None:
 
 
 def test_actions_need_a_write_session_a_confirmation_and_the_csrf_token(api: Api) -> None:
-    seeded_run(api.store, _settings(api), "act", turns=3)
+    seeded_run(api.store, _settings(api), "act", turns=3, options=WATCHING)
     with _login(api, READER) as reader:
         assert reader.get("/runs/act/confirm/cancel").status_code == 403
         assert reader.post("/runs/act/do/cancel", data={"csrf": "x"}).status_code == 403
@@ -147,6 +149,9 @@ def test_actions_need_a_write_session_a_confirmation_and_the_csrf_token(api: Api
         assert api.control.calls == []
         done = admin.post("/runs/act/do/cancel", data={"csrf": _csrf(confirm.text)})
         assert done.status_code == 200 and "cancelling" in done.text
+        assert admin.get("/runs/act/confirm/round").status_code == 409  # pending: it watches nothing yet
+        api.store.set_run_status("act", RunStatus.RUNNING)
+        api.store.set_phase("act", RunPhase.WATCHING)
         token = _csrf(admin.get("/runs/act/confirm/round").text)
         assert admin.post("/runs/act/do/round", data={"csrf": token, "steer": " "}).status_code == 422
         assert admin.post("/runs/act/do/round", data={"csrf": token, "steer": "fix it"}).status_code == 200
@@ -240,3 +245,28 @@ def test_the_pr_table_shows_the_base_and_the_drift(api: Api) -> None:
     assert f"<code>main @ {'b' * 10}</code>" in row
     assert f"followed the base 1× since {pull.base_sha[:10]}" in row
     assert f"someone else pushed {'f' * 10} (crucible pushed {pull.pushed_sha[:10]})" in row
+
+
+def test_a_run_offers_only_the_actions_its_state_allows(api: Api) -> None:
+    seeded_run(api.store, _settings(api), "states", turns=3, options=WATCHING)
+
+    def offered() -> list[str]:
+        with _login(api, ADMIN) as admin:
+            page = admin.get("/runs/states").text
+        return re.findall(r'data-action="(\w+)"', page)
+
+    assert offered() == ["cancel"]  # pending
+    api.store.set_run_status("states", RunStatus.RUNNING)
+    assert offered() == ["cancel"]  # searching: no round yet
+    api.store.set_phase("states", RunPhase.WATCHING)
+    assert offered() == ["cancel", "round"]
+    api.store.set_run_status("states", RunStatus.CANCELLED, stop_reason=StopReason.CANCELLED)
+    assert offered() == ["resume"]
+    api.store.set_run_status("states", RunStatus.RUNNING)
+    api.store.set_run_status("states", RunStatus.COMPLETED, stop_reason=StopReason.FEEDBACK_CLOSED)
+    assert offered() == []
+    with _login(api, ADMIN) as admin:
+        assert "operator actions" not in admin.get("/runs/states").text
+        refused = admin.get("/runs/states/confirm/cancel")
+        assert refused.status_code == 409 and "does not apply to a completed run" in refused.text
+    assert api.control.calls == []

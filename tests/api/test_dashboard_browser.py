@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from controller.config.settings import Settings
-from controller.domain.enums import EventKind, Outcome, Reason, RunStatus
+from controller.domain.enums import EventKind, Outcome, Reason, RunStatus, StopReason
 from controller.store.records import TurnDecision
 from tests.api.conftest import ADMIN, READER, Api
 from tests.api.dashboard_runs import parallel_turn, running_parallel_turn, running_turn, seeded_run
@@ -276,3 +276,59 @@ def test_the_page_of_a_running_local_loop_updates_live(
         assert loop.proc.wait(timeout=120) == 0, loop.stderr()
     finally:
         loop.stop()
+
+
+CHART_BOXES = """() => {
+  const svg = document.querySelector("svg.chart");
+  return [...svg.querySelectorAll("text")].filter((t) => t.textContent.trim()).map((t) => {
+    const r = t.getBoundingClientRect();
+    return {text: t.textContent, cls: t.getAttribute("class") || "", box: [r.left, r.top, r.right, r.bottom]};
+  });
+}"""
+
+
+def _overlap(a: list[float], b: list[float]) -> bool:
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+
+
+@pytest.mark.parametrize("width", [390, 1280])
+def test_no_two_labels_of_the_chart_overlap(
+    api: Api, browser: playwright_api.Browser, artifacts: Path, width: int
+) -> None:
+    # A long metric name, values whose tick labels are wide, kept turns with labels, and a round.
+    seeded_run(api.store, _settings(api), "axes", turns=30, text="x" * 30, metric="p50_latency_ms")
+    watched = _open(browser, api, READER, width=width)
+    page = watched.page
+    page.goto(f"{api.url}/runs/axes")
+    page.locator("svg.chart").screenshot(path=str(artifacts / f"chart-{width}.png"))
+    texts = page.evaluate(CHART_BOXES)
+
+    title = next(t for t in texts if t["cls"] == "axis-title")
+    assert title["text"] == "p50_latency_ms"
+    top_tick = min((t for t in texts if t["cls"] == "tick"), key=lambda t: t["box"][1])
+    assert title["box"][3] <= top_tick["box"][1], (title, top_tick)  # the title sits above the top tick
+    clashes = [
+        (a["text"], b["text"])
+        for i, a in enumerate(texts)
+        for b in texts[i + 1 :]
+        if _overlap(a["box"], b["box"])
+    ]
+    assert clashes == []
+    assert watched.errors == []
+
+
+def test_a_finished_run_offers_no_action_and_a_cancelled_one_only_resume(
+    api: Api, browser: playwright_api.Browser
+) -> None:
+    seeded_run(api.store, _settings(api), "ended", turns=3)
+    api.store.set_run_status("ended", RunStatus.RUNNING)
+    api.store.set_run_status("ended", RunStatus.COMPLETED, stop_reason=StopReason.MAX_TURNS)
+    seeded_run(api.store, _settings(api), "stopped", turns=3)
+    api.store.set_run_status("stopped", RunStatus.CANCELLED, stop_reason=StopReason.CANCELLED)
+    admin = _open(browser, api, ADMIN)
+    admin.page.goto(f"{api.url}/runs/ended")
+    assert admin.page.locator("nav.actions").count() == 0
+    assert admin.page.get_by_text("Cancel this run").count() == 0
+    admin.page.goto(f"{api.url}/runs/stopped")
+    assert admin.page.locator("nav.actions a").all_inner_texts() == ["Resume this run"]
+    assert admin.errors == []

@@ -17,8 +17,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
 
-WIDTH, HEIGHT = 960, 380
-LEFT, RIGHT, TOP, BOTTOM = 64, 16, 16, 40
+WIDTH, HEIGHT = 960, 392
+# TOP leaves a band above the plot for the value axis's title, so it can never meet the top tick label
+# (drawn at the plot's top edge, right-aligned against the axis).
+LEFT, RIGHT, TOP, BOTTOM = 64, 16, 28, 40
+AXIS_TITLE_Y = 14  # baseline of the value axis's title, inside the band above the plot
+AXIS_TITLE_CHARS = 120
 CHAR_W, LABEL_H = 6.2, 12.0
 LABEL_CHARS = 36
 KEPT, REJECTED, FAILED, BEST, BASE = "#1a7f37", "#8c959f", "#cf222e", "#0969da", "#6e7781"
@@ -125,7 +129,8 @@ def _axes(scale: _Scale, metric: str) -> list[str]:
     for i in range(5):
         v = scale.lo + (scale.hi - scale.lo) * i / 4
         y = scale.y(v)
-        out.append(f'<text x="{LEFT - 6}" y="{y + 4:.1f}" text-anchor="end" font-size="11">{v:.4g}</text>')
+        tick = f'<text class="tick" x="{LEFT - 6}" y="{y + 4:.1f}" text-anchor="end" font-size="11">'
+        out.append(f"{tick}{v:.4g}</text>")
     step = max(1, round(scale.last / 10))
     for t in range(0, scale.last + 1, step):
         x = scale.x(t)
@@ -135,7 +140,8 @@ def _axes(scale: _Scale, metric: str) -> list[str]:
     out.append(
         f'<text x="{(LEFT + WIDTH) / 2:.0f}" y="{HEIGHT - 6}" text-anchor="middle" font-size="12">turn</text>'
     )
-    out.append(f'<text x="12" y="{TOP + 10}" font-size="12">{escape(metric)}</text>')
+    title = metric if len(metric) <= AXIS_TITLE_CHARS else metric[: AXIS_TITLE_CHARS - 1] + "…"
+    out.append(f'<text class="axis-title" x="4" y="{AXIS_TITLE_Y}" font-size="12">{escape(title)}</text>')
     return out
 
 

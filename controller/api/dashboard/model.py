@@ -12,8 +12,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from controller.domain.enums import EventKind, Outcome, StopReason, TurnStep
+from controller.config.options import RunOptions
+from controller.domain.enums import EventKind, Outcome, RunStatus, StopReason, TurnStep
 from controller.services import schemas
+from controller.services.steer import STEERABLE
 from controller.store.records import ComponentRecord, EventRecord, PullRecord, RunRecord, RunTally
 
 STOP_SENTENCES: dict[StopReason, str] = {
@@ -93,6 +95,24 @@ class TurnLine:
         cand = ", ".join(f"{v:.6g}" for v in self.turn.samples)
         ref = ", ".join(f"{v:.6g}" for v in self.turn.reference_samples)
         return f"candidate: {cand or '-'} | champion: {ref or '-'}"
+
+
+ACTIONS = {"cancel": "Cancel this run", "resume": "Resume this run", "round": "Start a refinement round"}
+
+
+def run_actions(run: RunRecord, pulls: Sequence[PullRecord]) -> dict[str, str]:
+    """The operator actions that apply to ``run`` now, as the services would accept them: cancel a
+    pending or running run; resume a cancelled one (a finished run cannot be resumed, a running one
+    needs nothing); start a refinement round on a run that watches feedback and has an open PR."""
+    out = {}
+    if run.status in (RunStatus.PENDING, RunStatus.RUNNING):
+        out["cancel"] = ACTIONS["cancel"]
+    if run.status is RunStatus.CANCELLED:
+        out["resume"] = ACTIONS["resume"]
+    watching = run.status is RunStatus.RUNNING and run.phase in STEERABLE
+    if watching and RunOptions.stored(run.options).watch_feedback and any(p.state == "open" for p in pulls):
+        out["round"] = ACTIONS["round"]
+    return out
 
 
 @dataclass(frozen=True)

@@ -49,7 +49,6 @@ HEADERS = {
     "Referrer-Policy": "no-referrer",
     "Cache-Control": "no-store",
 }
-ACTIONS = {"cancel": "Cancel this run", "resume": "Resume this run", "round": "Start a refinement round"}
 STATIC_TYPES = {".js": "text/javascript", ".css": "text/css"}
 
 
@@ -274,7 +273,8 @@ def _read_routes(router: APIRouter, dash: Dashboard) -> None:
             context = dash.run_context(run_id, with_diffs=True)
         except NotFoundError:
             return dash.not_found(request, f"run {run_id}")
-        actions = ACTIONS if dash.control is not None else {}
+        record = context["record"]
+        actions = model.run_actions(record, dash.store.list_pulls(run_id)) if dash.control else {}
         return dash.page(request, "run.html", session, actions=actions, **context)
 
     @router.get("/runs/{run_id}/turns/{number}", response_model=None)
@@ -329,10 +329,14 @@ def _action_routes(router: APIRouter, dash: Dashboard, control: RunControl) -> N
     @router.get("/runs/{run_id}/confirm/{action}")
     def confirm(request: Request, run_id: str, action: str) -> HTMLResponse:
         session = writer(request)
-        if action not in ACTIONS:
+        if action not in model.ACTIONS:
             raise HTTPException(status_code=404, detail=f"action: no such action {action[:40]!r}")
         run = dash.store.get_run(run_id)
-        return dash.page(request, "confirm.html", session, run=run, action=action, title=ACTIONS[action])
+        if action not in model.run_actions(run, dash.store.list_pulls(run_id)):
+            detail = f"action: {model.ACTIONS[action].lower()} does not apply to a {run.status} run"
+            raise HTTPException(status_code=409, detail=detail)
+        title = model.ACTIONS[action]
+        return dash.page(request, "confirm.html", session, run=run, action=action, title=title)
 
     @router.post("/runs/{run_id}/do/{action}")
     def act(

@@ -111,6 +111,17 @@
     }
   }
 
+  // A run that ended offers nothing to cancel and no round to start any more (a reload shows what a
+  // cancelled run offers instead); the buttons go as the run's "completed" event arrives.
+  function finishedActions() {
+    var nav = document.getElementById("run-actions");
+    if (!nav) { return; }
+    nav.querySelectorAll("a[data-action=cancel], a[data-action=round]").forEach(function (link) {
+      link.parentNode.removeChild(link);
+    });
+    nav.hidden = nav.querySelectorAll("a").length === 0;
+  }
+
   function follow() {
     var live = document.getElementById("live");
     if (!live || live.dataset.finished === "yes" || !window.EventSource) { return; }
@@ -132,6 +143,7 @@
       if (event.type === "completed") {
         source.close();  // the run is over: no reconnecting to a stream that has nothing more
         live.dataset.finished = "yes";
+        finishedActions();
       }
     };
     ["turn_started", "round_started", "base_followed", "pr_closed"].concat(REFRESH, PROGRESS).forEach(
