@@ -157,3 +157,97 @@ class Hook:
     active: bool
     created_at: str
     updated_at: str
+
+
+@dataclass(frozen=True)
+class Label:
+    """A repository label; ``color`` is six hex digits without ``#``, as GitHub stores it."""
+
+    id: int
+    repo_id: int
+    name: str
+    color: str
+    description: str | None
+    is_default: bool = False
+
+
+@dataclass(frozen=True)
+class Team:
+    """A team of an organization (only what review requests need: a slug, a name, members)."""
+
+    id: int
+    org_id: int
+    slug: str
+    name: str
+    description: str | None
+    created_at: str
+
+
+class StatusState(StrEnum):
+    """A commit status's ``state``."""
+
+    ERROR = "error"
+    FAILURE = "failure"
+    PENDING = "pending"
+    SUCCESS = "success"
+
+
+class CheckStatus(StrEnum):
+    """A check run's ``status``."""
+
+    QUEUED = "queued"
+    IN_PROGRESS = "in_progress"
+    COMPLETED = "completed"
+    WAITING = "waiting"
+    REQUESTED = "requested"
+    PENDING = "pending"
+
+
+class CheckConclusion(StrEnum):
+    """A completed check run's ``conclusion``."""
+
+    ACTION_REQUIRED = "action_required"
+    CANCELLED = "cancelled"
+    FAILURE = "failure"
+    NEUTRAL = "neutral"
+    SUCCESS = "success"
+    SKIPPED = "skipped"
+    STALE = "stale"
+    TIMED_OUT = "timed_out"
+
+
+@dataclass(frozen=True)
+class CommitStatus:
+    """One status posted to a commit (``POST /statuses/{sha}``); the latest per context counts."""
+
+    id: int
+    repo_id: int
+    sha: str
+    state: StatusState
+    context: str
+    description: str | None
+    target_url: str | None
+    creator_id: int
+    created_at: str
+    updated_at: str
+
+
+@dataclass(frozen=True)
+class CheckRun:
+    """A check run of a GitHub App (a ``[bot]`` account here); ``output`` is its JSON object."""
+
+    id: int
+    repo_id: int
+    suite_id: int
+    head_sha: str
+    name: str
+    app_id: int
+    status: CheckStatus
+    conclusion: CheckConclusion | None
+    details_url: str | None
+    external_id: str | None
+    started_at: str | None
+    completed_at: str | None
+    output: str
+    created_at: str
+    updated_at: str

@@ -1,24 +1,17 @@
 """The forge's durable state: one SQLite file (``<root>/forge.db``) through the stdlib ``sqlite3``.
 
 Independent of crucible's store on purpose: the forge stands in for GitHub, so it shares no code
-or schema with the system under test. One connection guarded by a lock serves all threads
-(uvicorn runs sync routes in a thread pool); every write commits before the call returns, so the
-state survives a restart. All ids (users, repos, pulls, comments, reviews, hooks) come from one
-sequence, so no two objects of different kinds ever share an id.
+or schema with the system under test. This module holds accounts, repositories, pull requests,
+reviews, comments and hooks; labels, assignees and review requests live in ``store_issues``,
+commit statuses and check runs in ``store_checks`` (the connection: ``database``).
 """
 
 from __future__ import annotations
 
 import sqlite3
-import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import fields
-from datetime import UTC, datetime
-from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-from controller.localforge import schema
+from controller.localforge.database import Clock, Database, build, iso, utc_now
 from controller.localforge.models import (
     Account,
     AccountType,
@@ -31,88 +24,14 @@ from controller.localforge.models import (
     ReviewState,
     Role,
 )
+from controller.localforge.store_checks import CheckTables
+from controller.localforge.store_issues import IssueTables
 
-Clock = Callable[[], datetime]
-T = TypeVar("T")
-
-
-def utc_now() -> datetime:
-    """The default clock."""
-    return datetime.now(UTC)
+__all__ = ["Clock", "Storage", "iso", "utc_now"]
 
 
-def iso(moment: datetime) -> str:
-    """GitHub's timestamp format: UTC, second precision, ``Z`` suffix."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _build(cls: type[T], row: sqlite3.Row) -> T:
-    names = {f.name for f in fields(cls)}  # type: ignore[arg-type]
-    data = dict(zip(row.keys(), tuple(row), strict=True))
-    return cls(**{k: v for k, v in data.items() if k in names})
-
-
-def _schema_version(c: sqlite3.Connection) -> int | None:
-    """The version an existing file was written with (None: a new file)."""
-    if c.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'").fetchone() is None:
-        return None
-    row = c.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-    return int(row[0]) if row else None
-
-
-class Storage:
+class Storage(IssueTables, CheckTables, Database):
     """Typed access to ``forge.db``. Every public method is one short transaction."""
-
-    def __init__(self, path: Path, *, clock: Clock = utc_now) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-        self._conn.row_factory = sqlite3.Row
-        self._lock = threading.RLock()
-        self.clock = clock
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute("PRAGMA busy_timeout=10000")
-        with self.tx() as c:
-            found = _schema_version(c) or schema.SCHEMA_VERSION  # a new file is created current
-            for statement in schema.statements():
-                c.execute(statement)
-            for version in range(found + 1, schema.SCHEMA_VERSION + 1):
-                for statement in schema.UPGRADES.get(version, []):
-                    c.execute(statement)
-            current = str(schema.SCHEMA_VERSION)
-            c.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (current,))
-
-    def close(self) -> None:
-        with self._lock:
-            self._conn.close()
-
-    def now(self) -> str:
-        return iso(self.clock())
-
-    @contextmanager
-    def tx(self) -> Iterator[sqlite3.Connection]:
-        """Run statements under the lock in one transaction (committed on success)."""
-        with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._conn
-            except BaseException:
-                self._conn.rollback()
-                raise
-            self._conn.commit()
-
-    def _one(self, sql: str, args: tuple[Any, ...]) -> sqlite3.Row | None:
-        with self._lock:
-            row: sqlite3.Row | None = self._conn.execute(sql, args).fetchone()
-            return row
-
-    def _all(self, sql: str, args: tuple[Any, ...]) -> list[sqlite3.Row]:
-        with self._lock:
-            return list(self._conn.execute(sql, args).fetchall())
-
-    def _new_id(self, c: sqlite3.Connection, kind: str) -> int:
-        cur = c.execute("INSERT INTO ids (kind) VALUES (?)", (kind,))
-        assert cur.lastrowid is not None
-        return cur.lastrowid
 
     # -- accounts ------------------------------------------------------------------------------
 
@@ -168,7 +87,7 @@ class Storage:
     def _repo(self, row: sqlite3.Row | None) -> Repo | None:
         if row is None:
             return None
-        repo = _build(Repo, row)
+        repo = build(Repo, row)
         return Repo(**{**repo.__dict__, "private": bool(row["private"])})
 
     def add_repo(
@@ -212,6 +131,25 @@ class Storage:
         rows = self._all(f"{self._REPO_SELECT} WHERE r.owner_id = ? ORDER BY r.id", (owner_id,))
         return [r for r in map(self._repo, rows) if r is not None]
 
+    def repos_for(self, user_id: int) -> list[tuple[Repo, str]]:
+        """Repositories ``user_id`` owns, collaborates on or reaches as an organization member,
+        each with that affiliation (``owner``, ``collaborator``, ``organization_member``)."""
+        rows = self._all(
+            f"SELECT * FROM (SELECT 'owner' AS affiliation, x.* FROM ({self._REPO_SELECT}) x"
+            " WHERE x.owner_id = :u"
+            f" UNION ALL SELECT 'collaborator', x.* FROM ({self._REPO_SELECT}) x"
+            " JOIN collaborators c ON c.repo_id = x.id WHERE c.user_id = :u"
+            f" UNION ALL SELECT 'organization_member', x.* FROM ({self._REPO_SELECT}) x"
+            " JOIN org_members m ON m.org_id = x.owner_id WHERE m.user_id = :u) ORDER BY id",
+            {"u": user_id},
+        )
+        out = []
+        for row in rows:
+            repo = self._repo(row)
+            if repo is not None:
+                out.append((repo, str(row["affiliation"])))
+        return out
+
     def mark_pushed(self, repo_id: int) -> None:
         now = self.now()
         with self.tx() as c:
@@ -244,7 +182,7 @@ class Storage:
     def _pull(self, row: sqlite3.Row | None) -> Pull | None:
         if row is None:
             return None
-        pull = _build(Pull, row)
+        pull = build(Pull, row)
         return Pull(**{**pull.__dict__, "draft": bool(row["draft"])})
 
     def add_pull(self, repo_id: int, user_id: int, values: dict[str, Any]) -> Pull:
@@ -299,7 +237,7 @@ class Storage:
     def _review(self, row: sqlite3.Row | None) -> Review | None:
         if row is None:
             return None
-        review = _build(Review, row)
+        review = build(Review, row)
         return Review(**{**review.__dict__, "state": ReviewState(row["state"])})
 
     def add_review(self, pull_id: int, user_id: int, body: str, state: ReviewState, commit_id: str) -> Review:
@@ -364,11 +302,11 @@ class Storage:
 
     def review_comment_by_id(self, comment_id: int) -> ReviewComment | None:
         row = self._one("SELECT * FROM review_comments WHERE id = ?", (comment_id,))
-        return None if row is None else _build(ReviewComment, row)
+        return None if row is None else build(ReviewComment, row)
 
     def review_comments(self, where: dict[str, Any], since: str | None, order: str) -> list[ReviewComment]:
         rows = self._comment_rows("review_comments", where, since, order)
-        return [_build(ReviewComment, r) for r in rows]
+        return [build(ReviewComment, r) for r in rows]
 
     def update_review_comment(self, comment_id: int, body: str) -> None:
         with self.tx() as c:
@@ -400,10 +338,10 @@ class Storage:
 
     def issue_comment_by_id(self, comment_id: int) -> IssueComment | None:
         row = self._one("SELECT * FROM issue_comments WHERE id = ?", (comment_id,))
-        return None if row is None else _build(IssueComment, row)
+        return None if row is None else build(IssueComment, row)
 
     def issue_comments(self, where: dict[str, Any], since: str | None, order: str) -> list[IssueComment]:
-        return [_build(IssueComment, r) for r in self._comment_rows("issue_comments", where, since, order)]
+        return [build(IssueComment, r) for r in self._comment_rows("issue_comments", where, since, order)]
 
     def update_issue_comment(self, comment_id: int, body: str) -> None:
         with self.tx() as c:
@@ -436,7 +374,7 @@ class Storage:
     # -- hooks ---------------------------------------------------------------------------------
 
     def _hook(self, row: sqlite3.Row) -> Hook:
-        hook = _build(Hook, row)
+        hook = build(Hook, row)
         events = tuple(e for e in row["events"].split(",") if e)
         return Hook(**{**hook.__dict__, "events": events, "active": bool(row["active"])})
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 
+from controller.localforge import schema
 from tests.conftest import git
 from tests.localforge.conftest import ForgeStarter
 
@@ -41,7 +42,8 @@ def test_a_version_1_database_is_upgraded_in_place(forge_factory: ForgeStarter) 
 
     second = forge_factory()
     with sqlite3.connect(forge_factory.root / "forge.db") as db:
-        assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("2",)
+        version = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        assert version == (str(schema.SCHEMA_VERSION),)
     second.gh().get_repo("alice/demo").get_pull(pull.number).edit(state="closed")
     closer = second.gh().get_repo("alice/demo").get_issue(pull.number).closed_by
     assert closer is not None and closer.login == "alice"
