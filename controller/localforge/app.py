@@ -13,12 +13,16 @@ from fastapi.responses import JSONResponse
 from controller.localforge import (
     graphql_api,
     routes_access,
+    routes_checks,
     routes_pulls,
     routes_repos,
     routes_reviews,
+    routes_triage,
     smarthttp,
     web,
 )
+from controller.localforge.assignees import Assignees
+from controller.localforge.checks import Checks
 from controller.localforge.comments import Comments
 from controller.localforge.errors import Forbidden
 from controller.localforge.faults import Fault, FaultInjector, FaultPlan
@@ -27,13 +31,17 @@ from controller.localforge.httpkit import (
     ApiHeaders,
     DateHeader,
     Services,
+    TrailingSlash,
     get_ctx,
     install_error_handlers,
     json_body,
 )
+from controller.localforge.issues import Issues
+from controller.localforge.labels import Labels
 from controller.localforge.pulls import Pulls
 from controller.localforge.ratelimit import RateLimiter
 from controller.localforge.refs import PushEvents, Refs
+from controller.localforge.review_requests import ReviewRequests
 from controller.localforge.reviews import Reviews
 from controller.localforge.service import Ctx, Forge
 from controller.localforge.storage import Clock, utc_now
@@ -69,8 +77,14 @@ def create_app(
         forge.close()
 
     app = FastAPI(
-        title="crucible local forge", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan
+        title="crucible local forge",
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+        lifespan=lifespan,
+        redirect_slashes=False,  # TrailingSlash serves ``/x/`` as ``/x``, as GitHub does
     )
+    labels, assignees = Labels(forge, pulls), Assignees(forge, pulls)
     app.state.services = Services(
         forge=forge,
         refs=Refs(forge),
@@ -78,11 +92,18 @@ def create_app(
         reviews=Reviews(forge, pulls),
         comments=Comments(forge, pulls),
         hooks=Hooks(forge),
+        labels=labels,
+        assignees=assignees,
+        review_requests=ReviewRequests(forge, pulls),
+        issues=Issues(forge, pulls, labels, assignees),
+        checks=Checks(forge, pulls),
         limiter=limiter,
         public_url=public_url,
     )
     app.state.faults = plan
     install_error_handlers(app)
+    app.include_router(routes_checks.router)  # before routes_repos: its ``/commits/{ref}`` takes any path
+    app.include_router(routes_triage.router)
     app.include_router(routes_repos.router)
     app.include_router(routes_access.router)
     app.include_router(routes_pulls.router)
@@ -94,6 +115,7 @@ def create_app(
     app.add_middleware(ApiHeaders, limiter=limiter)
     app.add_middleware(FaultInjector, plan=plan)
     app.add_middleware(DateHeader, clock=clock)
+    app.add_middleware(TrailingSlash)
     return app
 
 

@@ -19,7 +19,7 @@ import click
 
 from controller.domain.errors import CrucibleError
 from controller.localforge.server import running_forge, serve
-from controller.localforge.users import add_org, add_user
+from controller.localforge.users import add_org, add_team, add_user
 
 RootOption = click.Path(file_okay=False, path_type=Path)
 
@@ -87,6 +87,26 @@ def org_add(name: str, root: Path, members: tuple[str, ...]) -> None:
     except CrucibleError as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(f"organization {name}")
+
+
+@forge_cli.group("team")
+def team_group() -> None:
+    """Teams of forge organizations (for review requests)."""
+
+
+@team_group.command("add")
+@click.argument("org")
+@click.argument("slug")
+@click.option("--root", type=RootOption, required=True)
+@click.option("--name", help="Display name (default: the slug).")
+@click.option("--member", "members", multiple=True, help="A user in the team.")
+def team_add(org: str, slug: str, root: Path, name: str | None, members: tuple[str, ...]) -> None:
+    """Create a team of ORG (reviews can then be requested from ORG/SLUG)."""
+    try:
+        add_team(root, org, slug, list(members), name=name)
+    except CrucibleError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(f"team {org}/{slug}")
 
 
 # -- acting through the REST API ---------------------------------------------------------------

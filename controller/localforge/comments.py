@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.localforge import render, render_pulls
+from controller.localforge import render, render_pulls, triage_view
 from controller.localforge.errors import Forbidden, Invalid, NotFound
 from controller.localforge.models import ROLE_RANK, IssueComment, Pull, Repo, Role
 from controller.localforge.pulls import Pulls
@@ -31,7 +31,10 @@ class Comments:
         closer = self.forge.store.account_by_id(pull.closed_by) if pull.closed_by else None
         closed_by = render.user(ctx.urls, closer) if closer else None
         association = self.forge.association(repo, author)
-        return render_pulls.issue(ctx.urls, repo, pull, author, association, count, closed_by=closed_by)
+        triage = triage_view.issue_fields(self.forge, ctx, repo, pull.number)
+        return render_pulls.issue(
+            ctx.urls, repo, pull, author, association, count, closed_by=closed_by, triage=triage
+        )
 
     def comment_json(self, ctx: Ctx, repo: Repo, comment: IssueComment) -> Json:
         author = self.forge.account(comment.user_id)

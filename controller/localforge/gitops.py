@@ -293,3 +293,30 @@ def format_patch(path: Path, base: str, head: str) -> str:
     """The commits ``base..head`` as mailbox patches (GitHub's ``.patch`` media type and ``patch_url``)."""
     out = run(path, "format-patch", "--stdout", "-M", "--no-color", "--no-signature", f"{base}..{head}")
     return out.decode(errors="replace")
+
+
+def branches_containing(path: Path, sha: str, limit: int = 10) -> list[tuple[str, str]]:
+    """``(branch, head sha)`` of up to ``limit`` branches whose history contains ``sha``."""
+    fmt = "--format=%(refname:lstrip=2) %(objectname)"
+    out = run(path, "for-each-ref", f"--count={limit}", "--contains", sha, fmt, "refs/heads/").decode()
+    return [(name, head) for name, head in (line.rsplit(" ", 1) for line in out.splitlines())]
+
+
+def log(
+    path: Path,
+    rev: str,
+    *,
+    paths: tuple[str, ...] = (),
+    author: str | None = None,
+    since: str | None = None,
+    until: str | None = None,
+) -> list[CommitInfo]:
+    """Commits reachable from ``rev``, newest first (``GET /commits`` and its filters)."""
+    args = ["log", f"--format={_FORMAT}"]
+    if author:
+        args.append(f"--author={author}")
+    if since:
+        args.append(f"--since={since}")
+    if until:
+        args.append(f"--until={until}")
+    return _commits(run(path, *args, rev, "--", *paths).decode())

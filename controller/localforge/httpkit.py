@@ -28,14 +28,19 @@ from starlette.datastructures import Headers, MutableHeaders
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from controller.localforge.assignees import Assignees
+from controller.localforge.checks import Checks
 from controller.localforge.comments import Comments
 from controller.localforge.errors import DOCS, BadRequest, ForgeError, Invalid, NotFound, Unauthorized
 from controller.localforge.hooks import Hooks
+from controller.localforge.issues import Issues
+from controller.localforge.labels import Labels
 from controller.localforge.media import BodyFormat, body_format, with_bodies
 from controller.localforge.pulls import Pulls
 from controller.localforge.ratelimit import RateLimiter
 from controller.localforge.refs import Refs
 from controller.localforge.render import Urls
+from controller.localforge.review_requests import ReviewRequests
 from controller.localforge.reviews import Reviews
 from controller.localforge.service import Ctx, Forge
 
@@ -55,6 +60,11 @@ class Services:
     reviews: Reviews
     comments: Comments
     hooks: Hooks
+    labels: Labels
+    assignees: Assignees
+    review_requests: ReviewRequests
+    issues: Issues
+    checks: Checks
     limiter: RateLimiter
     public_url: str | None = None
 
@@ -114,6 +124,17 @@ async def json_body(request: Request) -> Json:
     return data
 
 
+async def json_value(request: Request) -> Any:
+    """FastAPI dependency: any JSON body, object or array (GitHub takes ``["bug"]`` for labels)."""
+    raw = await request.body()
+    if not raw.strip():
+        return {}
+    try:
+        return json.loads(raw)
+    except ValueError as exc:
+        raise BadRequest("Problems parsing JSON") from exc
+
+
 def bodies(request: Request, item: Json, *, body_required: bool = True) -> Json:
     """``item`` with the ``body_html``/``body_text`` the request's ``Accept`` asks for (``media``)."""
     return with_bodies(item, body_format(request.headers.get("accept")), body_required=body_required)
@@ -144,8 +165,9 @@ def _int_param(request: Request, name: str, default: int) -> int:
         return default
 
 
-def paginated(request: Request, items: list[Json]) -> JSONResponse:
-    """One page of ``items`` (``per_page``/``page``) with GitHub's ``Link`` header."""
+def paginated(request: Request, items: list[Json], *, key: str | None = None) -> JSONResponse:
+    """One page of ``items`` (``per_page``/``page``) with GitHub's ``Link`` header; with ``key``,
+    the page is wrapped as ``{"total_count": N, key: page}`` (check runs, for one)."""
     per_page = min(max(_int_param(request, "per_page", 30), 1), 100)
     page = max(_int_param(request, "page", 1), 1)
     last = max(math.ceil(len(items) / per_page), 1)
@@ -163,7 +185,10 @@ def paginated(request: Request, items: list[Json]) -> JSONResponse:
     if page > 1:
         links.append(link(1, "first"))
     headers = {"Link": ", ".join(links)} if links else {}
-    return JSONResponse(items[(page - 1) * per_page : page * per_page], headers=headers)
+    shown = items[(page - 1) * per_page : page * per_page]
+    if key is not None:
+        return JSONResponse({"total_count": len(items), key: shown}, headers=headers)
+    return JSONResponse(shown, headers=headers)
 
 
 # -- errors ------------------------------------------------------------------------------------
@@ -233,6 +258,27 @@ def _not_modified_since(header: str | None, modified: float) -> bool:
         return modified <= parsedate_to_datetime(header).timestamp()
     except (TypeError, ValueError):
         return False
+
+
+class TrailingSlash:
+    """Pure ASGI middleware serving ``/api/v3/x/`` as ``/api/v3/x``, as GitHub does (its router
+    ignores a trailing slash), instead of redirecting: clients do not all follow a redirect, and
+    a redirect that met a catch-all route answered the wrong thing (``/commits/`` read as a ref).
+    The API root is ``/api/v3/`` with its slash."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path", "") if scope["type"] == "http" else ""
+        fixed = path
+        if path == "/api/v3":
+            fixed = "/api/v3/"
+        elif path.startswith("/api/v3/") and len(path) > len("/api/v3/") and path.endswith("/"):
+            fixed = path.rstrip("/") or "/"
+        if fixed != path:
+            scope = {**scope, "path": fixed, "raw_path": fixed.encode()}
+        await self.app(scope, receive, send)
 
 
 class DateHeader:

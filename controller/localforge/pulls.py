@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.localforge import gitops, render, render_pulls
+from controller.localforge import gitops, render, render_pulls, triage_view
 from controller.localforge.errors import Forbidden, NotFound, invalid_custom, invalid_field
 from controller.localforge.models import ROLE_RANK, Pull, Repo, Role
 from controller.localforge.service import Ctx, Forge
@@ -101,6 +101,7 @@ class Pulls:
                 urls, head_repo, head_owner, pull.head_ref, pull.head_sha, head_json
             ),
             "base": render_pulls.pr_side(urls, repo, base_owner, pull.base_ref, pull.base_sha, base_json),
+            "triage": triage_view.pull_fields(forge, ctx, repo, pull),
         }
         stats = self.stats(repo, pull) if full else None
         return render_pulls.pull_request(urls, pull, parts, forge.association(repo, author), stats)

@@ -27,7 +27,8 @@ def pull_links(urls: Urls, repo: Repo, pull: Pull) -> Json:
 def pull_request(urls: Urls, pull: Pull, parts: Json, association: str, stats: Json | None) -> Json:
     """GitHub's ``pull-request`` (``stats`` given) or ``pull-request-simple`` (``stats`` None).
 
-    ``parts`` carries the already-rendered ``user``, ``head`` and ``base`` objects and the repo.
+    ``parts`` carries the already-rendered ``user``, ``head`` and ``base`` objects, the repo, and
+    ``triage`` (labels, assignees, requested reviewers: ``triage_view.pull_fields``).
     """
     repo: Repo = parts["repo"]
     links = pull_links(urls, repo, pull)
@@ -43,12 +44,12 @@ def pull_request(urls: Urls, pull: Pull, parts: Json, association: str, stats: J
         "title": pull.title,
         "user": parts["user"],
         "body": pull.body,
-        "labels": [],
+        "labels": parts["triage"]["labels"],
         "milestone": None,
-        "assignee": None,
-        "assignees": [],
-        "requested_reviewers": [],
-        "requested_teams": [],
+        "assignee": parts["triage"]["assignee"],
+        "assignees": parts["triage"]["assignees"],
+        "requested_reviewers": parts["triage"]["requested_reviewers"],
+        "requested_teams": parts["triage"]["requested_teams"],
         "created_at": pull.created_at,
         "updated_at": pull.updated_at,
         "closed_at": pull.closed_at,
@@ -180,8 +181,10 @@ def issue(
     comments: int,
     *,
     closed_by: Json | None,
+    triage: Json,
 ) -> Json:
-    """GitHub's ``issue`` for a pull request (it carries ``pull_request``, as on GitHub).
+    """GitHub's ``issue`` for a pull request (it carries ``pull_request``, as on GitHub);
+    ``triage`` has its ``labels``, ``assignee`` and ``assignees`` (``triage_view.issue_fields``).
 
     ``state_reason`` is null: GitHub sets it on issues closed as completed/not planned, never on
     pull requests.
@@ -201,12 +204,12 @@ def issue(
         "number": pull.number,
         "title": pull.title,
         "user": user(urls, author),
-        "labels": [],
+        "labels": triage["labels"],
         "state": pull.state,
         "locked": False,
         "active_lock_reason": None,
-        "assignee": None,
-        "assignees": [],
+        "assignee": triage["assignee"],
+        "assignees": triage["assignees"],
         "milestone": None,
         "comments": comments,
         "created_at": pull.created_at,

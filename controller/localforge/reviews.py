@@ -335,6 +335,8 @@ class Reviews:
     def _emit_review(
         self, ctx: Ctx, repo: Repo, pull: Pull, review: Review, action: str = "submitted"
     ) -> None:
+        if action == "submitted":  # a review answers its author's review request, as on GitHub
+            self.forge.store.remove_review_requests(pull.id, "user", [review.user_id])
         shown = self.review_json(ctx, repo, pull, review)
         shown.update(state=review.state.value.lower(), body=review.body or None)  # webhooks spell it so
         payload = {

@@ -18,6 +18,7 @@ from controller.localforge.httpkit import (
     get_ctx,
     json_body,
     paginated,
+    params,
     services,
 )
 from controller.localforge.media import DIFF_TYPES, PATCH_TYPES
@@ -125,6 +126,46 @@ def get_org(request: Request, ctx: CtxDep, org: str) -> JSONResponse:
         raise NotFound()
     public = sum(not r.private for r in store.repos_of(account.id))
     return JSONResponse(render.organization_full(ctx.urls, account, public))
+
+
+_REPO_SORTS = {
+    "created": "created_at",
+    "updated": "updated_at",
+    "pushed": "pushed_at",
+    "full_name": "full_name",
+}
+_TYPES = {
+    "owner": {"owner"},
+    "member": {"collaborator", "organization_member"},
+    "all": {"owner", "collaborator", "organization_member"},
+}
+
+
+@router.get("/user/repos")
+def list_user_repos(request: Request, ctx: CtxDep) -> JSONResponse:
+    """``affiliation``, ``visibility`` or ``type``, ``sort`` and ``direction``, as GitHub takes them."""
+    forge = services(request).forge
+    actor = forge.signed_in(ctx)
+    query = params(request)
+    kind = query.get("type")
+    wanted = _TYPES.get(
+        kind or "", set(query.get("affiliation", "owner,collaborator,organization_member").split(","))
+    )
+    visibility = query.get("visibility") or (kind if kind in {"public", "private"} else "all")
+    seen: dict[int, Repo] = {}
+    for repo, affiliation in forge.store.repos_for(actor.id):
+        if affiliation in wanted and visibility in {"all", "private" if repo.private else "public"}:
+            seen.setdefault(repo.id, repo)
+    sort = query.get("sort", "full_name")
+    default = "asc" if sort == "full_name" else "desc"
+    reverse = query.get("direction", default) == "desc"
+
+    def key(repo: Repo) -> str:
+        column = _REPO_SORTS.get(sort, "full_name")
+        return repo.full_name.lower() if column == "full_name" else str(getattr(repo, column) or "")
+
+    repos = sorted(seen.values(), key=key, reverse=reverse)
+    return paginated(request, [forge.repo_json(ctx, r) for r in repos])
 
 
 @router.post("/user/repos", status_code=201)

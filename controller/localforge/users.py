@@ -72,3 +72,29 @@ def add_org(root: Path, name: str, members: list[str]) -> None:
             store.add_org_member(org.id, member.id)
     finally:
         store.close()
+
+
+TEAM_SLUG = re.compile(r"[a-z0-9](?:[a-z0-9_-]{0,99})")
+
+
+def add_team(root: Path, org: str, slug: str, members: list[str], *, name: str | None = None) -> None:
+    """Create team ``slug`` of organization ``org`` (if new) and add ``members`` to it.
+
+    Teams exist for review requests (``team_reviewers``): a slug, a display name and members.
+    Raises ``PermanentError`` for an invalid slug, an unknown organization or member.
+    """
+    if not TEAM_SLUG.fullmatch(slug):
+        raise PermanentError(f"invalid team slug {slug!r}: lower-case letters, digits, '-' and '_'")
+    store = Storage(root / "forge.db")
+    try:
+        owner = store.account_by_login(org)
+        if owner is None or owner.type is not AccountType.ORGANIZATION:
+            raise PermanentError(f"no organization {org}")
+        team = store.team_by_slug(owner.id, slug) or store.add_team(owner.id, slug, name or slug, None)
+        for login in members:
+            member = store.account_by_login(login)
+            if member is None or member.type is AccountType.ORGANIZATION:
+                raise PermanentError(f"no user {login}")
+            store.add_team_member(team.id, member.id)
+    finally:
+        store.close()

@@ -30,6 +30,7 @@ from tests.conftest import git, make_repo
 from tests.localforge.oracle import Recorder, validate
 
 USERS = ("alice", "bob", "carol")
+BOT = "ci[bot]"
 
 
 class FakeClock:
@@ -163,6 +164,7 @@ class ForgeStarter:
         self.root, self.work = root, work
         self.tokens = {user: add_user(root, user) for user in USERS}
         self.tokens["admin"] = add_user(root, "admin", admin=True)
+        self.tokens[BOT] = add_user(root, BOT)  # a GitHub App's bot: only Apps create check runs
         self.clock = FakeClock()
         self.recorders: list[Recorder] = []
         self._running: list[Any] = []

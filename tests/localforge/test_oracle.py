@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 
 from tests.conftest import git
-from tests.localforge.conftest import Forge, ForgeStarter
+from tests.localforge.conftest import BOT, Forge, ForgeStarter
 from tests.localforge.oracle import Exchange, encoded_path, validate
 from tests.testdata import OPENAPI_SUBSET as SUBSET
 
@@ -67,6 +67,7 @@ def test_every_subset_operation_answers_and_validates(forge_factory: ForgeStarte
     pull.get_review(review.id)
     with httpx.Client(base_url=forge.handle.api_url, timeout=30) as rest:
         _beyond_pyGithub(forge, rest, pull.number, review.id, inline.id, comment.id, sha)
+        _triage_and_checks(forge, rest, pull.number, pull.head.sha)
 
     exchanges = forge.recorder.exchanges
     failures, _ = validate(exchanges)
@@ -128,6 +129,51 @@ def _beyond_pyGithub(
     call("GET", f"{hooks}/deliveries/{deliveries[0]['id']}")
     call("DELETE", hooks)
     call("DELETE", f"{repo}/pulls/comments/{inline_id}", user="bob")
+
+
+def _triage_and_checks(forge: Forge, rest: httpx.Client, number: int, head: str) -> None:
+    """Labels, assignees, review requests, issues, statuses and check runs, as a bot calls them."""
+
+    def call(method: str, path: str, user: str = "alice", **body: Any) -> Any:
+        headers = {"Authorization": f"token {forge.tokens[user]}"}
+        answer = rest.request(method, path, json=body or None, headers=headers)
+        assert answer.status_code < 300, (method, path, answer.status_code, answer.text)
+        return answer.json() if answer.content else None
+
+    repo, issue = "/repos/alice/demo", f"/repos/alice/demo/issues/{number}"
+    call("PUT", f"{repo}/collaborators/{BOT}", permission="push")
+    call("POST", f"{repo}/labels", name="perf", color="#00ff00", description="faster")
+    call("GET", f"{repo}/labels")
+    call("GET", f"{repo}/labels/perf")
+    call("PATCH", f"{repo}/labels/perf", new_name="performance")
+    call("POST", f"{issue}/labels", labels=["performance", "crucible"])
+    call("PUT", f"{issue}/labels", labels=["performance", "crucible", "bot"])
+    call("GET", f"{issue}/labels")
+    call("DELETE", f"{issue}/labels/bot")
+    call("DELETE", f"{issue}/labels")
+    call("DELETE", f"{repo}/labels/crucible")
+    call("GET", f"{repo}/assignees")
+    rest.get(f"{repo}/assignees/bob", headers={"Authorization": f"token {forge.tokens['alice']}"})
+    call("GET", f"{repo}/assignees/alice")
+    call("GET", f"{issue}/assignees/alice")
+    call("POST", f"{issue}/assignees", assignees=["alice", "bob"])
+    call("DELETE", f"{issue}/assignees", assignees=["bob"])
+    call("PATCH", issue, title="Speed up, retitled", labels=["performance"], assignees=["alice"])
+    call("GET", f"{repo}/issues", user="bob")
+    pulls = f"{repo}/pulls/{number}"
+    call("POST", f"{pulls}/requested_reviewers", reviewers=["bob"])
+    call("GET", f"{pulls}/requested_reviewers")
+    call("DELETE", f"{pulls}/requested_reviewers", reviewers=["bob"])
+    call("GET", "/user/repos", user="bob")
+    call("GET", f"{repo}/commits")
+    call("POST", f"{repo}/statuses/{head}", state="success", context="crucible/p50_ms", description="ok")
+    call("GET", f"{repo}/commits/{head}/statuses")
+    call("GET", f"{repo}/commits/feature/status")
+    run = call("POST", f"{repo}/check-runs", user=BOT, name="crucible", head_sha=head, status="in_progress")
+    done = {"title": "p50_ms", "summary": "41.1 -> 10.9"}
+    call("PATCH", f"{repo}/check-runs/{run['id']}", user=BOT, conclusion="success", output=done)
+    call("GET", f"{repo}/check-runs/{run['id']}")
+    call("GET", f"{repo}/commits/{head}/check-runs")
 
 
 def _matches(template: str, path: str) -> bool:

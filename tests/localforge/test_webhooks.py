@@ -11,7 +11,7 @@ from functools import reduce
 from typing import Any
 
 from controller.localforge.webhooks import signature
-from tests.localforge.conftest import Forge, ForgeStarter, Receiver
+from tests.localforge.conftest import BOT, Forge, ForgeStarter, Receiver
 from tests.testdata import WEBHOOKS
 
 SECRET = "It's a Secret to Everybody"
@@ -155,3 +155,50 @@ def test_dismissals_and_push_timestamps_are_shaped_like_githubs(
     ours = by_event[("push", "event")]["repository"]
     for key in ("created_at", "pushed_at", "updated_at"):
         assert type(ours[key]) is type(example[key]), key
+
+
+def test_triage_and_check_events_are_shaped_like_githubs(
+    forge_factory: ForgeStarter, receiver: Receiver
+) -> None:
+    forge = forge_factory(webhook_url=receiver.url, webhook_secret=SECRET)
+    pull, _ = forge.open_pull()
+    repo = forge.gh().get_repo("alice/demo")
+    repo.add_to_collaborators("bob", "push")
+    repo.add_to_collaborators(BOT, "push")
+    pull.add_to_labels("perf")
+    pull.remove_from_labels("perf")
+    pull.create_review_request(reviewers=["bob"])
+    pull.delete_review_request(reviewers=["bob"])
+    repo.get_issue(pull.number).add_to_assignees("bob")
+    repo.get_issue(pull.number).remove_from_assignees("bob")
+    repo.get_commit(pull.head.sha).create_status("success", "http://runs/1", "kept", "crucible/p50_ms")
+    run = forge.gh(BOT).get_repo("alice/demo").create_check_run("crucible", pull.head.sha)
+    run.edit(conclusion="success", output={"title": "t", "summary": "s"})
+    assert forge.handle.flush_webhooks()
+    wanted = {
+        ("pull_request", "labeled"),
+        ("pull_request", "unlabeled"),
+        ("pull_request", "review_requested"),
+        ("pull_request", "review_request_removed"),
+        ("pull_request", "assigned"),
+        ("pull_request", "unassigned"),
+        ("status", "event"),
+        ("check_run", "created"),
+        ("check_run", "completed"),
+    }
+    seen = set()
+    for item in receiver.drain():
+        key = (item.event, item.payload.get("action", "event"))
+        if key not in wanted:
+            continue
+        seen.add(key)
+        for scope, keys in _oracle_keys(*key).items():
+            have = set(item.payload[scope]) if scope else set(item.payload)
+            assert keys <= have, f"{key} {scope or 'top'} lacks {sorted(keys - have)}"
+        if item.event == "check_run":
+            example = json.loads(sorted(WEBHOOKS.glob(f"check_run.{key[1]}.*.json"))[0].read_text())
+            for scope in ("check_run", "check_suite"):
+                ours = item.payload["check_run"] if scope == "check_run" else item.payload["check_run"][scope]
+                theirs = example["check_run"] if scope == "check_run" else example["check_run"][scope]
+                assert set(theirs) <= set(ours), f"{scope} lacks {sorted(set(theirs) - set(ours))}"
+    assert seen == wanted
