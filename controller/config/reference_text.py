@@ -159,6 +159,14 @@ DOCS: dict[str, tuple[str, str]] = {
         '"bwrap"',
     ),
     "sandbox.network": ("`false` gives sandboxed commands no network (bubblewrap only).", "false"),
+    "sandbox.readonly": (
+        "Paths (absolute, or `~/…` for your home directory) shown read-only inside the sandbox besides "
+        "what it finds itself: the toolchains the commands' programs resolve into and the programs they "
+        "name. For what no rule finds, such as a data set under your home. Refused when a path does not "
+        "exist or covers a credential of the deny list (`~/.ssh`, `~/.aws`, …); see "
+        "[the security model](security.md#the-sandbox).",
+        '["~/datasets/imagenet-mini"]',
+    ),
     "metric.command": (
         "The benchmark: a shell command that prints `METRIC <name>=<number>` lines, run once per sample.",
         '"python bench.py"',

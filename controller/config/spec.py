@@ -217,11 +217,32 @@ class AgentSpec(_Model):
         return self
 
 
+def _host_path(value: str) -> str:
+    if not (value.startswith("/") or value == "~" or value.startswith("~/")):
+        raise ValueError(f"must be an absolute path or start with ~/, got {json.dumps(value)}")
+    if ".." in value.split("/"):
+        raise ValueError(f"must not contain a '..' segment, got {json.dumps(value)}")
+    return value
+
+
+HostPath = Annotated[str, AfterValidator(_host_path)]
+
+
 class SandboxSpec(_Model):
     """Where agent, validation and metric commands run (DESIGN.md §4)."""
 
     mode: Literal["auto", "bwrap", "none"] = "auto"
     network: bool = True
+    # Paths shown read-only inside the sandbox besides what it finds itself (toolchains, programs);
+    # whether each exists and stays clear of the credentials is checked where the run starts.
+    readonly: list[HostPath] = Field(default_factory=list, max_length=100)
+
+    def readonly_paths(self, home: Path) -> list[Path]:
+        """``readonly`` with ``~`` expanded against ``home`` (the controller's home directory)."""
+        return [
+            home / entry[2:] if entry.startswith("~/") else home if entry == "~" else Path(entry)
+            for entry in self.readonly
+        ]
 
 
 class GuardSpec(_Model):

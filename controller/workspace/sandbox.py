@@ -16,47 +16,20 @@ import functools
 import os
 import shutil
 import subprocess
-from collections.abc import Sequence
+import threading
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from controller.domain.errors import CrucibleError, SpecError
-from controller.workspace.sandboxpaths import needed_paths, program_words, under
+from controller.workspace.denylist import denied_paths, masks_inside
+from controller.workspace.sandboxview import Exposure, expose
+from controller.workspace.toolchains import Host
 
 SANDBOX_MODES = ("auto", "bwrap", "none")
-_SELF_TEST_TIMEOUT_S = 10.0
+SELF_TEST_TIMEOUT_S = 10.0
 
 # Kept visible under the tmpfs on /run: on systemd hosts /etc/resolv.conf points here.
 _RUN_KEEP = ("/run/systemd/resolve",)
-# Shell words that are no programs on PATH (``cd sub && make``).
-_SHELL_BUILTINS = frozenset(
-    {
-        "cd",
-        "exec",
-        "export",
-        "set",
-        "test",
-        "[",
-        "echo",
-        "printf",
-        "true",
-        "false",
-        "if",
-        "for",
-        "while",
-        "case",
-        "read",
-        "eval",
-        ".",
-        "source",
-        "exit",
-        "return",
-        "unset",
-        "ulimit",
-        "umask",
-        "wait",
-        "time",
-    }
-)
 
 
 def _isolation_args(network: bool) -> list[str]:
@@ -84,7 +57,7 @@ def _probe() -> tuple[str | None, str]:
     argv += [*_isolation_args(network=False), "--", "true"]
     try:
         proc = subprocess.run(
-            argv, capture_output=True, stdin=subprocess.DEVNULL, timeout=_SELF_TEST_TIMEOUT_S, check=False
+            argv, capture_output=True, stdin=subprocess.DEVNULL, timeout=SELF_TEST_TIMEOUT_S, check=False
         )
     except (OSError, subprocess.TimeoutExpired) as error:
         return None, f"{path} could not run: {error}"
@@ -117,58 +90,6 @@ def resolve_sandbox(mode: str) -> bool:
     raise SpecError("sandbox.mode", f"must be one of {', '.join(SANDBOX_MODES)}, not {mode!r}")
 
 
-def visible_paths(
-    argv: Sequence[str], masked: Sequence[Path], private: Sequence[Path] = (), search_path: str | None = None
-) -> list[Path]:
-    """What ``argv`` needs to start that lies under one of the ``masked`` directories and outside every
-    ``private`` one: the paths the sandbox binds back, read-only (issue 13)."""
-    needed = needed_paths(argv, search_path)
-    hidden = [p for p in needed if not any(p == q or p.is_relative_to(q) for q in private)]
-    return under(hidden, masked)
-
-
-def preflight(
-    command: str,
-    *,
-    network: bool,
-    home: str,
-    hide: Sequence[Path] = (),
-    private: Sequence[Path] = (),
-    search_path: str | None = None,
-) -> list[str]:
-    """Problems that would keep ``command`` (run as ``/bin/sh -c command``) from starting inside the
-    sandbox, found before any turn (``crucible loop --dry-run``): a program found on ``PATH`` neither
-    outside nor inside, and every path it needs that is missing inside. Runs one bwrap probe."""
-    search = os.defpath if search_path is None else search_path  # no PATH: what exec searches
-    problems = [
-        f"{word}: not found on PATH (outside the sandbox either)"
-        for word in program_words(command)
-        if "/" not in word
-        and "$" not in word
-        and shutil.which(word, path=search) is None
-        and word not in _SHELL_BUILTINS
-    ]
-    shell = ["/bin/sh", "-c", command]
-    needed = [str(p) for p in needed_paths(shell, search)]
-    probe = ["/bin/sh", "-c", 'for p in "$@"; do [ -e "$p" ] || echo "$p"; done', "probe", *needed]
-    argv = wrap_command(
-        probe,
-        writable=[],
-        network=network,
-        home=home,
-        hide=hide,
-        private=private,
-        search_path=search,
-        expose_for=shell,
-    )
-    result = subprocess.run(argv, capture_output=True, text=True, timeout=_SELF_TEST_TIMEOUT_S, check=False)
-    if result.returncode != 0:
-        return [*problems, f"the sandbox probe failed: {result.stderr.strip()}"]
-    where = "inside the sandbox (bubblewrap, sandbox.mode)"
-    problems += [f"{missing} exists outside but is not visible {where}" for missing in result.stdout.split()]
-    return problems
-
-
 def resolve_network(mode: str, network: bool) -> tuple[bool, str | None]:
     """Whether commands run sandboxed, and a warning for the user, for ``sandbox.mode``/``network``.
 
@@ -188,6 +109,148 @@ def resolve_network(mode: str, network: bool) -> tuple[bool, str | None]:
     )
 
 
+class Sandbox:
+    """One run's sandbox: the mounts every command shares, and each command's exposure, cached.
+
+    ``home`` is the sandbox's own ``HOME`` (an empty tmpfs). ``homes`` are the user's home
+    directories (``$HOME`` and the passwd one, ``denylist.home_dirs``): hidden, and where the deny
+    list applies. ``hide`` are further directories to hide (``CRUCIBLE_HOME``); ``private`` ones are
+    never shown again, even when a command names a path there. ``readonly`` are the spec's
+    ``sandbox.readonly`` entries; ``secret_files`` the controller's own secret files (a GitHub App
+    key, a kubeconfig), masked wherever they are. ``projects`` are the component repositories (where
+    pyenv looks for ``.python-version``); ``environ`` the controller's environment, of which only the
+    variables that move toolchain roots are kept (``toolchains.ROOT_VARIABLES``).
+    """
+
+    def __init__(
+        self,
+        *,
+        network: bool,
+        home: str,
+        homes: Sequence[Path] = (),
+        hide: Sequence[Path] = (),
+        private: Sequence[Path] = (),
+        readonly: Sequence[Path] = (),
+        secret_files: Sequence[Path] = (),
+        projects: Sequence[Path] = (),
+        environ: Mapping[str, str] | None = None,
+        tmpfs_bytes: int | None = None,
+    ) -> None:
+        self.network = network
+        self.home = home
+        self.homes = tuple(homes)
+        self.hide = tuple(dict.fromkeys([*self.homes, *hide]))
+        self.private = tuple(private)
+        self.readonly = tuple(readonly)
+        self.secret_files = tuple(secret_files)
+        self.denied = (*denied_paths(self.homes), *self.secret_files)
+        self.host = Host.of(self.homes, environ or {}, projects)
+        self.tmpfs_bytes = tmpfs_bytes
+        self._exposures: dict[tuple[tuple[str, ...], str | None], Exposure] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def masks(self) -> list[Path]:
+        """The directories hidden under an empty tmpfs."""
+        return [Path("/tmp"), Path("/run"), Path(self.home), *self.hide]
+
+    def exposure(self, argv: Sequence[str], search_path: str | None = None) -> Exposure:
+        """What ``argv`` sees of the masked directories (``sandboxview.expose``), computed once per
+        command and ``PATH`` for the life of this object (a run)."""
+        key = (tuple(argv), search_path)
+        with self._lock:
+            cached = self._exposures.get(key)
+        if cached is not None:
+            return cached
+        made = expose(
+            argv,
+            masks=self.masks,
+            host=self.host,
+            denied=self.denied,
+            private=self.private,
+            readonly=self.readonly,
+            search_path=search_path,
+        )
+        with self._lock:
+            self._exposures[key] = made
+        return made
+
+    def wrap(
+        self,
+        argv: Sequence[str],
+        *,
+        writable: Sequence[Path] = (),
+        readonly: Sequence[Path] = (),
+        search_path: str | None = None,
+        cwd: Path | None = None,
+        environ: Mapping[str, str] | None = None,
+        expose_for: Sequence[str] | None = None,
+    ) -> list[str]:
+        """``argv`` prefixed with the bwrap invocation that sandboxes it.
+
+        Mounts, in order (later ones win): the host ``/`` read-only; fresh ``/dev`` and ``/proc``;
+        empty tmpfs on ``/tmp``, ``/run`` (``/run/systemd/resolve`` re-exposed for DNS), the sandbox's
+        ``home``, the user's homes and each ``hide`` path; the controller's secret files masked; then,
+        read-only, the exposure of ``argv`` (or ``expose_for``): toolchain roots, what it needs to
+        start, ``sandbox.readonly``; ``private`` paths inside those hidden again; the mirrored
+        dotfiles into ``home``; each ``writable`` path bound read-write, then each ``readonly`` one
+        read-only (so a checkout's ``.git`` is read-only again inside a writable checkout); last,
+        every existing denied path inside any of those binds masked (an empty read-only tmpfs, or
+        ``/dev/null`` for a file). Every tmpfs is capped at ``tmpfs_bytes`` when given (the run's
+        disk budget: what a command writes to ``/tmp`` is memory, not the run directory the budget
+        measures). ``HOME`` is set to ``home``, ``TMPDIR`` to ``/tmp``, and the toolchain variables
+        the exposure names unless ``environ`` (the command's environment) has them. The working
+        directory is ``cwd`` when given, else the caller's. Raises CrucibleError when bwrap is unusable.
+        """
+        path, reason = _probe()
+        if path is None:
+            raise CrucibleError(f"cannot sandbox: {reason}")
+        shown = self.exposure(expose_for or argv, search_path)
+        size = [] if self.tmpfs_bytes is None else ["--size", str(self.tmpfs_bytes)]
+        args = [path, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", *size, "--tmpfs", "/tmp"]
+        if Path("/run").is_dir():
+            args += [*size, "--tmpfs", "/run"]
+            for keep in _RUN_KEEP:
+                args += ["--ro-bind-try", keep, keep]
+        for masked in (self.home, *self.hide):
+            args += [*size, "--tmpfs", str(masked)]
+        args += self._mask([p for p in self.secret_files if p.exists()])
+        for bind in shown.binds:
+            if bind.is_symlink():  # a bind would show the target's content at the link, not the link
+                args += ["--symlink", os.readlink(bind), str(bind)]
+            else:
+                args += ["--ro-bind", str(bind), str(bind)]
+        args += self._mask(
+            sorted({p for p in self.private for b in shown.binds if p != b and p.is_relative_to(b)})
+        )
+        for real, rel in shown.home_files:
+            args += ["--ro-bind", str(real), str(Path(self.home) / rel)]
+        for target in writable:
+            args += ["--bind", str(target), str(target)]
+        for target in readonly:
+            args += ["--ro-bind", str(target), str(target)]
+        binds = [*shown.binds, *writable, *readonly]
+        args += self._mask(masks_inside(binds, self.denied, [c.root for c in shown.toolchains]))
+        args += _isolation_args(self.network)
+        args += ["--setenv", "HOME", self.home, "--setenv", "TMPDIR", "/tmp"]
+        for name, value in shown.env:
+            if environ is None or name not in environ:
+                args += ["--setenv", name, value]
+        if cwd is not None:
+            args += ["--chdir", str(cwd)]
+        return [*args, "--", *argv]
+
+    def _mask(self, paths: Sequence[Path]) -> list[str]:
+        size = [] if self.tmpfs_bytes is None else ["--size", str(self.tmpfs_bytes)]
+        args: list[str] = []
+        for target in paths:
+            if target.is_dir():
+                args += [*size, "--tmpfs", str(target), "--remount-ro", str(target)]
+            else:
+                args += ["--ro-bind", "/dev/null", str(target)]
+        return args
+
+
 def wrap_command(
     argv: Sequence[str],
     *,
@@ -201,46 +264,30 @@ def wrap_command(
     search_path: str | None = None,
     expose_for: Sequence[str] | None = None,
     tmpfs_bytes: int | None = None,
+    homes: Sequence[Path] = (),
 ) -> list[str]:
-    """``argv`` prefixed with the bwrap invocation that sandboxes it.
+    """One command wrapped by a :class:`Sandbox` made for it alone (see ``Sandbox.wrap``); a run
+    keeps one ``Sandbox`` so each command's exposure is computed once."""
+    sandbox = Sandbox(
+        network=network, home=home, homes=homes, hide=hide, private=private, tmpfs_bytes=tmpfs_bytes
+    )
+    return sandbox.wrap(
+        argv, writable=writable, readonly=readonly, search_path=search_path, cwd=cwd, expose_for=expose_for
+    )
 
-    Mounts, in order (later ones win): the host ``/`` read-only; fresh ``/dev`` and ``/proc``;
-    empty tmpfs on ``/tmp``, ``/run`` (``/run/systemd/resolve`` re-exposed for DNS), ``home`` and
-    each ``hide`` path (e.g. the user's real home when ``home`` differs, or CRUCIBLE_HOME: the
-    database and other runs); then, read-only, what ``argv`` (or ``expose_for``) needs to start
-    that those masks hid (``sandboxpaths.needed_paths``: programs after ``PATH`` lookup in
-    ``search_path``, the command's PATH (without one ``os.defpath``, as exec searches), and
-    symlinks, their ``#!`` interpreters and virtual environments, absolute paths it names),
-    except anything inside ``private``; then each ``writable`` path bound read-write, then each
-    ``readonly`` path bound read-only (so ``Checkout.sandbox_readonly_paths()`` can re-protect
-    ``.git`` inside a writable checkout).
-    Every tmpfs is capped at ``tmpfs_bytes`` when given (the run's disk budget: what a command writes
-    to ``/tmp`` is memory, not the run directory the budget measures).
-    ``HOME`` is set to ``home`` and ``TMPDIR`` to ``/tmp``. The working directory is ``cwd`` when
-    given, else the caller's (bwrap keeps it when it is visible inside). All paths must exist.
-    Raises CrucibleError when bwrap is unusable.
-    """
-    path, reason = _probe()
-    if path is None:
-        raise CrucibleError(f"cannot sandbox: {reason}")
-    # Each tmpfs is capped (bwrap --size): uncapped, one is half the RAM, outside the disk budget.
-    size = [] if tmpfs_bytes is None else ["--size", str(tmpfs_bytes)]
-    args = [path, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", *size, "--tmpfs", "/tmp"]
-    if Path("/run").is_dir():
-        args += [*size, "--tmpfs", "/run"]
-        for keep in _RUN_KEEP:
-            args += ["--ro-bind-try", keep, keep]
-    for masked in (home, *hide):
-        args += [*size, "--tmpfs", str(masked)]
-    masks = [Path("/tmp"), Path("/run"), Path(home), *hide]
-    for needed in visible_paths(expose_for or argv, masks, private, search_path):
-        args += ["--ro-bind", str(needed), str(needed)]
-    for target in writable:
-        args += ["--bind", str(target), str(target)]
-    for target in readonly:
-        args += ["--ro-bind", str(target), str(target)]
-    args += _isolation_args(network)
-    args += ["--setenv", "HOME", home, "--setenv", "TMPDIR", "/tmp"]
-    if cwd is not None:
-        args += ["--chdir", str(cwd)]
-    return [*args, "--", *argv]
+
+def preflight(
+    command: str,
+    *,
+    network: bool,
+    home: str,
+    hide: Sequence[Path] = (),
+    private: Sequence[Path] = (),
+    search_path: str | None = None,
+) -> list[str]:
+    """``sandboxprobe.preflight`` in a sandbox made for this command alone (kept for callers that
+    have no run's ``Sandbox``)."""
+    from controller.workspace.sandboxprobe import preflight as probe  # it imports this module
+
+    sandbox = Sandbox(network=network, home=home, hide=hide, private=private)
+    return probe(command, sandbox, environ={"PATH": search_path or os.defpath})

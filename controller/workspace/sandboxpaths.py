@@ -32,7 +32,12 @@ _NOT_FOUND = (
     re.compile(r"can't open file '([^']+)'"),
     re.compile(_SHELL_PREFIX + r"(\S+): (?:command )?not found", re.M),
     re.compile(_SHELL_PREFIX + r"(\S+): (?:No such file or directory|cannot execute)", re.M),
+    # A script the command ran could not exec what it names ("…/shims/python3: line 12: /root/.pyenv/
+    # libexec/pyenv: No such file or directory"): the path right before the error.
+    re.compile(r"(?:^|: )([^\s:]+): (?:No such file or directory|cannot execute|Permission denied)", re.M),
 )
+WHERE = "inside the sandbox (bubblewrap, sandbox.mode)"
+FIX = "add it, or the directory of the toolchain that holds it, to sandbox.readonly"
 
 
 def _words(command: str) -> list[str]:
@@ -82,7 +87,7 @@ def program_words(command: str) -> list[str]:
     return programs
 
 
-def _interpreter(program: Path, search_path: str) -> list[Path]:
+def script_interpreters(program: Path, search_path: str) -> list[Path]:
     """The ``#!`` interpreter of a script (and what ``/usr/bin/env NAME`` finds), else []."""
     try:
         with open(program, "rb") as handle:
@@ -132,9 +137,11 @@ def needed_paths(argv: Sequence[str], search_path: str | None = None) -> list[Pa
         if path in seen or not (path.exists() or path.is_symlink()):
             continue
         seen.add(path)
+        if path.is_symlink():  # each hop: the sandbox recreates the link, which must lead somewhere
+            pending.append(path.parent / os.readlink(path))
         if path.is_file():
             real = Path(os.path.realpath(path))
-            pending += [real, *_interpreter(real, search), *_virtualenv(path), *_virtualenv(real)]
+            pending += [real, *script_interpreters(real, search), *_virtualenv(path), *_virtualenv(real)]
     return sorted(seen)
 
 
@@ -147,9 +154,19 @@ def under(paths: Iterable[Path], roots: Iterable[Path]) -> list[Path]:
     return [p for p in inside if not any(p != q and p.is_relative_to(q) for q in inside)]
 
 
-def start_problem(stderr: str, search_path: str | None = None) -> str | None:
+def hidden_problem(path: str | Path, *, denied: bool = False) -> str:
+    """The sentence for a path that exists outside the sandbox but not inside, with the fix."""
+    if denied:
+        return (
+            f"{path} exists outside but stays hidden {WHERE}: it is on the sandbox's deny list of credentials"
+        )
+    return f"{path} exists outside but is not visible {WHERE}; {FIX}"
+
+
+def start_problem(stderr: str, search_path: str | None = None, denied: Sequence[Path] = ()) -> str | None:
     """Why a command exiting 126/127 inside the sandbox could not start, from its stderr: the missing
-    path, and whether it exists outside the sandbox. None when stderr names nothing."""
+    path, whether it exists outside the sandbox, and what to do. None when stderr names nothing.
+    ``denied``: the deny list, to say when the path is hidden on purpose."""
     search = os.defpath if search_path is None else search_path  # no PATH: what exec searches
     for pattern in _NOT_FOUND:
         match = pattern.search(stderr)
@@ -157,8 +174,8 @@ def start_problem(stderr: str, search_path: str | None = None) -> str | None:
             continue
         name = match.group(1).rstrip(":")
         host = name if os.path.isabs(name) else shutil.which(name, path=search)
-        where = "inside the sandbox (bubblewrap, sandbox.mode)"
         if host is not None and os.path.exists(host):
-            return f"{host} exists outside but is not visible {where}"
-        return f"{name} is missing {where} and outside it"
+            path = Path(os.path.normpath(host))
+            return hidden_problem(host, denied=any(path == d or path.is_relative_to(d) for d in denied))
+        return f"{name} is missing {WHERE} and outside it"
     return None

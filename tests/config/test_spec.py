@@ -366,6 +366,20 @@ ERRORS: list[tuple[tuple[str | int, ...], object, str, str]] = [
     (("sandbox", "mode"), "docker", "sandbox.mode", 'must be "auto", "bwrap" or "none", got "docker"'),
     (("sandbox", "network"), "yes", "sandbox.network", 'expected true or false, got "yes"'),
     (("sandbox", "network"), 1, "sandbox.network", "expected true or false, got 1"),
+    (("sandbox", "readonly"), "/opt/x", "sandbox.readonly", 'expected an array, got "/opt/x"'),
+    (
+        ("sandbox", "readonly"),
+        ["/opt", "data"],
+        "sandbox.readonly[1]",
+        'must be an absolute path or start with ~/, got "data"',
+    ),
+    (
+        ("sandbox", "readonly"),
+        ["~root/x"],
+        "sandbox.readonly[0]",
+        'must be an absolute path or start with ~/, got "~root/x"',
+    ),
+    (("sandbox", "readonly"), ["/opt/../root"], "sandbox.readonly[0]", "must not contain a '..' segment"),
     (("metric",), DELETE, "metric", "is required"),
     (("metric", "command"), "  ", "metric.command", "must not be empty"),
     (("metric", "command"), DELETE, "metric.command", "is required"),
@@ -586,6 +600,7 @@ def test_fingerprint_ignores_key_order_whitespace_comments_and_unit_spelling(tmp
         (("agent", "command"), "other-agent"),
         (("agent", "seed"), 7),
         (("sandbox", "network"), False),
+        (("sandbox", "readonly"), ["/opt/data"]),
         (("metric", "command"), "python bench2.py"),
         (("metric", "name"), "p99"),
         (("metric", "direction"), "maximize"),
@@ -680,3 +695,12 @@ def test_a_spec_over_the_size_cap_is_refused_before_it_is_parsed(tmp_path: Path)
     big.write_text(text)
     with pytest.raises(SpecError, match="larger than 1024 KiB"):
         load_spec(big)
+
+
+def test_sandbox_readonly_expands_the_home(tmp_path: Path) -> None:
+    doc = minimal()
+    doc["sandbox"] = {"readonly": ["~", "~/data/set", "/opt/tools"]}
+    spec = parse_spec(tomlkit.dumps(doc), tmp_path)
+
+    home = Path("/home/dev")
+    assert spec.sandbox.readonly_paths(home) == [home, home / "data" / "set", Path("/opt/tools")]

@@ -329,8 +329,9 @@ def test_a_program_the_sandbox_cannot_see_is_named(workspace: Checkout, venv_und
 
     assert result.returncode == 127
     problem = sandboxpaths.start_problem(result.stderr)
-    assert (
-        problem == f"{tool} exists outside but is not visible inside the sandbox (bubblewrap, sandbox.mode)"
+    assert problem == (
+        f"{tool} exists outside but is not visible inside the sandbox (bubblewrap, sandbox.mode); "
+        "add it, or the directory of the toolchain that holds it, to sandbox.readonly"
     )
 
 
