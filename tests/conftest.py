@@ -1,12 +1,15 @@
 """Shared fixtures: real git repositories in temp dirs and real databases (SQLite and PostgreSQL).
 
 Every test gets its own CRUCIBLE_HOME and HOME under tmp_path, and inherited GIT_* variables are
-stripped, so nothing a test does can touch the developer's real state.
+stripped, so nothing a test does can touch the developer's real state. End-to-end tests take the
+machine's own HOME back (``machine_home``), because that is how people run crucible: a test that only
+passes with an empty HOME hides the bugs of the machines people have (a pyenv shim under ``~``).
 """
 
 from __future__ import annotations
 
 import os
+import pwd
 import subprocess
 import uuid
 from collections.abc import Callable, Iterator
@@ -14,9 +17,52 @@ from pathlib import Path
 
 import pytest
 
+from controller.workspace.denylist import DENIED_IN_HOME
+
 PG_ADMIN_URL = os.environ.get(
     "CRUCIBLE_TEST_PG_ADMIN", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 )
+# The HOME of the shell that started pytest (read before any fixture replaces it), else the passwd one.
+MACHINE_HOME = Path(os.environ.get("HOME") or pwd.getpwuid(os.getuid()).pw_dir)
+# ``CRUCIBLE_TEST_E2E_HOME=temp`` runs the end-to-end tests with a temporary HOME instead.
+E2E_HOME = os.environ.get("CRUCIBLE_TEST_E2E_HOME", "machine")
+# What a run of crucible (git, an agent CLI, crucible's own defaults) could write under HOME, besides
+# the credentials of the deny list: none of it may change while a test runs with the machine's HOME.
+HOME_WATCHED = (
+    ".gitconfig",
+    ".config/git",
+    ".local/share/crucible",
+    ".config/crucible",
+    ".aider.chat.history.md",
+    ".aider.input.history",
+    *DENIED_IN_HOME,
+)
+
+
+def home_footprint(home: Path) -> dict[str, tuple[int, int] | None]:
+    """(mtime, size) of each watched path under ``home`` (None when absent)."""
+    found: dict[str, tuple[int, int] | None] = {}
+    for rel in HOME_WATCHED:
+        try:
+            info = (home / rel).lstat()
+        except OSError:
+            found[rel] = None
+            continue
+        found[rel] = (info.st_mtime_ns, info.st_size)
+    return found
+
+
+@pytest.fixture
+def machine_home(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """The machine's own HOME for this test (CRUCIBLE_HOME stays in tmp); fails the test if anything
+    under HOME_WATCHED changed meanwhile (a ``git config --global``, crucible's default state, an
+    agent's state or a credential file)."""
+    monkeypatch.setenv("HOME", str(MACHINE_HOME))
+    before = home_footprint(MACHINE_HOME)
+    yield MACHINE_HOME
+    after = home_footprint(MACHINE_HOME)
+    changed = sorted(rel for rel in HOME_WATCHED if before[rel] != after[rel])
+    assert not changed, f"the test wrote into the machine's HOME ({MACHINE_HOME}): {changed}"
 
 
 @pytest.fixture(autouse=True)

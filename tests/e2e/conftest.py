@@ -4,8 +4,9 @@ Every test gets a ``Project``: a committed git repository (``tmp/repo``) holding
 benchmark (``tools/bench.sh`` prints ``METRIC score=<contents of src/value.txt>``) and whatever agent script
 the test writes, plus a spec at ``tmp/crucible.toml`` (outside the repository, so rewriting it never dirties
 the user's checkout). ``Project.loop()`` runs ``crucible loop --json`` as a subprocess with an environment
-built from ``os.environ`` (after the autouse fixture of ``tests/conftest.py`` pointed CRUCIBLE_HOME and HOME
-into the test's temp dir) and returns exit code, stdout, stderr and the parsed JSON object.
+built from ``os.environ`` (after the autouse fixture of ``tests/conftest.py`` pointed CRUCIBLE_HOME into the
+test's temp dir; HOME is the machine's own unless a test asks for ``temp_home``) and returns exit code,
+stdout, stderr and the parsed JSON object.
 
 The helpers that look at git state live here too, so every test checks "the user's checkout is untouched"
 and "the candidate checkout equals the champion byte for byte" the same, strict way.
@@ -28,7 +29,7 @@ from typing import Any
 import pytest
 import tomlkit
 
-from tests.conftest import git, make_repo
+from tests.conftest import E2E_HOME, git, make_repo
 
 COMPONENT = "app"
 CLI_TIMEOUT_S = 120.0
@@ -182,6 +183,20 @@ class Project:
 
     def base_sha(self) -> str:
         return git(self.repo, "rev-parse", "main")
+
+
+@pytest.fixture(autouse=True)
+def _machine_home_unless_asked(request: pytest.FixtureRequest) -> None:
+    """End-to-end tests run with the machine's own HOME, as users run crucible; a test that writes into
+    HOME asks for ``temp_home`` (and ``CRUCIBLE_TEST_E2E_HOME=temp`` runs them all with a temporary one)."""
+    if E2E_HOME == "machine" and "temp_home" not in request.fixturenames:
+        request.getfixturevalue("machine_home")
+
+
+@pytest.fixture
+def temp_home() -> Path:
+    """The temporary HOME ``tests/conftest.py`` made, for a test that writes into HOME."""
+    return Path(os.environ["HOME"])
 
 
 @pytest.fixture

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import secrets
 import shutil
 import tempfile
@@ -210,9 +209,9 @@ def _assert_nothing_leaked(project: Project, leaky: Secrets, outputs: list[str])
 
 @pytest.mark.parametrize("mode", ["bwrap", "none"])
 def test_agent_and_metric_never_see_secrets_and_nothing_stores_them(
-    project: Project, leaky: Secrets, mode: str
+    project: Project, leaky: Secrets, mode: str, temp_home: Path
 ) -> None:
-    home = Path(os.environ["HOME"])
+    home = temp_home  # it plants a ~/.git-credentials
     credentials = f"E2ELEAKcreds{secrets.token_hex(8)}"
     (home / ".git-credentials").write_text(f"https://me:{credentials}@forge.invalid\n")
     _hunt_project(project, mode)
