@@ -45,7 +45,7 @@ from pathlib import Path
 import httpx
 import sqlalchemy as sa
 
-from controller.services.schemas import RoundRequest
+from controller.services.views.schemas import RoundRequest
 from controller.store import NewRun, Store
 from controller.store.models import SampleRow, TurnRow
 

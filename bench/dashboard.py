@@ -34,8 +34,8 @@ from controller.api.auth import ApiTokens
 from controller.config.settings import Settings
 from controller.domain.enums import EventKind, Outcome, Reason, SampleArm
 from controller.localforge.server import serve_in_thread
-from controller.services.layout import RunLayout
-from controller.services.schemas import RoundRequest
+from controller.services.views.layout import RunLayout
+from controller.services.views.schemas import RoundRequest
 from controller.store import NewRun, Store
 from controller.store.records import ChampionUpdate, ComponentRecord, HypothesisReport, TurnDecision
 

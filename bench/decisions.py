@@ -3,7 +3,7 @@
 A simulated metric (Gaussian or heavy-tailed noise, a slow multiplicative drift, a true effect) is
 measured in the interleaved A B B A order and fed to the real keep-rule code: ``stats.decide_keep`` for
 the fixed rule, ``stats.sequential.look`` after each pair for the sequential rule (the very functions
-``services.turn`` calls). Both rules see the same simulated samples, so the comparison is paired.
+``services.execution.turn`` calls). Both rules see the same simulated samples, so the comparison is paired.
 
 Printed per scenario: the keep rate (false keeps for do-nothing changes, power for true improvements)
 and the mean samples per arm per decision, then the sequential rule's mean samples as a ratio of the

@@ -50,7 +50,7 @@ from controller.forge.github import basic_auth_env
 from controller.forge.polling import GithubReader
 from controller.localforge.server import running_forge
 from controller.localforge.users import add_user
-from controller.services.poller import Poller
+from controller.services.feedback.poller import Poller
 
 TOKENS = {"alice": "bench-alice-token", "bob": "bench-bob-token", "watcher": "bench-watcher-token"}
 HOUR = 3600

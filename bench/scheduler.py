@@ -61,7 +61,7 @@ from controller.domain.enums import FINISHED_STATUSES, RunPhase, RunStatus  # no
 from controller.forge.github import basic_auth_env  # noqa: E402
 from controller.localforge.server import running_forge  # noqa: E402
 from controller.localforge.users import add_user  # noqa: E402
-from controller.services.scheduler import Scheduler  # noqa: E402
+from controller.services.control.scheduler import Scheduler  # noqa: E402
 from controller.store import NewRun, Store  # noqa: E402
 from controller.store.records import ComponentRecord, PullRecord  # noqa: E402
 from controller.wiring import build  # noqa: E402

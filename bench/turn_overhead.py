@@ -28,8 +28,8 @@ from pathlib import Path
 
 from controller.config.settings import Settings
 from controller.config.spec import load_spec
-from controller.services.runs import create_run, open_context
-from controller.services.turn import run_turn
+from controller.services.execution.runs import create_run, open_context
+from controller.services.execution.turn import run_turn
 from controller.store.store import Store
 from controller.wiring import process_environment
 
@@ -91,7 +91,7 @@ def measure_turns(home: Path, repo: Path, turns: int) -> list[float]:
     store = Store.open(settings.database_url, upgrade=True)
     run_id = create_run(store, spec, spec_path.read_text(), spec_path)
     ctx = open_context(settings, store, run_id, spec, environ=process_environment())
-    from controller.services.baseline import run_baseline
+    from controller.services.execution.baseline import run_baseline
 
     assert run_baseline(ctx) is None
     overheads = []

@@ -31,8 +31,8 @@ if TYPE_CHECKING:
     from controller.config.spec import Spec
     from controller.forge.base import Forge, ForgeUsage
     from controller.forge.github import GithubForge
-    from controller.services.remote_rounds import RemoteRounds
-    from controller.services.service import ForgeFor, RunService
+    from controller.services.control.service import ForgeFor, RunService
+    from controller.services.remote.remote_rounds import RemoteRounds
     from controller.store.store import Store
 
 
@@ -149,7 +149,7 @@ class Root:
     def service(self) -> RunService:
         """The run service; each run's rounds go to the broker its spec's ``[broker] kind`` names."""
         if self._service is None:
-            from controller.services.service import RunService
+            from controller.services.control.service import RunService
 
             self._service = RunService(
                 self.settings,
@@ -164,7 +164,7 @@ class Root:
     def _broker(self, runner: RoundRunner) -> Broker:
         from controller.brokers.local import LocalBroker
         from controller.brokers.routing import RoutedBroker
-        from controller.services.recovery import stored_spec
+        from controller.services.control.recovery import stored_spec
 
         inline = self.inline
         return RoutedBroker(
@@ -179,7 +179,7 @@ class Root:
         # Imported here: only Kubernetes runs load the client.
         from controller.brokers.kubernetes.broker import KubernetesBroker
         from controller.brokers.kubernetes.connect import connect
-        from controller.services.recovery import stored_spec
+        from controller.services.control.recovery import stored_spec
 
         if self.remote_rounds is None:
             raise SpecError(
@@ -200,7 +200,7 @@ class Root:
 
     def _hypotheses_for(self, run_id: str) -> HypothesisLauncher | None:
         """The launcher of the run's hypothesis pods when it runs on Kubernetes with ``parallel > 1``."""
-        from controller.services.recovery import stored_spec
+        from controller.services.control.recovery import stored_spec
 
         broker = stored_spec(self.store(), run_id).broker
         if broker.kind != "kubernetes" or broker.parallel <= 1:
@@ -212,7 +212,7 @@ class Root:
     def _new_hypothesis_pods(self) -> HypothesisLauncher:
         from controller.brokers.kubernetes.connect import connect
         from controller.brokers.kubernetes.hypotheses import HypothesisPods
-        from controller.services.recovery import stored_spec
+        from controller.services.control.recovery import stored_spec
 
         if self.remote_rounds is None:
             raise SpecError(
@@ -234,7 +234,7 @@ class Root:
         remote brokers mint tokens from; workers reach it at ``CRUCIBLE_WORKER_CONTROLLER_URL`` or,
         unset, ``default_url`` (where this process listens)."""
         from controller.config.options import RunOptions
-        from controller.services.remote_rounds import RemoteRounds
+        from controller.services.remote.remote_rounds import RemoteRounds
 
         store = self.store()
         workers = self.settings.workers

@@ -26,9 +26,9 @@ from controller.forge.auth import ForgeCredentials
 from controller.forge.github import GithubForge
 from controller.localforge.server import ForgeHandle, running_forge
 from controller.localforge.users import add_user
-from controller.services.context import RunContext
-from controller.services.publish import Publisher
-from controller.services.runs import create_run, open_context
+from controller.services.execution.context import RunContext
+from controller.services.execution.runs import create_run, open_context
+from controller.services.feedback.publish import Publisher
 from controller.store import Store
 from tests.conftest import git, make_repo
 

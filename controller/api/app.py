@@ -24,8 +24,8 @@ from controller.api.runs import RunControl, runs_router
 from controller.api.webhooks import webhook_router
 from controller.api.worker import worker_router
 from controller.config.settings import Settings
-from controller.services.remote_rounds import RemoteRounds
-from controller.services.submit import ForgeFactory
+from controller.services.control.submit import ForgeFactory
+from controller.services.remote.remote_rounds import RemoteRounds
 from controller.store.hot_reads import hot_reads
 from controller.store.store import Store
 

@@ -1,4 +1,6 @@
-"""Request bodies and page envelopes of the operator API (the views themselves are ``services.schemas``).
+"""Request bodies and page envelopes of the operator API.
+
+The views themselves are ``services.views.schemas``.
 
 Unknown fields are refused (422 naming them), so a typo in a client is an error, not a silent default.
 """
@@ -9,8 +11,8 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from controller.services.schemas import RunSummary, Turn
-from controller.services.views import run_summary
+from controller.services.views.reads import run_summary
+from controller.services.views.schemas import RunSummary, Turn
 from controller.store.records import RunSummaryRecord
 
 

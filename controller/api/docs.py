@@ -23,7 +23,7 @@ def openapi() -> dict[str, Any]:
     from controller.api.app import create_app
     from controller.api.auth import ApiTokens
     from controller.config.settings import Settings
-    from controller.services.schemas import RoundRequest
+    from controller.services.views.schemas import RoundRequest
     from controller.store.store import Store
 
     class _NoControl:

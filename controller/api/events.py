@@ -19,7 +19,7 @@ from starlette.concurrency import run_in_threadpool
 
 from controller.api.bodies import ERRORS
 from controller.domain.enums import FINISHED_STATUSES
-from controller.services.views import event_view
+from controller.services.views.reads import event_view
 from controller.store.store import Store
 
 BATCH = 200

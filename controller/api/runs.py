@@ -1,6 +1,6 @@
 """``/api/runs…``: the operator routes of DESIGN §8 over the run services.
 
-Each route parses, calls one service function and returns a typed view (``services.schemas``), so the
+Each route parses, calls one service function and returns a typed view (``services.views.schemas``), so the
 OpenAPI document is the contract; errors are crucible's own, mapped in ``errors.py``. Routes are plain
 ``def`` functions: FastAPI runs them in its thread pool, where the store's blocking calls belong.
 Reads page in SQL (``limit``, ``offset``/``after`` and filters); pages of decided turns are served
@@ -30,10 +30,10 @@ from controller.api.hotpath import MAX_PAGE, turn_page_key
 from controller.api.pagecache import PageCache
 from controller.config.settings import Settings
 from controller.domain.enums import Outcome, RunStatus
-from controller.services import schemas
-from controller.services.patching import patch_text
-from controller.services.submit import ForgeFactory, Submission, submit_run
-from controller.services.views import feedback_view, pulls_view, run_view, turns_page
+from controller.services.control.submit import ForgeFactory, Submission, submit_run
+from controller.services.views import schemas
+from controller.services.views.patching import patch_text
+from controller.services.views.reads import feedback_view, pulls_view, run_view, turns_page
 from controller.store.store import Store
 
 JSON = "application/json"

@@ -23,10 +23,10 @@ from controller.api.app import create_app
 from controller.api.auth import ApiTokens
 from controller.api.ops import ServiceStats
 from controller.forge.base import ForgeUsage
-from controller.services.remote_rounds import RemoteRounds
-from controller.services.scheduler import Scheduler
-from controller.services.service import RunService
-from controller.services.submit import ForgeFactory
+from controller.services.control.scheduler import Scheduler
+from controller.services.control.service import RunService
+from controller.services.control.submit import ForgeFactory
+from controller.services.remote.remote_rounds import RemoteRounds
 
 log = logging.getLogger("crucible.serve")
 

@@ -2,7 +2,7 @@
 
 It only authenticates, bounds and stores: the signature is verified over the raw body before any
 parsing (constant time), the delivery is stored durably, and the answer (202) goes out once it is;
-the work happens later in ``services.intake.process_deliveries``, woken by ``on_delivery``.
+the work happens later in ``services.feedback.intake.process_deliveries``, woken by ``on_delivery``.
 GitHub never retries a failed delivery, so the answer must be fast and the storing must be
 durable; a refused delivery (401, 400, 413, 503) changes nothing.
 

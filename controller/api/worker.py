@@ -1,6 +1,6 @@
 """``/api/worker/runs/{id}/…``: the routes ``crucible worker`` talks to, with its round's token (ADR-0014).
 
-These are not the operator API: a worker token (minted per round by ``services.remote_rounds``)
+These are not the operator API: a worker token (minted per round by ``services.remote.remote_rounds``)
 is the only credential they take, and it is good for nothing else (the operator routes compare
 against ``CRUCIBLE_API_TOKEN`` only). They stay out of ``/docs`` and ``docs/openapi.json``: the one
 client is ``crucible worker`` of the same version, and the ledger's records are its contract
@@ -31,7 +31,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse, JSONResponse
 
 from controller.domain.enums import EventKind, RunStatus, StopReason
-from controller.services.remote_rounds import RemoteRounds
+from controller.services.remote.remote_rounds import RemoteRounds
 from controller.store import ledger_codec as codec
 from controller.store.records import WorkerRoundRecord
 

@@ -15,7 +15,7 @@ from fastapi import FastAPI
 
 from controller.api import errors
 from controller.api.worker import worker_router
-from controller.services.remote_rounds import RemoteRounds
+from controller.services.remote.remote_rounds import RemoteRounds
 
 START_S = 15.0
 

@@ -20,7 +20,7 @@ from controller.cli.show import print_finish
 
 if TYPE_CHECKING:
     from controller.cli.remote import ApiClient
-    from controller.services.loop import LoopResult
+    from controller.services.execution.loop import LoopResult
     from controller.wiring import Root
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CANCELLED = 0, 1, 2, 130
@@ -106,7 +106,7 @@ def detached_exit(run_id: str) -> NoReturn:
 
 
 def finish_run(root: Root, run_id: str, result: LoopResult, as_json: bool) -> int:
-    from controller.services.schemas import dump
+    from controller.services.views.schemas import dump
 
     click.echo(result.message, err=True)
     view = dump(root.service().view(run_id))

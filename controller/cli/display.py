@@ -10,7 +10,7 @@ import statistics
 import sys
 from typing import TextIO
 
-from controller.services.observer import Observer
+from controller.services.execution.observer import Observer
 
 HEADER = (
     f"{'turn':>4}  {'outcome':<9} {'reason':<17} {'metric':>10} {'Δ champ':>9} {'p':>6} {'pairs':>9} "

@@ -35,8 +35,8 @@ from controller.domain.errors import CrucibleError, NotFoundError, RefusedError,
 
 if TYPE_CHECKING:
     from controller.config.options import RunOptions
-    from controller.services.context import RunContext
-    from controller.services.loop import LoopResult
+    from controller.services.execution.context import RunContext
+    from controller.services.execution.loop import LoopResult
     from controller.wiring import Root
 
 # Imports of the layers below happen inside the commands: ``crucible --help`` and ``crucible runs list``
@@ -118,7 +118,7 @@ def loop(
 
         with api_client(server) as client:
             sys.exit(submit_and_follow(client, spec_path, turns, publish_prs, watch_feedback, as_json))
-    from controller.services.runs import check_sandbox
+    from controller.services.execution.runs import check_sandbox
 
     check_sandbox(spec)  # a SpecError (exit 2) before anything is created
     if dry_run:
@@ -162,8 +162,8 @@ def _drive(
 
     from controller.cli.display import TableObserver
     from controller.cli.listen import parse_listen, webhook_server
-    from controller.services.context import Detached
-    from controller.services.service import Signals
+    from controller.services.control.service import Signals
+    from controller.services.execution.context import Detached
 
     service = root.service()
     cancel_event, detach, wakeup = threading.Event(), threading.Event(), threading.Event()
@@ -219,7 +219,7 @@ def _drive(
 
 
 def _dry(spec: Any, turns: int | None) -> bool:
-    from controller.services.dryrun import dry_run
+    from controller.services.control.dryrun import dry_run
     from controller.wiring import process_environment
 
     plan = dry_run(spec, process_environment(), turns)
@@ -346,7 +346,7 @@ def worker_cmd(
     CRUCIBLE_WORKER_TOKEN. Exit 0 once the round ran to its end and the controller accepted it."""
     import threading
 
-    from controller.services.worker import run_worker, worker_config
+    from controller.services.remote.worker import run_worker, worker_config
     from controller.wiring import process_environment
 
     environ = process_environment()
@@ -399,8 +399,8 @@ def demo(turns: int, as_json: bool, keep_dir: Path | None, kubernetes: bool) -> 
     from controller.cli.display import TableObserver
     from controller.config.settings import Settings
     from controller.forge.base import Forge
-    from controller.services.demo import run_demo
-    from controller.services.service import RunService
+    from controller.services.control.demo import run_demo
+    from controller.services.control.service import RunService
     from controller.wiring import build
 
     root = build_root()

@@ -52,14 +52,14 @@ def _local_runs(limit: int) -> list[dict[str, Any]]:
     """The runs list of the local database: the default SQLite file is read directly, without
     SQLAlchemy or pydantic (a tenth of the start-up cost, ADR-0013); any other database, or one to
     create or upgrade, goes through the run service."""
-    from controller.services.summaries import quick_run_list
+    from controller.services.views.summaries import quick_run_list
     from controller.wiring import configured_database, process_environment
 
     environ = process_environment()
     rows = quick_run_list(configured_database(environ), limit)
     if rows is not None:
         return rows
-    from controller.services.schemas import dump
+    from controller.services.views.schemas import dump
 
     listed: list[dict[str, Any]] = dump(build_root(environ).service().list_runs(limit=limit))
     return listed
@@ -81,7 +81,7 @@ def runs_show(run_id: str, as_json: bool, events: bool, tsv: bool, server: str |
                 return
             view = client.run(run_id)
     else:
-        from controller.services.schemas import dump
+        from controller.services.views.schemas import dump
 
         service = build_root().service()
         if events:
@@ -116,7 +116,7 @@ def feedback_cmd(run_id: str, replies: bool, as_json: bool, server: str | None) 
         with api_client(server) as client:
             view = client.feedback(run_id)
     else:
-        from controller.services.schemas import dump
+        from controller.services.views.schemas import dump
 
         view = dump(build_root().service().feedback(run_id))
     if as_json:

@@ -4,7 +4,7 @@ A bundle is git's own file format for a set of refs and the objects behind them,
 it presumes the receiver has (prerequisites). The controller sends a round's start commits as one;
 the worker sends back what it committed as another. Nothing here decides whether a bundle is
 acceptable: these are the git steps (write, list, verify, fetch, which paths commits touch) the
-controller's checks in ``services.remote_rounds`` are made of.
+controller's checks in ``services.remote.remote_rounds`` are made of.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from controller.api.app import create_app
 from controller.api.auth import ApiTokens
 from controller.config.settings import Settings
 from controller.localforge.server import serve_in_thread
-from controller.services.schemas import RoundRequest
+from controller.services.views.schemas import RoundRequest
 from controller.store import NewRun, Store
 from tests.conftest import make_repo
 

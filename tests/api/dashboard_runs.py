@@ -11,7 +11,7 @@ from typing import Any
 from controller.config.settings import Settings
 from controller.domain.enums import EventKind, Outcome, Reason, RunStatus, SampleArm
 from controller.forge.base import FeedbackEvent
-from controller.services.layout import RunLayout
+from controller.services.views.layout import RunLayout
 from controller.store import NewRun, Store
 from controller.store.records import (
     ChampionUpdate,

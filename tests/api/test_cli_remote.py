@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 from controller.config.settings import Settings
-from controller.services.schemas import dump
-from controller.services.views import feedback_view, run_view, runs_list
+from controller.services.views.reads import feedback_view, run_view, runs_list
+from controller.services.views.schemas import dump
 from tests.api.conftest import ADMIN, READER, Api, new_run
 
 

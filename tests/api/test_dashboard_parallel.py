@@ -15,7 +15,7 @@ import pytest
 
 from controller.api.dashboard import model, pages
 from controller.config.settings import Settings
-from controller.services import schemas
+from controller.services.views import schemas
 from tests.api.conftest import READER, Api
 from tests.api.dashboard_runs import parallel_turn, running_parallel_turn, running_turn, seeded_run
 

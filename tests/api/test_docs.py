@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from controller.api import docs
-from controller.services import schemas
+from controller.services.views import schemas
 
 
 def test_the_committed_openapi_document_and_api_md_are_current() -> None:

@@ -20,7 +20,7 @@ from controller.api.pagecache import PageCache
 from controller.config.settings import Settings
 from controller.domain.enums import RunStatus, StopReason
 from controller.localforge.server import serve_in_thread
-from controller.services.views import runs_list
+from controller.services.views.reads import runs_list
 from controller.store import Store
 from controller.store.hot_reads import PgHotReads, SummaryRows, hot_reads
 from tests.api.conftest import ADMIN, READER, Api, Recorder, new_run

@@ -22,7 +22,7 @@ from controller.api.serve import serve_app
 from controller.config.settings import Settings
 from controller.domain.enums import EventKind, RunPhase, RunStatus
 from controller.localforge.server import serve_in_thread
-from controller.services.publish import branch_name
+from controller.services.feedback.publish import branch_name
 from controller.store.store import Store
 from controller.wiring import Root, build
 from tests.conftest import git

@@ -100,8 +100,8 @@ def test_nothing_else_in_controller_reads_the_environment() -> None:
     the bundled example agent (a user program), and ``workspace/git.py``: crucible's own git
     commands run in crucible's own environment less the inherited ``GIT_*`` variables, exactly what a
     child process inherits, and threading a mapping through every git call would hand each of them
-    the same thing (ADR-0013). The environment of the run's commands (``services/runs.py``,
-    ``services/dryrun.py``) and their ``PATH`` (``workspace/sandbox*.py``) are parameters."""
+    the same thing (ADR-0013). The environment of the run's commands (``services/execution/runs.py``,
+    ``services/control/dryrun.py``) and their ``PATH`` (``workspace/sandbox*.py``) are parameters."""
     allowed = {
         "wiring.py",
         "workspace/git.py",  # crucible's own git commands, without inherited GIT_* variables

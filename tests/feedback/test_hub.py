@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from controller.domain.enums import EventKind
-from controller.services.feedback_hub import FeedbackHub
+from controller.services.feedback.hub import FeedbackHub
 from controller.store import PullRecord, Store
 from tests.forge.conftest import (  # noqa: F401  (local_forge is a fixture)
     COLLABORATOR,

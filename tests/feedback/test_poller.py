@@ -9,7 +9,7 @@ import pytest
 import requests
 
 from controller.forge.base import FeedbackEvent, ForgeNotFound, ForgeRateLimited, RateStatus
-from controller.services.poller import ADVANCE_AFTER, Poller
+from controller.services.feedback.poller import ADVANCE_AFTER, Poller
 from tests.forge.conftest import (  # noqa: F401  (local_forge is a fixture)
     COLLABORATOR,
     REPO,

@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 
 from controller.forge.base import FeedbackEvent
-from controller.services.trust import TrustPolicy
+from controller.services.feedback.trust import TrustPolicy
 from tests.forge.fakes import FakeForge, fake_sha
 
 REPO = "alice/demo"

@@ -19,9 +19,9 @@ from controller.brokers.kubernetes.broker import KubernetesBroker
 from controller.brokers.kubernetes.hypotheses import HypothesisPods
 from controller.brokers.local import LocalBroker
 from controller.config.settings import Settings
-from controller.services.recovery import stored_spec
-from controller.services.remote_rounds import RemoteRounds
-from controller.services.service import RunService
+from controller.services.control.recovery import stored_spec
+from controller.services.control.service import RunService
+from controller.services.remote.remote_rounds import RemoteRounds
 from controller.store import Store
 
 

@@ -30,9 +30,9 @@ from controller.config.settings import Settings
 from controller.config.spec import load_spec
 from controller.domain.enums import EventKind, Reason, RunStatus, SampleArm, TurnPhase
 from controller.localforge.server import serve_in_thread
-from controller.services.recovery import stored_spec
-from controller.services.remote_rounds import RemoteRounds
-from controller.services.service import RunService, Signals
+from controller.services.control.recovery import stored_spec
+from controller.services.control.service import RunService, Signals
+from controller.services.remote.remote_rounds import RemoteRounds
 from controller.store import Store
 from tests.conftest import git, make_repo
 from tests.k8s.broker_harness import RESTRICTED

@@ -32,9 +32,9 @@ from controller.domain.enums import EventKind, Outcome, Reason, RunStatus, StopR
 from controller.domain.errors import CrucibleError
 from controller.domain.jobs import RoundJob
 from controller.localforge.server import serve_in_thread
-from controller.services.recovery import stored_spec
-from controller.services.remote_rounds import RemoteRounds
-from controller.services.service import RunService
+from controller.services.control.recovery import stored_spec
+from controller.services.control.service import RunService
+from controller.services.remote.remote_rounds import RemoteRounds
 from controller.store import Store, TurnRecord
 from tests.conftest import git, make_repo
 from tests.forgekit import app_forge

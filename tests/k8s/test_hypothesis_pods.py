@@ -18,7 +18,7 @@ from controller.brokers.kubernetes.hypotheses import HypothesisPods
 from controller.config.spec import parse_spec
 from controller.domain.errors import NotFoundError
 from controller.domain.jobs import RoundJob
-from controller.services.dryrun import round_manifests
+from controller.services.control.dryrun import round_manifests
 from tests.k8s.broker_harness import RESTRICTED, loop_spec
 from tests.k8s.conftest import ControlPlane, wait_until
 

@@ -18,7 +18,7 @@ from controller.brokers.kubernetes.broker import FailureReason, KubernetesBroker
 from controller.config.spec import parse_spec
 from controller.domain.errors import ConflictError
 from controller.domain.jobs import RoundState
-from controller.services.dryrun import round_manifests
+from controller.services.control.dryrun import round_manifests
 from tests.brokers.test_contract import WAIT, Script, job
 from tests.k8s.broker_harness import RESTRICTED, FakeController, harness, loop_spec, make_broker
 from tests.k8s.conftest import ControlPlane, wait_until

@@ -26,8 +26,8 @@ from controller.config.settings import Settings
 from controller.domain.enums import RunStatus
 from controller.domain.jobs import RoundJob
 from controller.localforge.server import serve_in_thread
-from controller.services.remote_rounds import RemoteRounds, token_hash
-from controller.services.schemas import RoundRequest
+from controller.services.remote.remote_rounds import RemoteRounds, token_hash
+from controller.services.views.schemas import RoundRequest
 from controller.store import ComponentRecord, NewRun, Store
 from controller.store.http_ledger import HttpLedger
 from controller.store.ledger import Ledger

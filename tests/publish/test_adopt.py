@@ -22,11 +22,11 @@ from github import Github
 from controller.cli.main import cli
 from controller.domain.enums import EventKind
 from controller.localforge.server import ForgeHandle
-from controller.services.context import RunContext
-from controller.services.loop import run_loop
-from controller.services.publish import Publisher, branch_name
-from controller.services.schemas import dump
-from controller.services.views import run_view
+from controller.services.execution.context import RunContext
+from controller.services.execution.loop import run_loop
+from controller.services.feedback.publish import Publisher, branch_name
+from controller.services.views.reads import run_view
+from controller.services.views.schemas import dump
 from controller.wiring import build
 from tests.conftest import git, make_repo
 from tests.forgekit import (

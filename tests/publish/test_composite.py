@@ -9,8 +9,8 @@ import pytest
 from github import Github
 
 from controller.localforge.server import ForgeHandle
-from controller.services.loop import run_loop
-from controller.services.publish import Publisher, branch_name
+from controller.services.execution.loop import run_loop
+from controller.services.feedback.publish import Publisher, branch_name
 from controller.workspace.push import push_commit
 from tests.conftest import make_repo
 from tests.forgekit import (

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from controller.config.spec import load_spec
-from controller.services.drift import display_name
-from controller.services.publish import Publisher, branch_name
-from controller.services.runs import open_context
+from controller.services.execution.runs import open_context
+from controller.services.feedback.drift import display_name
+from controller.services.feedback.publish import Publisher, branch_name
 from tests.conftest import git
 from tests.forgekit import git_as
 from tests.publish.test_publish import World

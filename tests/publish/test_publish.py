@@ -19,12 +19,12 @@ from controller.config.spec import load_spec
 from controller.engine.prbody import END, START
 from controller.forge.github import GithubForge
 from controller.localforge.server import ForgeHandle
-from controller.services.context import RunContext
-from controller.services.loop import run_loop
-from controller.services.publish import Publisher, branch_name, resume_pull
-from controller.services.runs import open_context
-from controller.services.schemas import dump
-from controller.services.views import run_view
+from controller.services.execution.context import RunContext
+from controller.services.execution.loop import run_loop
+from controller.services.execution.runs import open_context
+from controller.services.feedback.publish import Publisher, branch_name, resume_pull
+from controller.services.views.reads import run_view
+from controller.services.views.schemas import dump
 from controller.store import Store
 from tests.conftest import git
 from tests.forgekit import (

@@ -34,7 +34,7 @@ from typing import Any
 import pytest
 
 from controller.config.settings import Settings
-from controller.services.recovery import recorded_groups
+from controller.services.control.recovery import recorded_groups
 from controller.store.store import Store
 from tests.conftest import git, make_repo
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from controller.services.rounds import current_versions, next_ready_in, ready_batches
+from controller.services.feedback.rounds import current_versions, next_ready_in, ready_batches
 from controller.store.records import FeedbackRecord, FeedbackSource, FeedbackVerdict
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 
 from controller.domain.enums import EventKind
-from controller.services.context import RunContext
-from controller.services.loop import LoopResult, run_loop
-from controller.services.publish import Publisher, branch_name
-from controller.services.schemas import dump
-from controller.services.views import feedback_view
-from controller.services.watch import Watch, watch_feedback
+from controller.services.execution.context import RunContext
+from controller.services.execution.loop import LoopResult, run_loop
+from controller.services.feedback.publish import Publisher, branch_name
+from controller.services.feedback.watch import Watch, watch_feedback
+from controller.services.views.reads import feedback_view
+from controller.services.views.schemas import dump
 from controller.store import Store
 from tests.conftest import git
 from tests.forgekit import (

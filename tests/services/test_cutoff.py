@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from controller.domain.enums import EventKind, Outcome, Reason, RunStatus, TurnPhase
-from controller.services.cutoff import cut_off_reason, fail_cut_off_turn, relaunchable
+from controller.services.remote.cutoff import cut_off_reason, fail_cut_off_turn, relaunchable
 from controller.store import ComponentRecord, NewRun, Store
 
 

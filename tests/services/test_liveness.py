@@ -1,6 +1,6 @@
-"""``services/liveness.py`` on SQLite and PostgreSQL: the heartbeat that holds a run's lease, reads the
-cancel flag and notices a takeover, and ``await_takeover``, which tells a dead holder from a live one
-by watching the lease. Beats are called directly and the clock is a hand-set one: nothing sleeps."""
+"""``services/execution/liveness.py`` on SQLite and PostgreSQL: the heartbeat that holds a run's lease,
+reads the cancel flag and notices a takeover, and ``await_takeover``, which tells a dead holder from a
+live one by watching the lease. Beats are called directly and the clock is a hand-set one: nothing sleeps."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from controller.domain.errors import LeaseHeldError, LeaseLostError, RefusedError
-from controller.services.liveness import Heartbeat, await_takeover, process_owner
+from controller.services.execution.liveness import Heartbeat, await_takeover, process_owner
 from controller.store import Store
 from tests.store.test_store import new_run
 
@@ -132,7 +132,7 @@ def test_await_takeover_refuses_when_the_holder_renews(store: Store, clock: Cloc
 
 
 def test_one_keeper_renews_every_lease_of_the_process_in_one_beat(store: Store, clock: Clock) -> None:
-    from controller.services.liveness import _Keeper
+    from controller.services.execution.liveness import _Keeper
 
     for run in ("r2", "r3"):
         store.create_run(new_run(run))

@@ -22,8 +22,8 @@ from controller.config.options import RunOptions
 from controller.config.settings import Settings
 from controller.config.spec import parse_spec
 from controller.domain.enums import EventKind, RunPhase, RunStatus
-from controller.services.scheduler import Scheduler
-from controller.services.steer import queue_steer
+from controller.services.control.scheduler import Scheduler
+from controller.services.feedback.steer import queue_steer
 from controller.store.store import Store
 from controller.wiring import Root, build
 from tests.forgekit import (

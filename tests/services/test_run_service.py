@@ -18,9 +18,9 @@ from controller.config.spec import load_spec
 from controller.domain.enums import EventKind, RunStatus, StopReason
 from controller.domain.errors import SpecError
 from controller.domain.jobs import RoundState
-from controller.services.context import RunContext
-from controller.services.loop import LoopResult
-from controller.services.service import Signals
+from controller.services.control.service import Signals
+from controller.services.execution.context import RunContext
+from controller.services.execution.loop import LoopResult
 from controller.wiring import Root, build
 from tests.forgekit import (
     REVIEW_AGENT,

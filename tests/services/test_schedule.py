@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from controller.domain.enums import SampleArm
-from controller.services.measure import schedule
+from controller.services.execution.measure import schedule
 
 A, B, C = SampleArm.CHAMPION, SampleArm.CANDIDATE, SampleArm.BASE
 

@@ -23,7 +23,7 @@ from controller.config.spec import load_spec
 from controller.domain.enums import EventKind, RunStatus
 from controller.domain.errors import NotFoundError
 from controller.domain.jobs import RoundState
-from controller.services.scheduler import Scheduler
+from controller.services.control.scheduler import Scheduler
 from controller.store.store import Store
 from controller.wiring import Root, build
 from tests.conftest import make_repo

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from controller.domain.errors import ConflictError
-from controller.services.parking import SLOT_TRANSITIONS, Bell, Held, Slot
-from controller.services.service import Signals
+from controller.services.control.parking import SLOT_TRANSITIONS, Bell, Held, Slot
+from controller.services.control.service import Signals
 
 
 def test_a_held_run_moves_only_along_the_table() -> None:

@@ -11,7 +11,7 @@ import pytest
 
 from controller.domain.enums import RunPhase, RunStatus
 from controller.domain.errors import NotFoundError, RefusedError, SpecError
-from controller.services.steer import queue_steer
+from controller.services.feedback.steer import queue_steer
 from controller.store import NewRun, Store
 from controller.store.records import ComponentRecord, FeedbackSource, PullRecord
 

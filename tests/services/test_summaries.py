@@ -1,4 +1,4 @@
-"""``services.summaries``: a runs-list line written without pydantic is exactly the ``--json`` form of
+"""``services.views.summaries``: a runs-list line written without pydantic is exactly the ``--json`` form of
 ``schemas.RunSummary``, field for field (a field added to the model fails here until added there)."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from controller.domain.enums import RunStatus, StopReason
-from controller.services import schemas
-from controller.services.summaries import quick_run_list, summary_json
-from controller.services.views import runs_list
+from controller.services.views import schemas
+from controller.services.views.reads import runs_list
+from controller.services.views.summaries import quick_run_list, summary_json
 from controller.store import Store
 from controller.store.records import RunSummaryRecord
 from tests.store.test_store import new_run

@@ -2,7 +2,7 @@
 
 The error-rate tests simulate a noisy, drifting machine (2% Gaussian noise, a 0.1%-per-sample drift, as
 in the issue's real runs) and feed the samples, pair by pair in the A B B A order, to ``look`` exactly
-as ``services.turn`` does. Margins are three binomial standard deviations, so a correct rule fails
+as ``services.execution.turn`` does. Margins are three binomial standard deviations, so a correct rule fails
 them by chance about once in a thousand runs; the seeds are fixed, so they are deterministic anyway.
 """
 

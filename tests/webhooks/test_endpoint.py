@@ -13,7 +13,7 @@ import pytest
 
 from controller.domain.enums import EventKind
 from controller.forge.webhooks import signature_for
-from controller.services.intake import ingest, process_deliveries
+from controller.services.feedback.intake import ingest, process_deliveries
 from controller.store import Store
 from tests.webhooks.helpers import (
     ORACLE_FILES,

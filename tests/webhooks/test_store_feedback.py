@@ -11,7 +11,7 @@ from alembic import command
 from controller.domain.enums import EventKind
 from controller.domain.errors import NotFoundError
 from controller.forge.github_json import review_comment_event
-from controller.services.intake import process_deliveries
+from controller.services.feedback.intake import process_deliveries
 from controller.store import FeedbackSource, FeedbackVerdict, Store, migrate
 from tests.store.old_rows import insert_old_run
 from tests.webhooks.helpers import PR, REPO, comment_event, publish

@@ -27,11 +27,11 @@ from controller.config.spec import load_spec
 from controller.domain.enums import EventKind, Outcome, RunPhase, RunStatus, StopReason
 from controller.domain.jobs import RoundJob
 from controller.localforge.server import serve_in_thread
-from controller.services.context import Detached
-from controller.services.loop import LoopResult
-from controller.services.publish import branch_name
-from controller.services.remote_rounds import RemoteRounds
-from controller.services.service import RunService, Signals
+from controller.services.control.service import RunService, Signals
+from controller.services.execution.context import Detached
+from controller.services.execution.loop import LoopResult
+from controller.services.feedback.publish import branch_name
+from controller.services.remote.remote_rounds import RemoteRounds
 from controller.store import Store
 from controller.wiring import build
 from tests.conftest import git

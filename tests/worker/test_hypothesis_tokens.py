@@ -12,7 +12,7 @@ from pathlib import Path
 
 from controller.domain.enums import Reason, TurnPhase
 from controller.domain.jobs import RoundJob
-from controller.services.remote_rounds import token_hash
+from controller.services.remote.remote_rounds import token_hash
 from controller.store import HypothesisReport
 from controller.store import ledger_codec as codec
 from tests.conftest import git

@@ -18,7 +18,7 @@ import pytest
 from controller.config.spec import load_spec
 from controller.domain.enums import EventKind, RunStatus, TurnPhase
 from controller.domain.jobs import RoundJob
-from controller.services.runs import create_run
+from controller.services.execution.runs import create_run
 from tests.conftest import git, make_repo
 from tests.worker.conftest import Controller
 

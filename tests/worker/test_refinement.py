@@ -12,8 +12,8 @@ import pytest
 from controller.brokers.subprocess import SubprocessBroker
 from controller.domain.enums import EventKind, Outcome, Reason
 from controller.domain.jobs import RoundJob
-from controller.services.remote_rounds import RemoteRounds
-from controller.services.service import Signals
+from controller.services.control.service import Signals
+from controller.services.remote.remote_rounds import RemoteRounds
 from controller.store import Store
 from tests.forgekit import AppForge, app_forge
 from tests.k8s.conftest import wait_until

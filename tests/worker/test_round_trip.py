@@ -25,8 +25,8 @@ from controller.config.settings import Settings
 from controller.config.spec import load_spec
 from controller.domain.enums import RunStatus, StopReason
 from controller.localforge.server import serve_in_thread
-from controller.services.remote_rounds import RemoteRounds
-from controller.services.service import RunService
+from controller.services.control.service import RunService
+from controller.services.remote.remote_rounds import RemoteRounds
 from controller.store import Store, TurnRecord
 from tests.conftest import git, make_repo
 from tests.worker.conftest import OPERATOR, _Control

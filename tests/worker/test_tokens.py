@@ -12,7 +12,7 @@ from controller.brokers.routing import RoutedBroker
 from controller.domain.errors import SpecError
 from controller.domain.jobs import RoundJob
 from controller.localforge.server import serve_in_thread
-from controller.services.remote_rounds import token_hash
+from controller.services.remote.remote_rounds import token_hash
 from controller.store import NewRun
 from controller.wiring import build, round_kind
 from tests.webhooks.helpers import comment_event

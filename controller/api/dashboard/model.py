@@ -1,4 +1,4 @@
-"""What the dashboard's templates show, computed from the typed views (``services.schemas``).
+"""What the dashboard's templates show, computed from the typed views (``services.views.schemas``).
 
 The templates only lay out; every number (change in %, Δ vs champion, durations), every sentence (the
 stop reason), the running turn and every decision about a link (only http(s) URLs become ``href``) is
@@ -14,8 +14,8 @@ from datetime import UTC, datetime
 
 from controller.config.options import RunOptions
 from controller.domain.enums import EventKind, Outcome, RunStatus, StopReason, TurnStep
-from controller.services import schemas
-from controller.services.steer import STEERABLE
+from controller.services.feedback.steer import STEERABLE
+from controller.services.views import schemas
 from controller.store.records import ComponentRecord, EventRecord, PullRecord, RunRecord, RunTally
 
 STOP_SENTENCES: dict[StopReason, str] = {

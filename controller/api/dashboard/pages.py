@@ -31,8 +31,8 @@ from controller.api.runs import RunControl
 from controller.config.settings import Settings
 from controller.domain.enums import Direction, EventKind, RunStatus
 from controller.domain.errors import NotFoundError
-from controller.services import schemas
-from controller.services.views import run_view, turns_page
+from controller.services.views import schemas
+from controller.services.views.reads import run_view, turns_page
 from controller.store.store import Store
 
 HERE = Path(__file__).parent

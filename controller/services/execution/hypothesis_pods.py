@@ -1,0 +1,146 @@
+"""A turn's parallel hypotheses, each in a pod of its own, followed by the controller (ADR-0018).
+
+With ``broker.parallel = N`` on Kubernetes the controller runs the round's loop itself and, per turn,
+launches N hypothesis pods through ``ctx.hypothesis_pods``. Each pod's ``crucible worker`` proposes
+its one hypothesis (``CRUCIBLE_PARALLEL_INDEX``; the knobs proposal is computed here and sent), measures
+it against the champion in its own pod, uploads its commits as a verified bundle and reports it
+through the worker API (``report_hypothesis``). This module waits until every one of the N has a
+report; a pod that ended without one (deleted, evicted, OOM-killed, past its deadline, its worker
+failed) is reported here as a failed hypothesis naming why (``lost``, ``timeout`` past the deadline,
+``cancelled`` when the run was), so a lost pod never blocks the turn.
+The caller then decides the turn exactly as the local path does (``hypotheses._decide``).
+
+Restarts: a turn found STARTED is not started again (that would forget the reports already in);
+hypotheses already reported are not launched again, and a launch whose Job exists adopts it.
+A cancel deletes every pod still running; a detach (SIGTERM) leaves them running for the resume.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from controller.brokers.base import HypothesisLauncher, HypothesisPod
+from controller.domain.enums import EventKind, Reason, TurnPhase
+from controller.domain.errors import ConflictError, NotFoundError
+from controller.domain.jobs import RoundJob
+from controller.engine.knobs import Proposal
+from controller.services.execution.context import Detached, RunContext
+from controller.store.records import HypothesisRecord, HypothesisReport, TurnRecord
+
+POLL_S = 0.2  # between looks at the turn's reports and pods
+
+
+def try_in_pods(
+    ctx: RunContext,
+    number: int,
+    count: int,
+    proposals: Sequence[Proposal] | None,
+    started: tuple[EventKind, Mapping[str, Any]],
+    turns: Sequence[TurnRecord] | None,
+) -> list[HypothesisReport]:
+    """Start turn ``number`` (unless a resume finds it started), run its hypotheses in pods and
+    return one report per hypothesis, by index, once every pod reported or ended."""
+    pods = ctx.hypothesis_pods
+    assert pods is not None
+    if not any(t.number == number and t.phase is TurnPhase.STARTED for t in turns or ()):
+        ctx.ledger.start_turn(ctx.run_id, number, 0, event=started)
+    job = RoundJob(run_id=ctx.run_id, round=0, turns=1, first_turn=number, heads=dict(ctx.champion_heads))
+    indices = range(count if proposals is None else len(proposals))
+    reported = _reported(ctx, number)
+    for index in indices:
+        if index not in reported:
+            proposal = proposal_json(proposals[index]) if proposals is not None else None
+            pods.launch_hypothesis(job, number, index, proposal)
+    ctx.observer.step(f"turn {number}: {len(indices)} hypotheses in pods")
+    _follow(ctx, pods, number, [i for i in indices if i not in reported])
+    return [report_of(h) for h in sorted(_reported(ctx, number).values(), key=lambda h: h.index)]
+
+
+def _follow(ctx: RunContext, pods: HypothesisLauncher, number: int, pending: list[int]) -> None:
+    """Until each pending hypothesis reported or its pod ended (then reported failed here)."""
+    waiting = set(pending)
+    cancelled = False
+    pause = threading.Event()
+    while waiting:
+        if ctx.executor.cancel.is_set() and not cancelled:
+            if ctx.detach.is_set():  # SIGTERM: the pods go on; a resume adopts them
+                raise Detached(f"run {ctx.run_id} detached from this process; it goes on when resumed")
+            for index in sorted(waiting):
+                pods.cancel_hypothesis(ctx.run_id, 0, number, index)
+            cancelled = True
+        reported = _reported(ctx, number)
+        for index in sorted(waiting):
+            if index in reported:
+                waiting.discard(index)
+                continue
+            state = _state(pods, ctx.run_id, number, index)
+            if not state.finished:
+                continue
+            if index not in _reported(ctx, number):  # a pod reports before it exits
+                _report_lost(ctx, number, index, state, cancelled)
+            waiting.discard(index)
+        if waiting:
+            pause.wait(POLL_S)
+
+
+def _state(pods: HypothesisLauncher, run_id: str, number: int, index: int) -> HypothesisPod:
+    try:
+        return pods.hypothesis_status(run_id, 0, number, index)
+    except NotFoundError as exc:  # launched, and its Job is gone: someone deleted it
+        return HypothesisPod(True, f"job_deleted: {exc}")
+
+
+def _report_lost(ctx: RunContext, number: int, index: int, state: HypothesisPod, cancelled: bool) -> None:
+    """A hypothesis whose pod ended without reporting: failed, naming the pod's reason."""
+    if state.error is None:
+        error = "no_outcome: its pod succeeded but the controller received no report from it"
+    else:
+        error = state.error
+    if cancelled:
+        reason, detail = Reason.CANCELLED, f"cancelled with the run ({error})"
+    elif error.startswith("deadline_exceeded"):
+        reason, detail = Reason.TIMEOUT, error
+    else:
+        reason, detail = Reason.LOST, f"its pod ended without a report: {error}"
+    with contextlib.suppress(ConflictError):  # its own report arrived after all
+        ctx.ledger.report_hypothesis(ctx.run_id, number, HypothesisReport(index, reason, detail=detail))
+
+
+def _reported(ctx: RunContext, number: int) -> dict[int, HypothesisRecord]:
+    return {h.index: h for h in ctx.ledger.list_hypotheses(ctx.run_id, number)}
+
+
+def report_of(h: HypothesisRecord) -> HypothesisReport:
+    """A stored report as the choice reads it."""
+    return HypothesisReport(
+        index=h.index,
+        reason=h.reason,
+        value=h.value,
+        reference_value=h.reference_value,
+        delta=h.delta,
+        p_value=h.p_value,
+        hypothesis=h.hypothesis,
+        proposal=h.proposal,
+        changed_paths=h.changed_paths,
+        commits=h.commits,
+        samples=h.samples,
+        cost_usd=h.cost_usd,
+        tokens=h.tokens,
+        duration_s=h.duration_s,
+        detail=h.detail,
+    )
+
+
+def proposal_json(proposal: Proposal) -> dict[str, Any]:
+    """A knobs proposal as its hypothesis pod receives it."""
+    knob = proposal.knob
+    return {
+        "file": knob.file,
+        "key": knob.key,
+        "old": proposal.old,
+        "new": proposal.new,
+        "hypothesis": proposal.hypothesis,
+    }

@@ -1,0 +1,239 @@
+"""The run loop: baseline, then one turn after another until a budget or a failure stops the run.
+
+The loop keeps no state of its own between turns beyond what ``RunContext`` caches; before every turn
+it re-derives the counters (turns done, consecutive failures, cost) from the store, which is what makes
+an interrupted run and a resumed one behave identically.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from controller.domain.enums import (
+    FAILURE_REASONS,
+    EventKind,
+    RunPhase,
+    RunStatus,
+    SampleArm,
+    StopReason,
+    TurnPhase,
+    status_for_stop,
+)
+from controller.engine.candidate import HISTORY_LIMIT
+from controller.engine.knobs import Knob, KnobProposer, Proposal, current_values
+from controller.engine.stopping import Budgets, Progress, check_stop, explain_stop
+from controller.services.execution.baseline import run_baseline
+from controller.services.execution.context import Detached, RunContext
+from controller.services.execution.hypotheses import run_parallel_turn
+from controller.services.execution.liveness import Heartbeat
+from controller.services.execution.turn import notify_champion, run_turn
+from controller.store.records import RunRecord, TurnCounts, TurnRecord
+
+
+@dataclass(frozen=True)
+class LoopResult:
+    status: RunStatus
+    stop_reason: StopReason
+    message: str
+
+
+def budgets_of(ctx: RunContext) -> Budgets:
+    b = ctx.spec.budget
+    run = ctx.ledger.get_run(ctx.run_id)
+    return Budgets(
+        turns=run.turns_planned,
+        wall_clock_s=b.wall_clock,
+        cost_usd=b.cost_usd,
+        tokens=b.tokens,
+        disk_bytes=b.disk,
+        max_consecutive_failures=b.max_consecutive_failures,
+        target=b.target,
+    )
+
+
+def _disk_usage(path: str) -> int:
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_size
+            except OSError:
+                continue
+    return total
+
+
+def progress_of(
+    ctx: RunContext, counts: TurnCounts, recent: list[TurnRecord], run: RunRecord | None = None
+) -> Progress:
+    """Counters for the stop rules; ``recent`` must hold at least max_consecutive_failures turns."""
+    run = run or ctx.ledger.get_run(ctx.run_id)
+    failures = 0
+    for t in reversed([t for t in recent if t.phase == TurnPhase.DECIDED]):
+        if t.reason in FAILURE_REASONS:
+            failures += 1
+        else:
+            break
+    elapsed = (datetime.now(UTC) - run.created_at).total_seconds()
+    disk = _disk_usage(str(ctx.layout.root)) if ctx.spec.budget.disk is not None else None
+    return Progress(
+        turns_done=counts.decided.get(0, 0),
+        elapsed_s=elapsed,
+        cost_usd=run.cost_usd,
+        tokens=run.tokens,
+        disk_bytes=disk,
+        consecutive_failures=failures,
+        champion_value=run.champion_value,
+        direction=ctx.direction,
+    )
+
+
+def knob_proposer(ctx: RunContext) -> tuple[KnobProposer, list[Knob]] | None:
+    agent = ctx.spec.agent
+    if agent.builtin != "knobs":
+        return None
+    knobs = [Knob(k.file, k.key, tuple(k.candidates())) for k in agent.knobs]
+    return KnobProposer(knobs, agent.seed), knobs
+
+
+def knob_history(ctx: RunContext, knobs: list[Knob]) -> list[tuple[Proposal, bool]]:
+    """Earlier proposals with whether they were kept, rebuilt from the event stream."""
+    by_id = {k.ident: k for k in knobs}
+    decided = {EventKind.ACCEPTED, EventKind.REJECTED, EventKind.FAILED, EventKind.NO_CHANGE}
+    history: list[tuple[Proposal, bool]] = []
+    for event in ctx.ledger.list_events(ctx.run_id, kinds=decided):
+        # A parallel turn (ADR-0016) lists each hypothesis with its own proposal; one was kept at most.
+        items = event.payload.get("hypotheses")
+        if not isinstance(items, list):
+            items = [{**event.payload, "outcome": "accepted" if event.kind == EventKind.ACCEPTED else ""}]
+        for item in items:
+            p = item.get("proposal")
+            knob = by_id.get((p["file"], p["key"])) if isinstance(p, dict) else None
+            if knob is None or not isinstance(p, dict):
+                continue
+            proposal = Proposal(knob, p["old"], p["new"], str(item.get("hypothesis") or ""))
+            history.append((proposal, item.get("outcome") == "accepted"))
+    return history
+
+
+def finish(ctx: RunContext, reason: StopReason, message: str) -> LoopResult:
+    """Record the run's stop; LeaseLostError (nothing written) if another process took it over, and
+    Detached (nothing written) for a cancel that only detaches this process (``ctx.detach``)."""
+    if ctx.heartbeat is not None:
+        ctx.heartbeat.check()
+    if reason is StopReason.CANCELLED and ctx.detach.is_set():
+        raise Detached(f"run {ctx.run_id} detached from this process; it goes on when resumed")
+    status = status_for_stop(reason)
+    if reason not in (StopReason.BASELINE_FAILED, StopReason.CANCELLED, StopReason.ERROR):
+        notify_champion(ctx)  # publishing is idempotent: this repairs anything a crash or outage left
+    ctx.ledger.set_run_status(ctx.run_id, status, stop_reason=reason, stop_message=message)
+    ctx.ledger.append_event(
+        ctx.run_id,
+        EventKind.COMPLETED,
+        {"status": str(status), "stop_reason": str(reason), "message": message},
+    )
+    return LoopResult(status, reason, message)
+
+
+# Stops that end the search of round 0 but, with --watch-feedback, not the run: rounds follow.
+SEARCH_DONE = frozenset({StopReason.MAX_TURNS, StopReason.EXHAUSTED, StopReason.TARGET_REACHED})
+
+
+Handover = Callable[[RunContext, LoopResult], LoopResult]
+"""What takes over when round 0's search is done (the feedback watch); it decides the final stop."""
+
+
+def run_loop(ctx: RunContext, *, then: Handover | None = None) -> LoopResult:
+    """Drive a pending or resumed run to its stop, holding its lease (``liveness.Heartbeat``) unless
+    the caller already holds it in ``ctx.heartbeat``; LeaseHeldError if a live process drives it.
+
+    ``then`` (the feedback watch) takes over when round 0's search is done, or at once for a run
+    resumed after its search (watching, or in a round); it decides the final stop."""
+    if ctx.heartbeat is not None or ctx.lease_elsewhere:
+        return _run_held(ctx, then)
+    beat = heartbeat_for(ctx)
+    with beat:
+        ctx.heartbeat = beat
+        try:
+            return _run_held(ctx, then)
+        finally:
+            ctx.heartbeat = None
+
+
+def heartbeat_for(ctx: RunContext) -> Heartbeat:
+    """The lease keeper of ``ctx``'s run (not yet started): a cancel request wakes the run."""
+    return Heartbeat(
+        ctx.store,
+        ctx.run_id,
+        cancel=ctx.executor.cancel,
+        ttl_s=ctx.settings.lease_ttl_s,
+        on_cancel=lambda: ctx.wakeup.set(),
+    )
+
+
+def _run_held(ctx: RunContext, then: Handover | None) -> LoopResult:
+    run = ctx.ledger.get_run(ctx.run_id)
+    if run.status != RunStatus.RUNNING:
+        ctx.ledger.set_run_status(ctx.run_id, RunStatus.RUNNING)
+    budgets = budgets_of(ctx)
+    try:
+        result = _drive(ctx, budgets, hand_over=then is not None)
+        if then is not None and result.status == RunStatus.RUNNING:
+            return then(ctx, result)
+        return result
+    except KeyboardInterrupt:
+        ctx.executor.cancel.set()
+        return finish(ctx, StopReason.CANCELLED, "stopped: cancelled by the user")
+
+
+def _drive(ctx: RunContext, budgets: Budgets, *, hand_over: bool = False) -> LoopResult:
+    run = ctx.ledger.get_run(ctx.run_id)
+    if run.baseline_value is None:
+        failure = run_baseline(ctx)
+        if failure is not None:
+            if ctx.executor.cancel.is_set():
+                return finish(ctx, StopReason.CANCELLED, "stopped: cancelled by the user")
+            message = f"stopped: the baseline failed: {ctx.executor.redact(failure)}"
+            return finish(ctx, StopReason.BASELINE_FAILED, message)
+    elif ctx.champion_arm is None:
+        turn = run.champion_turn or 0
+        arm = SampleArm.BASELINE if turn == 0 else SampleArm.CANDIDATE
+        ctx.champion_arm = ctx.arm_from_store(turn, arm)
+    proposer = knob_proposer(ctx)
+    # Per-turn reads stay bounded: aggregates plus the last few turns, however long the run.
+    window = max(HISTORY_LIMIT, budgets.max_consecutive_failures) + 1
+    while True:
+        snapshot = ctx.ledger.turn_snapshot(ctx.run_id, last=window)
+        counts, recent, latest = snapshot.counts, list(snapshot.recent), snapshot.run
+        progress = progress_of(ctx, counts, recent, latest)
+        if ctx.executor.cancel.is_set():
+            return finish(ctx, StopReason.CANCELLED, explain_stop(StopReason.CANCELLED, budgets, progress))
+        reason = check_stop(budgets, progress)
+        if reason is None and hand_over and latest.phase is not RunPhase.SEARCH:
+            # Resumed after round 0 (watching, or in a round): the watch picks up where it was.
+            return LoopResult(RunStatus.RUNNING, StopReason.MAX_TURNS, "round 0 was over before the resume")
+        if reason is not None:
+            if hand_over and reason in SEARCH_DONE:
+                return LoopResult(RunStatus.RUNNING, reason, explain_stop(reason, budgets, progress))
+            return finish(ctx, reason, explain_stop(reason, budgets, progress))
+        parallel = ctx.spec.broker.parallel
+        proposals: list[Proposal] | None = None
+        if proposer is not None:
+            knobs_proposer, knobs = proposer
+            current = current_values(knobs, ctx.layout.workspace_root("champion"))
+            proposals = knobs_proposer.next_proposals(current, knob_history(ctx, knobs), parallel)
+            if not proposals:
+                if hand_over:
+                    message = explain_stop(StopReason.EXHAUSTED, budgets, progress)
+                    return LoopResult(RunStatus.RUNNING, StopReason.EXHAUSTED, message)
+                return finish(
+                    ctx, StopReason.EXHAUSTED, explain_stop(StopReason.EXHAUSTED, budgets, progress)
+                )
+        number = counts.started[0] if counts.started else counts.highest + 1
+        if parallel > 1:
+            run_parallel_turn(ctx, number, parallel, proposals, recent, sum(counts.decided.values()), latest)
+        else:
+            proposal = proposals[0] if proposals else None
+            run_turn(ctx, number, 0, proposal, recent, sum(counts.decided.values()), latest)

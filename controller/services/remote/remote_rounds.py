@@ -1,0 +1,450 @@
+"""The controller's side of a remote round (ADR-0014): worker tokens, the worker's inputs, its bundles.
+
+A round executed by ``crucible worker`` (in a loop pod, or a local child process) reaches the run's
+record only through the worker routes, with a bearer token minted here for that one round:
+
+- ``mint_worker_env(job)``: a fresh random token for ``job`` (a new attempt; earlier attempts of the
+  round are revoked), stored only as its sha256 with the job and an expiry, and the environment
+  ``crucible worker`` is configured by. No database, forge or API credential is in it.
+- ``authenticate(token, run_id)``: the attempt the token grants, or UnauthenticatedError (unknown,
+  expired, revoked: the round ended) / ForbiddenError (another run) / NotFoundError (no such run).
+- ``feedback``: the feedback items a refinement round addresses (only those of its job).
+- ``start_bundle``: the round's start commits (and the base) of one component, as a git bundle.
+- ``receive_bundle``: a bundle the worker sends before deciding a kept turn. It is verified before
+  anything is recorded: only refs ``refs/crucible/<run>/<component>``, every commit descending from
+  the round's start head of its component, every path any commit changes inside the component's
+  mutable surface and outside its protected paths and evaluator files. A refused bundle is recorded
+  as ``policy_violation`` (the turn it was for is decided so), the attempt's token is revoked, and
+  nothing from it is published. Accepted heads are pinned under ``refs/crucible/`` in the run's
+  candidate clone, where publishing finds them, and remembered for ``decide_turn``.
+- ``decide_turn``: the ledger's exactly-once decision, refusing component heads no verified bundle
+  of this attempt brought in.
+- ``finish`` / ``remote_outcome``: the outcome the worker reported (its token is revoked with it),
+  as the remote broker reads it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import hmac
+import secrets
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from controller.brokers.base import RoundOutcome
+from controller.config.settings import Settings
+from controller.config.spec import Spec, parse_spec
+from controller.domain.enums import EventKind, Outcome, Reason, RunStatus, StopReason, TurnPhase
+from controller.domain.errors import (
+    ConflictError,
+    CrucibleError,
+    ForbiddenError,
+    GitError,
+    NotFoundError,
+    UnauthenticatedError,
+)
+from controller.domain.jobs import RoundJob
+from controller.engine.policy import check_paths, evaluator_paths
+from controller.services.views.layout import RunLayout
+from controller.store.records import (
+    ChampionUpdate,
+    ComponentRecord,
+    HypothesisRecord,
+    HypothesisReport,
+    Sample,
+    TurnDecision,
+    TurnRecord,
+    WorkerRoundRecord,
+)
+from controller.store.store import Store
+from controller.store.worker_rounds import hypothesis_scope
+from controller.workspace import bundles
+from controller.workspace.checkout import CRUCIBLE_REF_PREFIX
+from controller.workspace.git import is_ancestor
+
+TOKEN_BYTES = 32
+MAX_BUNDLE_BYTES = 512 * 1024 * 1024  # a round's own commits; the start bundle goes the other way
+
+WORKER_ENV = ("CRUCIBLE_CONTROLLER_URL", "CRUCIBLE_WORKER_TOKEN", "CRUCIBLE_RUN_ID", "CRUCIBLE_ROUND")
+
+
+def token_hash(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class PolicyViolation(ForbiddenError):
+    """A bundle the controller refused (recorded as ``policy_violation``)."""
+
+
+class RemoteRounds:
+    """See the module docstring. ``controller_url`` is the controller's API as workers reach it."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        store: Store,
+        *,
+        controller_url: str,
+        token_ttl_s: float = 6 * 3600.0,
+        hand_over: Callable[[str], bool] | None = None,
+        clock: Callable[[], datetime] = utc_now,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.controller_url = controller_url.rstrip("/")
+        self.token_ttl_s = token_ttl_s
+        self._hand_over = hand_over or (lambda _run: False)
+        self._clock = clock
+
+    # -- the broker's side --------------------------------------------------------------------
+
+    def mint_worker_env(self, job: RoundJob) -> dict[str, str]:
+        """The environment of ``crucible worker`` for a new attempt of ``job`` (module docstring)."""
+        token = secrets.token_urlsafe(TOKEN_BYTES)
+        expires = self._clock() + timedelta(seconds=self.token_ttl_s)
+        record = self.store.add_worker_round(
+            job.run_id, job.round, token_hash=token_hash(token), job=job.to_json(), expires_at=expires
+        )
+        return {
+            "CRUCIBLE_CONTROLLER_URL": self.controller_url,
+            "CRUCIBLE_WORKER_TOKEN": token,
+            "CRUCIBLE_RUN_ID": job.run_id,
+            "CRUCIBLE_ROUND": str(job.round),
+            "CRUCIBLE_ROUND_ATTEMPT": str(record.attempt),
+        }
+
+    def mint_hypothesis_env(
+        self, job: RoundJob, turn: int, index: int, proposal: Mapping[str, Any] | None
+    ) -> dict[str, str]:
+        """The environment of a hypothesis pod (ADR-0018): ``crucible worker`` runs hypothesis
+        ``index`` of ``turn`` from ``job.heads`` (the champion) and reports it; the token is scoped
+        to that one hypothesis (``hypothesis_scope``), and earlier grants of it are revoked."""
+        token = secrets.token_urlsafe(TOKEN_BYTES)
+        expires = self._clock() + timedelta(seconds=self.token_ttl_s)
+        data = {**job.to_json(), "hypothesis": {"turn": turn, "index": index, "proposal": proposal}}
+        record = self.store.add_worker_round(
+            job.run_id, job.round, token_hash=token_hash(token), job=data, expires_at=expires
+        )
+        return {
+            "CRUCIBLE_CONTROLLER_URL": self.controller_url,
+            "CRUCIBLE_WORKER_TOKEN": token,
+            "CRUCIBLE_RUN_ID": job.run_id,
+            "CRUCIBLE_ROUND": str(job.round),
+            "CRUCIBLE_ROUND_ATTEMPT": str(record.attempt),
+            "CRUCIBLE_TURN": str(turn),
+            "CRUCIBLE_PARALLEL_INDEX": str(index),
+        }
+
+    def remote_outcome(self, run_id: str, round: int) -> RoundOutcome | None:
+        """What the worker of ``round`` reported at its end, once accepted; None before."""
+        record = self.store.worker_outcome(run_id, round)
+        if record is None or record.outcome is None:
+            return None
+        data = record.outcome
+        reason = data.get("stop_reason")
+        return RoundOutcome(
+            run_status=RunStatus(data["run_status"]),
+            stop_reason=StopReason(reason) if reason else None,
+            message=str(data.get("message", "")),
+            kept=bool(data.get("kept", False)),
+        )
+
+    def revoke(self, run_id: str, round: int) -> None:
+        """The round ended (or was cancelled): no token of it is good any more."""
+        self.store.revoke_worker_rounds(run_id, round)
+
+    # -- the worker's side --------------------------------------------------------------------
+
+    def authenticate(self, token: str, run_id: str) -> WorkerRoundRecord:
+        """The attempt ``token`` grants, for a request about ``run_id`` (errors: module docstring)."""
+        digest = token_hash(token) if token else ""
+        grant = self.store.worker_round_by_token(digest) if digest else None
+        # The lookup is by hash; comparing the hashes again in constant time costs nothing.
+        if grant is None or not hmac.compare_digest(grant.token_hash, digest):
+            raise UnauthenticatedError("missing or invalid worker token")
+        if grant.revoked_at is not None:
+            raise UnauthenticatedError(
+                f"round {grant.round} of run {grant.run_id} is over; the token is revoked"
+            )
+        if grant.expires_at <= self._clock():
+            raise UnauthenticatedError("the worker token has expired")
+        if run_id != grant.run_id:
+            self.store.get_run(run_id)  # NotFoundError for a run that does not exist
+            raise ForbiddenError(f"this worker token is for run {grant.run_id}, not {run_id}")
+        return grant
+
+    def require_round(self, grant: WorkerRoundRecord) -> None:
+        """ForbiddenError for a hypothesis pod's token on a route only a round's worker may use
+        (starting or deciding turns, the baseline, the run's status): the controller decides the
+        turns of a round whose hypotheses run in pods (ADR-0018)."""
+        scope = hypothesis_scope(grant.job)
+        if scope is not None:
+            raise ForbiddenError(
+                f"this token is for hypothesis {scope[1]} of turn {scope[0]}: it may only report that one"
+            )
+
+    def _require_scope(self, grant: WorkerRoundRecord, turn: int | None, index: int | None = None) -> None:
+        scope = hypothesis_scope(grant.job)
+        if scope is None:
+            return
+        if turn != scope[0] or (index is not None and index != scope[1]):
+            raise ForbiddenError(
+                f"this token is for hypothesis {scope[1]} of turn {scope[0]}, "
+                f"not {'?' if index is None else index} of turn {turn}"
+            )
+
+    def job(self, grant: WorkerRoundRecord) -> dict[str, Any]:
+        """What the worker needs besides commits: its job, the spec and the components' bases."""
+        run = self.store.get_run(grant.run_id)
+        components = self.store.list_components(grant.run_id)
+        scope = grant.job.get("hypothesis")
+        return {
+            "job": {k: v for k, v in grant.job.items() if k != "hypothesis"},
+            "hypothesis": dict(scope) if isinstance(scope, Mapping) else None,
+            "attempt": grant.attempt,
+            "spec": run.spec_text,
+            "hand_over": self._hand_over(grant.run_id),
+            "components": [{"name": c.name, "base_sha": c.base_sha} for c in components],
+        }
+
+    def feedback(self, grant: WorkerRoundRecord) -> dict[str, Any]:
+        """The feedback a refinement round addresses (its job's ``feedback_ids``, nothing else of the
+        run), as much of each item as the quotes in CANDIDATE.md need, and the PR's component."""
+        job = RoundJob.from_json(grant.job)
+        wanted = set(job.feedback_ids)
+        items = [i for i in self.store.list_feedback(grant.run_id) if i.id in wanted]
+        components = sorted({i.component for i in items})
+        return {
+            "component": components[0] if len(components) == 1 else None,
+            "items": [
+                {
+                    "author": i.author,
+                    "body": i.body,
+                    "path": i.path,
+                    "line": i.line,
+                    "source": str(i.source),
+                    "diff_hunk": i.diff_hunk,
+                }
+                for i in sorted(items, key=lambda i: i.id)
+            ],
+        }
+
+    def start_bundle(self, grant: WorkerRoundRecord, component: str) -> Path:
+        """A bundle of ``component``'s start head and base, written under the run's directory."""
+        comp = self._component(grant.run_id, component)
+        job = RoundJob.from_json(grant.job)
+        start = job.heads.get(component)
+        if start is None:
+            raise NotFoundError(f"round {grant.round} of run {grant.run_id} has no component {component!r}")
+        repo = self._repo(comp)
+        out = self._scratch(grant.run_id) / f"start-{grant.round}-{grant.attempt}-{component}.bundle"
+        prefix = f"{CRUCIBLE_REF_PREFIX}{grant.run_id}/start/"
+        bundles.create_bundle(
+            repo, out, {f"{prefix}{component}": start, f"{prefix}{component}-base": comp.base_sha}
+        )
+        return out
+
+    def receive_bundle(self, grant: WorkerRoundRecord, data: bytes, turn: int | None) -> dict[str, str]:
+        """Verify and import a bundle of the worker's commits; the heads it proved (module docstring).
+        PolicyViolation (recorded) when it is refused."""
+        self._require_scope(grant, turn)
+        if len(data) > MAX_BUNDLE_BYTES:
+            raise self._refuse(grant, turn, f"the bundle is larger than {MAX_BUNDLE_BYTES} bytes")
+        scratch = self._scratch(grant.run_id)
+        path = scratch / f"upload-{grant.round}-{grant.attempt}-{secrets.token_hex(4)}.bundle"
+        path.write_bytes(data)
+        try:
+            return self._import(grant, path, turn)
+        finally:
+            path.unlink(missing_ok=True)
+
+    def decide_turn(
+        self,
+        grant: WorkerRoundRecord,
+        number: int,
+        decision: TurnDecision,
+        *,
+        champion: ChampionUpdate | None,
+        component_heads: Mapping[str, str],
+        event: tuple[EventKind, Mapping[str, Any]],
+        samples: Sequence[Sample],
+        hypotheses: Mapping[int, tuple[Reason, str]] | None = None,
+    ) -> TurnRecord:
+        """The ledger's decision, refusing heads no verified bundle of this round brought in."""
+        self.require_round(grant)
+        self._require_proved(grant, {**component_heads, **decision.commits})
+        return self.store.decide_turn(
+            grant.run_id,
+            number,
+            decision,
+            champion=champion,
+            component_heads=component_heads,
+            event=event,
+            samples=samples,
+            hypotheses=hypotheses,
+        )
+
+    def report_hypothesis(
+        self, grant: WorkerRoundRecord, turn: int, report: HypothesisReport
+    ) -> HypothesisRecord:
+        """The ledger's report of one parallel hypothesis, refusing commits no verified bundle brought
+        (and, for a hypothesis pod's token, any other turn or index than its own)."""
+        self._require_scope(grant, turn, report.index)
+        self._require_proved(grant, report.commits)
+        return self.store.report_hypothesis(grant.run_id, turn, report)
+
+    def _require_proved(self, grant: WorkerRoundRecord, commits: Mapping[str, str]) -> None:
+        if not commits:
+            return
+        proved = self.store.proved_heads(grant.run_id, grant.round)
+        for name, sha in commits.items():
+            if sha not in proved.get(name, set()):
+                raise ForbiddenError(f"commit {sha[:12]} of {name} came in no verified bundle of this round")
+
+    def finish(self, grant: WorkerRoundRecord, outcome: Mapping[str, Any]) -> None:
+        """Record the worker's outcome (validated) and revoke its token."""
+        status = RunStatus(outcome["run_status"])
+        reason = outcome.get("stop_reason")
+        clean = {
+            "run_status": str(status),
+            "stop_reason": str(StopReason(reason)) if reason else None,
+            "message": str(outcome.get("message", "")),
+            "kept": bool(outcome.get("kept", False)),
+        }
+        self.store.finish_worker_round(grant.token_hash, clean)
+
+    # -- bundles ------------------------------------------------------------------------------
+
+    def _import(self, grant: WorkerRoundRecord, path: Path, turn: int | None) -> dict[str, str]:
+        run_id = grant.run_id
+        components = {c.name: c for c in self.store.list_components(run_id)}
+        job = RoundJob.from_json(grant.job)
+        scratch = self._scratch(run_id)
+        try:
+            heads = bundles.list_heads(path, scratch)
+        except GitError as exc:
+            raise self._refuse(grant, turn, f"not a git bundle: {exc}") from exc
+        allowed = {f"{CRUCIBLE_REF_PREFIX}{run_id}/{name}": name for name in components}
+        outside = sorted(ref for ref in heads if ref not in allowed)
+        if outside or not heads:
+            raise self._refuse(grant, turn, f"refs outside the run: {', '.join(outside) or '(none at all)'}")
+        proved: dict[str, str] = {}
+        spec = self._spec(run_id)
+        for ref, sha in heads.items():
+            name = allowed[ref]
+            repo = self._repo(components[name])
+            problem = bundles.verify(path, repo)
+            if problem is not None:
+                raise self._refuse(
+                    grant, turn, f"{name}: the bundle does not build on the round's start: {problem}"
+                )
+            bundles.fetch(path, repo, [ref])
+            start = job.heads[name]
+            if not is_ancestor(repo, start, sha):
+                raise self._refuse(
+                    grant, turn, f"{name}: {sha[:12]} does not descend from the start {start[:12]}"
+                )
+            comp_spec = spec.component(name)
+            commands = [spec.metric.command] + ([spec.validation.command] if spec.validation else [])
+            named = evaluator_paths(commands, repo)
+            for commit, paths in bundles.paths_by_commit(repo, start, sha).items():
+                verdict = check_paths(
+                    paths, mutable=comp_spec.mutable, protected=comp_spec.protected, evaluator_paths=named
+                )
+                if not verdict.ok:
+                    detail = "; ".join(verdict.violations[:10])
+                    raise self._refuse(grant, turn, f"{name}: commit {commit[:12]} changes {detail}")
+            proved[name] = sha
+        for name, sha in proved.items():
+            bundles.pin(self._repo(components[name]), f"{CRUCIBLE_REF_PREFIX}{run_id}/worker/{name}", sha)
+        self.store.prove_worker_heads(grant.token_hash, proved)
+        return proved
+
+    def _refuse(self, grant: WorkerRoundRecord, turn: int | None, detail: str) -> PolicyViolation:
+        """Record a refused bundle as ``policy_violation`` and revoke the attempt; the error to raise."""
+        run_id = grant.run_id
+        scope = hypothesis_scope(grant.job)
+        if scope is not None:
+            return self._refuse_hypothesis(grant, scope, detail)
+        payload: dict[str, Any] = {
+            "round": grant.round,
+            "outcome": str(Outcome.REJECTED),
+            "reason": str(Reason.POLICY_VIOLATION),
+            "detail": f"bundle refused: {detail}",
+        }
+        decided = False
+        if turn is not None:
+            try:
+                current = self.store.get_turn(run_id, turn)
+            except NotFoundError:
+                current = None
+            if current is not None and current.phase is TurnPhase.STARTED:
+                decision = TurnDecision(Outcome.REJECTED, Reason.POLICY_VIOLATION, detail=payload["detail"])
+                try:
+                    self.store.decide_turn(
+                        run_id,
+                        turn,
+                        decision,
+                        champion=None,
+                        component_heads={},
+                        event=(EventKind.REJECTED, {**payload, "turn": turn}),
+                    )
+                    decided = True
+                except ConflictError:
+                    pass
+        if not decided:
+            self.store.append_event(run_id, EventKind.REJECTED, {**payload, "turn": turn})
+        self.store.revoke_worker_rounds(run_id, grant.round)
+        return PolicyViolation(f"policy_violation: bundle refused: {detail}")
+
+    def _refuse_hypothesis(
+        self, grant: WorkerRoundRecord, scope: tuple[int, int], detail: str
+    ) -> PolicyViolation:
+        """A hypothesis pod's refused bundle: that hypothesis is reported ``policy_violation`` (the
+        controller decides the turn with the others) and only its token is revoked."""
+        turn, index = scope
+        text = f"bundle refused: {detail}"
+        refused = HypothesisReport(index=index, reason=Reason.POLICY_VIOLATION, detail=text)
+        # Reported already, or the turn is over: nothing from this bundle counts either way.
+        with contextlib.suppress(ConflictError, NotFoundError):
+            self.store.report_hypothesis(grant.run_id, turn, refused)
+        self.store.finish_worker_round(grant.token_hash, {"refused": text})
+        return PolicyViolation(f"policy_violation: {text}")
+
+    def _spec(self, run_id: str) -> Spec:
+        """The run's spec as it was read: relative repository paths resolve against the spec file's
+        directory (only the globs and commands are used here)."""
+        run = self.store.get_run(run_id)
+        spec_dir = Path(run.spec_path).parent if run.spec_path else Path.cwd()
+        return parse_spec(run.spec_text, spec_dir)
+
+    def _component(self, run_id: str, name: str) -> ComponentRecord:
+        for comp in self.store.list_components(run_id):
+            if comp.name == name:
+                return comp
+        raise NotFoundError(f"run {run_id} has no component {name!r}")
+
+    def _repo(self, comp: ComponentRecord) -> Path:
+        """The run's candidate clone of ``comp`` (where the controller commits and publishes from);
+        the user's repository when this host holds no clone yet (a run's first round: the start is
+        the base, which the user's repository has)."""
+        names = tuple(c.name for c in self.store.list_components(comp.run_id))
+        clone = RunLayout(self.settings.run_dir(comp.run_id), names).checkout("candidate", comp.name)
+        if (clone / ".git").exists():
+            return clone
+        repo = Path(comp.repo)
+        if not repo.exists():
+            raise CrucibleError(f"no repository for component {comp.name} of run {comp.run_id} on this host")
+        return repo
+
+    def _scratch(self, run_id: str) -> Path:
+        path = self.settings.run_dir(run_id) / "bundles"
+        path.mkdir(parents=True, exist_ok=True)
+        return path

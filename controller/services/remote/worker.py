@@ -1,0 +1,311 @@
+"""``crucible worker``: one round of a run, executed away from the controller (ADR-0014, DESIGN §8).
+
+A loop pod (or the subprocess broker's child) knows nothing but a controller URL, a token for one
+round and an empty directory. The worker fetches its round (job, spec, the components' bases) and
+the start commits (a git bundle per component), then runs the round with the code a local round
+runs: ``run_loop`` over a ``RunContext`` whose ledger is the HTTP ledger. Before a kept turn's
+decision is sent, the new commits go to the controller as a bundle, which it verifies first. At the
+end the worker reports the round's outcome, which revokes its token.
+
+A refinement round (round >= 1, ADR-0019) is begun and ended by the controller; the worker fetches
+the feedback it addresses (``GET feedback``) and plays its turns with it quoted, until one holds
+the score (``rounds.play_job``).
+
+With ``broker.parallel > 1`` on Kubernetes a pod runs one hypothesis of one turn instead (its
+token says which, ADR-0018): it proposes with ``CRUCIBLE_PARALLEL_INDEX`` set, measures against the
+champion in its own pod, sends its commits as a bundle and its report, and leaves the turn's
+decision to the controller.
+
+What it never has: a database URL, forge credentials, the operator API token. Its token is taken out
+of the environment every command of the round sees (``worker_environ``). The controller holds the
+run's lease for the whole round (``ctx.lease_elsewhere``), and keeps the exactly-once decision.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NoReturn, cast
+
+from controller.brokers.base import RoundOutcome
+from controller.config.settings import Settings
+from controller.config.spec import Spec, parse_spec
+from controller.domain.enums import RunStatus, SampleArm, StopReason
+from controller.domain.errors import CrucibleError, SpecError
+from controller.domain.jobs import RoundJob
+from controller.engine.knobs import Proposal
+from controller.services.execution.context import Observer, RunContext
+from controller.services.execution.hypotheses import try_hypothesis, with_base_samples
+from controller.services.execution.loop import LoopResult, knob_proposer, run_loop
+from controller.services.execution.runs import build_context
+from controller.services.execution.turn import write_candidate_file
+from controller.services.feedback.rounds import QuotedItem, play_job
+from controller.store.http_ledger import HttpLedger, WorkerApi
+from controller.store.store import Store
+from controller.workspace import bundles
+from controller.workspace.checkout import CRUCIBLE_REF_PREFIX
+from controller.workspace.git import run_git
+
+TOKEN_VARIABLE = "CRUCIBLE_WORKER_TOKEN"
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    """Where the worker's round is and how to reach it; ``token`` is a secret (never in a repr)."""
+
+    controller_url: str
+    run_id: str
+    round: int
+    workdir: Path
+    attempt: int | None = None
+    parallel_index: int | None = None
+    token: str = field(default="", repr=False)
+
+
+def worker_config(
+    environ: Mapping[str, str],
+    *,
+    controller: str | None = None,
+    run_id: str | None = None,
+    round: int | None = None,
+    workdir: Path | None = None,
+) -> WorkerConfig:
+    """The configuration from the environment (the contract's variables), flags overriding;
+    SpecError naming the variable or flag that is missing or malformed."""
+    url = controller or environ.get("CRUCIBLE_CONTROLLER_URL", "")
+    if not url.startswith(("http://", "https://")):
+        raise SpecError(
+            "CRUCIBLE_CONTROLLER_URL", "the controller's API URL (http:// or https://) is required"
+        )
+    token = environ.get(TOKEN_VARIABLE, "")
+    if not token:
+        raise SpecError(TOKEN_VARIABLE, "the round's token is required (only from the environment)")
+    run = run_id or environ.get("CRUCIBLE_RUN_ID", "")
+    if not run:
+        raise SpecError("CRUCIBLE_RUN_ID", "the run id is required (or --run)")
+    number = round if round is not None else _int(environ, "CRUCIBLE_ROUND", required=True)
+    assert number is not None
+    return WorkerConfig(
+        controller_url=url,
+        run_id=run,
+        round=number,
+        workdir=(workdir or Path.cwd()).resolve(),
+        attempt=_int(environ, "CRUCIBLE_ROUND_ATTEMPT"),
+        parallel_index=_int(environ, "CRUCIBLE_PARALLEL_INDEX"),
+        token=token,
+    )
+
+
+def _int(environ: Mapping[str, str], name: str, *, required: bool = False) -> int | None:
+    raw = environ.get(name)
+    if raw is None or raw == "":
+        if required:
+            raise SpecError(name, "is required")
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        raise SpecError(name, f"must be an integer, got {raw!r}") from None
+    if value < 0:
+        raise SpecError(name, f"must be >= 0, got {value}")
+    return value
+
+
+def worker_environ(environ: Mapping[str, str]) -> dict[str, str]:
+    """The environment the round's commands start from: the worker's own, without its token (the
+    run's scrubbing then removes every other ``CRUCIBLE_*`` and secret-looking variable)."""
+    return {name: value for name, value in environ.items() if name != TOKEN_VARIABLE}
+
+
+class _NoStore:
+    """The worker's stand-in for the controller's store: the turn path reaches the record through
+    ``ctx.ledger`` only (ADR-0003), so any use of ``ctx.store`` here is a bug and says so."""
+
+    def __getattr__(self, name: str) -> NoReturn:
+        raise CrucibleError(f"crucible worker has no store (Store.{name}); the turn path uses the ledger")
+
+
+def run_worker(
+    config: WorkerConfig,
+    environ: Mapping[str, str],
+    *,
+    cancel: threading.Event | None = None,
+    observer: Observer | None = None,
+) -> RoundOutcome:
+    """Execute the round ``config`` names to its end and report it; the outcome the controller accepted."""
+    api = WorkerApi(config.controller_url, config.token, config.run_id)
+    ledger: HttpLedger | None = None
+    try:
+        inputs = api.job()
+        job = RoundJob.from_json(inputs["job"])
+        if job.key != (config.run_id, config.round):
+            raise CrucibleError(f"the token is for round {job.round} of run {job.run_id}, not {config.round}")
+        if inputs.get("hypothesis") is not None:
+            return _run_hypothesis(config, api, inputs, job, environ, cancel, observer)
+        spec = _fetch_components(api, config.workdir, inputs)
+        uploads = _Uploads(api, config.workdir / "outgoing", job)
+        ledger = HttpLedger(config.controller_url, config.token, before_keep=uploads)
+        ctx = _context(config, spec, job, inputs, ledger, environ, cancel, observer)
+        uploads.ctx = ctx
+        if job.round == 0:
+            result = run_loop(ctx, then=_stay if inputs.get("hand_over") else None)
+            outcome = RoundOutcome(result.status, result.stop_reason, result.message)
+        else:
+            outcome = _refine(ctx, job, api.feedback())
+        api.finish(
+            {
+                "run_status": str(outcome.run_status),
+                "stop_reason": str(outcome.stop_reason) if outcome.stop_reason else None,
+                "message": outcome.message,
+                "kept": outcome.kept,
+            }
+        )
+        return outcome
+    finally:
+        if ledger is not None:
+            ledger.close()
+        api.close()
+
+
+def _run_hypothesis(
+    config: WorkerConfig,
+    api: WorkerApi,
+    inputs: Mapping[str, Any],
+    job: RoundJob,
+    environ: Mapping[str, str],
+    cancel: threading.Event | None,
+    observer: Observer | None,
+) -> RoundOutcome:
+    """A hypothesis pod (ADR-0018): one hypothesis of one turn, proposed and measured against the
+    champion here, its commits sent as a bundle, its report sent; the controller decides the turn."""
+    scope = inputs["hypothesis"]
+    number, index = int(scope["turn"]), int(scope["index"])
+    spec = _fetch_components(api, config.workdir, inputs)
+    uploads = _Uploads(api, config.workdir / "outgoing", job)
+    ledger = HttpLedger(config.controller_url, config.token)
+    try:
+        ctx = _context(config, spec, job, inputs, ledger, environ, cancel, observer)
+        uploads.ctx = ctx
+        run = ledger.get_run(config.run_id)
+        if not spec.metric.interleave:  # the champion's stored samples are its arm
+            turn = run.champion_turn or 0
+            arm = SampleArm.BASELINE if turn == 0 else SampleArm.CANDIDATE
+            ctx.champion_arm = ctx.arm_from_store(turn, arm)
+        write_candidate_file(ctx, 0, run=run)
+        report = try_hypothesis(ctx, number, index, _proposal(ctx, scope.get("proposal")))
+        report = with_base_samples(ctx, number, report)
+        if report.commits:
+            uploads(config.run_id, number, report.commits)
+        ledger.report_hypothesis(config.run_id, number, report)
+    finally:
+        ledger.close()
+    message = f"hypothesis {index} of turn {number}: {report.reason}"
+    outcome = RoundOutcome(RunStatus.RUNNING, None, message)
+    api.finish({"run_status": str(outcome.run_status), "stop_reason": None, "message": message})
+    return outcome
+
+
+def _proposal(ctx: RunContext, data: Any) -> Proposal | None:
+    """The knobs proposal the controller computed for this hypothesis; None for a real agent."""
+    if not isinstance(data, Mapping):
+        return None
+    found = knob_proposer(ctx)
+    knobs = {k.ident: k for k in found[1]} if found else {}
+    knob = knobs.get((data["file"], data["key"]))
+    if knob is None:
+        raise CrucibleError(f"the spec has no knob {data['key']!r} in {data['file']!r}")
+    return Proposal(knob, data["old"], data["new"], str(data.get("hypothesis") or ""))
+
+
+def _refine(ctx: RunContext, job: RoundJob, feedback: Mapping[str, Any]) -> RoundOutcome:
+    """A refinement round's turns (ADR-0019): the controller began the round (PR refreshed, feedback
+    consumed) and ends it (replies, push); the worker plays the turns with the feedback quoted, from
+    the PR head the job names, until one holds the score."""
+    component = feedback.get("component") or next(iter(job.heads))
+    items = [QuotedItem(**item) for item in feedback.get("items", [])]
+    ctx.ensure_arm("champion", dict(job.heads))  # the quotes read the lines a comment points at there
+    kept = play_job(ctx, job, items, str(component))
+    if kept is None:  # a cancel cut it off; the run stays in the round for a resume
+        return RoundOutcome(RunStatus.CANCELLED, StopReason.CANCELLED, f"round {job.round} cut off")
+    return RoundOutcome(RunStatus.RUNNING, None, f"round {job.round} done", kept=kept)
+
+
+def _stay(ctx: RunContext, searched: LoopResult) -> LoopResult:
+    """Round 0 hands over to the feedback watch: the controller watches, not the worker."""
+    return searched
+
+
+def _fetch_components(api: WorkerApi, workdir: Path, inputs: Mapping[str, Any]) -> Spec:
+    """A local repository per component holding its start commits and base; the spec pointed at them."""
+    repos = workdir / "repos"
+    paths: dict[str, Path] = {}
+    for comp in inputs["components"]:
+        name = str(comp["name"])
+        bundle = workdir / "incoming" / f"{name}.bundle"
+        bundle.parent.mkdir(parents=True, exist_ok=True)
+        api.start_bundle(name, bundle)
+        repo = repos / name
+        repo.mkdir(parents=True, exist_ok=True)
+        run_git(["init", "-q"], repo)
+        heads = bundles.list_heads(bundle, repo)
+        bundles.fetch(bundle, repo, list(heads))
+        for ref, sha in heads.items():
+            bundles.pin(repo, ref, sha)
+        paths[name] = repo
+    # The spec's repositories are the controller host's; each component's is its clone here.
+    spec = parse_spec(str(inputs["spec"]), repos, repos=paths)
+    missing = [c.name for c in spec.components if c.name not in paths]
+    if missing:
+        raise CrucibleError(f"the controller sent no commits for component(s) {', '.join(missing)}")
+    return spec
+
+
+def _context(
+    config: WorkerConfig,
+    spec: Spec,
+    job: RoundJob,
+    inputs: Mapping[str, Any],
+    ledger: HttpLedger,
+    environ: Mapping[str, str],
+    cancel: threading.Event | None,
+    observer: Observer | None,
+) -> RunContext:
+    # No database: the URL below is never opened (the worker's record is the ledger).
+    settings = Settings(home=config.workdir / "home", database_url="sqlite://")
+    bases = {str(c["name"]): str(c["base_sha"]) for c in inputs["components"]}
+    ctx = build_context(
+        settings,
+        cast(Store, _NoStore()),
+        config.run_id,
+        spec,
+        base_shas=bases,
+        heads=dict(job.heads),
+        environ=worker_environ(environ),
+        observer=observer,
+        cancel=cancel,
+    )
+    ctx._ledger = ledger
+    ctx.lease_elsewhere = True
+    return ctx
+
+
+class _Uploads:
+    """The HTTP ledger's ``before_keep``: bundle the commits about to be kept and send them first."""
+
+    def __init__(self, api: WorkerApi, where: Path, job: RoundJob) -> None:
+        self.api = api
+        self.where = where
+        self.job = job
+        self.ctx: RunContext | None = None
+
+    def __call__(self, run_id: str, turn: int, commits: Mapping[str, str]) -> None:
+        assert self.ctx is not None
+        out = self.where / f"turn-{turn}.bundle"
+        # One bundle per component (each has its own clone); the start head is the prerequisite.
+        for name, sha in commits.items():
+            repo = self.ctx.checkout("candidate", name).path
+            ref = f"{CRUCIBLE_REF_PREFIX}{run_id}/{name}"
+            bundles.create_bundle(repo, out, {ref: sha}, exclude=(self.job.heads[name],))
+            self.api.send_bundle(out, turn)
