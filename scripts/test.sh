@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # README's test command: install crucible with its dev extras into ./.venv, make sure what the tests need
-# is there (PostgreSQL, bubblewrap), check the code (ruff, mypy, the layer contracts) and run the whole test
-# suite, slow end-to-end tests included. Extra arguments go to pytest (for example a subset of tests/).
+# is there (PostgreSQL, bubblewrap, the coding-agent CLIs), check the code (ruff, mypy, the layer
+# contracts) and run the whole test suite, slow end-to-end tests included. Extra arguments go to pytest (for example a subset of tests/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,6 +20,10 @@ ensure_browser
 echo "== commitlint"
 source scripts/testenv/commitlint.sh
 ensure_commitlint
+
+echo "== coding-agent CLIs (npm, PyPI; cached outside the clone)"
+source scripts/testenv/agents.sh
+ensure_agents
 
 echo "== PostgreSQL"
 source scripts/testenv/postgres.sh

@@ -235,7 +235,10 @@ def _dry(spec: Any, turns: int | None) -> bool:
         if comp["evaluator_files"]:
             click.echo(f"  evaluator files (protected): {', '.join(comp['evaluator_files'])}")
     agent = plan["agent"]
-    click.echo(f"agent: {agent['command'] or 'builtin ' + str(agent['builtin'])}")
+    if agent["preset"] is not None:
+        _echo_preset(agent["preset"])
+    else:
+        click.echo(f"agent: {agent['command'] or 'builtin ' + str(agent['builtin'])}")
     for knob in agent["knobs"]:
         click.echo(f"  knob {knob['file']}:{knob['key']} in {knob['values']}")
     m = plan["metric"]
@@ -263,6 +266,19 @@ def _dry(spec: Any, turns: int | None) -> bool:
         for manifest in plan["kubernetes"]:
             click.echo(json.dumps(manifest, indent=2))
     return True
+
+
+def _echo_preset(chosen: dict[str, Any]) -> None:
+    model = f", model {chosen['model']}" if chosen["model"] else ""
+    endpoint = f", endpoint {chosen['base_url']}" if chosen["base_url"] else ""
+    click.echo(f"agent: preset {chosen['name']}{model}{endpoint}")
+    if chosen["missing"]:
+        click.echo(f"  cannot start: {chosen['missing']}")
+    else:
+        click.echo(f"  cli: {chosen['cli']}")
+    keys = ", ".join(f"{k} ({'set' if k in chosen['keys_set'] else 'not set'})" for k in chosen["keys"])
+    click.echo(f"  key variables it gets: {keys}")
+    click.echo(f"  runs: {chosen['command']}")
 
 
 @cli.command("resume")

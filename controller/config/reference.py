@@ -52,7 +52,10 @@ def _name(name: str, field: FieldInfo) -> str:
 
 
 def _model_of(annotation: Any) -> tuple[type[BaseModel] | None, bool]:
-    """The model behind a table-valued annotation and whether it is an array of tables."""
+    """The model behind a table-valued annotation and whether it is an array of tables. A mapping of
+    models (``agent.prices``: model name -> price) is one key, shown with an inline-table example."""
+    if get_origin(annotation) is dict:
+        return None, False
     for candidate in (annotation, *get_args(annotation)):
         if isinstance(candidate, type) and issubclass(candidate, BaseModel):
             return candidate, False

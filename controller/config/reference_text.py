@@ -8,6 +8,8 @@ key that no longer exists.
 
 from __future__ import annotations
 
+from controller.config.agent import PRESET_NAMES
+
 INTRO = """
 # `crucible.toml` reference
 
@@ -46,8 +48,9 @@ included; delete a `#` directly before TOML to enable that line.
 
 SECTIONS: dict[str, str] = {
     "agent": (
-        "What proposes changes: either an external program (`command`) or the built-in deterministic knob "
-        'walker (`builtin = "knobs"`), exactly one of the two. See [the agent protocol](agent.md).'
+        "What proposes changes, exactly one of: an external program (`command`), a coding-agent CLI "
+        "crucible drives ([`preset`](agents.md): Claude Code, Codex, …) or the built-in deterministic knob "
+        'walker (`builtin = "knobs"`). See [the agent protocol](agent.md).'
     ),
     "agent.knob": (
         'The surface `builtin = "knobs"` walks: one scalar in a TOML, YAML or JSON file per entry, and '
@@ -126,6 +129,34 @@ DOCS: dict[str, tuple[str, str]] = {
         "The agent: any shell command, run in the workspace with the environment described in "
         "[the agent protocol](agent.md). Exit 0 means it proposed a change.",
         '"my-agent --prompt-file \\"$CRUCIBLE_CANDIDATE\\""',
+    ),
+    "agent.preset": (
+        "Instead of `command`: a coding-agent CLI that crucible runs headless, with edits accepted, no "
+        "commits, no telemetry, its key passed and its cost read back ([the presets](agents.md)): "
+        + ", ".join(f"`{name}`" for name in PRESET_NAMES)
+        + ".",
+        '"claude-code"',
+    ),
+    "agent.model": ("With `preset`: the model the CLI asks for (its own default when unset).", '"gpt-5"'),
+    "agent.base_url": (
+        "With `preset`: the model endpoint, for a gateway or a self-hosted Anthropic- or OpenAI-compatible "
+        "server (the vendor's API when unset).",
+        '"http://127.0.0.1:4000"',
+    ),
+    "agent.cli": (
+        "With `preset`: the CLI's path (`~` expands; relative to the spec's folder), when it is not the one "
+        "found on `PATH`.",
+        '"~/.local/bin/claude"',
+    ),
+    "agent.args": (
+        "With `preset`: extra arguments for the CLI, after the preset's own (a later flag wins).",
+        '["--max-turns", "30"]',
+    ),
+    "agent.prices": (
+        "With `preset`: USD per million tokens by model name, `{ input = …, output = … }`, so a CLI that "
+        "reports only tokens counts towards `budget.cost_usd`; it replaces a CLI's own estimate for that "
+        "model.",
+        '{ "gpt-5" = { input = 1.25, output = 10.0 } }',
     ),
     "agent.builtin": (
         'Instead of `command`: `"knobs"`, the built-in proposer that walks `[[agent.knob]]`.',

@@ -23,198 +23,42 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import (
-    AfterValidator,
-    BaseModel,
-    BeforeValidator,
-    Field,
-    ValidationError,
-    model_validator,
-)
+from pydantic import AfterValidator, BaseModel, BeforeValidator, Field, ValidationError, model_validator
 
+from controller.config.agent import AgentSpec, KnobSpec, PriceSpec
 from controller.config.broker import BrokerSpec
+from controller.config.fields import (
+    MAX_COST_USD,
+    MAX_FAILURES,
+    MAX_INTERVAL_S,
+    MAX_RETRIES,
+    MAX_ROUNDS,
+    MAX_SAMPLES,
+    MAX_TOKENS,
+    MAX_TURNS,
+    MAX_WALL_CLOCK_S,
+    MAX_WARMUPS,
+    CommandTimeout,
+    ComponentName,
+    ForgeRepo,
+    Globs,
+    Interval,
+    MetricName,
+    NonBlank,
+    PlainGlob,
+    Size,
+    Tol,
+)
 from controller.config.model import _KeyedError, _Model
 from controller.config.publish import PublishSpec
-from controller.config.units import Tolerance, duration_value, size_value, tolerance_value, toml_repr
+from controller.config.units import Tolerance, duration_value, toml_repr
 from controller.domain.enums import Direction
 from controller.domain.errors import NotFoundError, SpecError
 
+__all__ = ["AgentSpec", "KnobSpec", "PriceSpec", "Spec", "load_spec", "parse_spec"]
+
 FINGERPRINT_VERSION = 1
 MAX_SPEC_BYTES = 1 << 20  # a crucible.toml is a page of settings; 60 MB of it is an attack or a mistake
-HOUR, DAY = 3600.0, 86400.0
-# Upper bounds of the spec's numbers and durations (issue 11 §4): each is far beyond any sensible value,
-# so a bound only ever catches a typo or an attack (``samples = 100000000000``, ``timeout = "9999…h"``).
-MAX_TURNS = 100_000
-MAX_SAMPLES = 1_000
-MAX_WARMUPS = 100
-MAX_RETRIES = 10
-MAX_ROUNDS = 1_000
-MAX_FAILURES = 10_000
-MAX_TOKENS = 10**12
-MAX_COST_USD = 1e6
-MAX_DISK = 10**15  # 1000 TB
-MAX_SEED = 2**63 - 1
-MAX_COMMAND_S = 7 * DAY  # agent, validation and metric timeouts
-MAX_WALL_CLOCK_S = 366 * DAY
-MAX_INTERVAL_S = DAY  # feedback.poll_interval and quiet_window
-MAX_KNOB_CANDIDATES = 10_000  # a range that expands to more is almost certainly a typo in its step
-KNOB_FILE_SUFFIXES = (".toml", ".yaml", ".yml", ".json")
-
-
-# ---------------------------------------------------------------------------------------------- field types
-
-
-def _not_blank(value: str) -> str:
-    if not value.strip():
-        raise ValueError("must not be empty")
-    return value
-
-
-def _escape_problem(path: str) -> str | None:
-    """Why ``path`` (a repo-relative path or gitignore-style glob) could reach outside the repo, if it can."""
-    if path.startswith("/"):
-        return f"must be relative to the repository root, got {json.dumps(path)}"
-    if ".." in path.split("/"):
-        return f"must not contain a '..' segment, got {json.dumps(path)}"
-    return None
-
-
-def _inside_repo(pattern: str) -> str:
-    problem = _escape_problem(pattern.removeprefix("!"))
-    if problem:
-        raise ValueError(problem)
-    return pattern
-
-
-def _no_negation(pattern: str) -> str:
-    if pattern.startswith("!"):
-        raise ValueError(f"negation is not supported here, got {json.dumps(pattern)}")
-    return pattern
-
-
-def _negation_after_a_pattern(patterns: list[str]) -> list[str]:
-    """``!glob`` excludes from the patterns before it (gitignore order); first it excludes from nothing."""
-    if patterns and patterns[0].startswith("!"):
-        raise ValueError(
-            f"the first pattern cannot be a negation ({json.dumps(patterns[0])}): '!' only excludes "
-            "paths that an earlier pattern matched"
-        )
-    return patterns
-
-
-def _knob_file(path: str) -> str:
-    if not path.endswith(KNOB_FILE_SUFFIXES):
-        raise ValueError(f"must be a {', '.join(KNOB_FILE_SUFFIXES)} file, got {json.dumps(path)}")
-    return _inside_repo(path)
-
-
-def _pattern(regex: str, what: str) -> AfterValidator:
-    compiled = re.compile(regex)
-
-    def check(value: str) -> str:
-        if not compiled.fullmatch(value):
-            raise ValueError(f"must be {what}, got {json.dumps(value)}")
-        return value
-
-    return AfterValidator(check)
-
-
-def _knob_scalar(value: object) -> object:
-    if not isinstance(value, int | float | str | bool):
-        raise ValueError(f"expected a number, string or boolean, got {toml_repr(value)}")
-    return value
-
-
-def _range_triple(value: object) -> object:
-    if value is None:
-        return None
-    items = list(value) if isinstance(value, list | tuple) else []
-    if len(items) != 3 or not all(isinstance(v, int | float) and not isinstance(v, bool) for v in items):
-        raise ValueError(f"expected [min, max, step] (three numbers), got {toml_repr(value)}")
-    return tuple(items)
-
-
-NonBlank = Annotated[str, AfterValidator(_not_blank)]
-RepoGlob = Annotated[str, Field(min_length=1), AfterValidator(_inside_repo)]
-PlainGlob = Annotated[str, Field(min_length=1), AfterValidator(_inside_repo), AfterValidator(_no_negation)]
-Duration = Annotated[float, BeforeValidator(duration_value), Field(gt=0)]
-CommandTimeout = Annotated[float, BeforeValidator(duration_value), Field(gt=0, le=MAX_COMMAND_S)]
-Interval = Annotated[float, BeforeValidator(duration_value), Field(gt=0, le=MAX_INTERVAL_S)]
-Size = Annotated[int, BeforeValidator(size_value), Field(gt=0, le=MAX_DISK)]
-Globs = Annotated[list[RepoGlob], AfterValidator(_negation_after_a_pattern)]
-Tol = Annotated[Tolerance, BeforeValidator(tolerance_value)]
-MetricName = Annotated[str, _pattern(r"[^\s=]+", "a name without spaces or '='")]
-ForgeRepo = Annotated[str, _pattern(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+", 'of the form "owner/name"')]
-ComponentName = Annotated[str, _pattern(r"[A-Za-z0-9][A-Za-z0-9._-]*", "letters, digits, '.', '_', '-'")]
-KnobValue = Annotated[int | float | str | bool, BeforeValidator(_knob_scalar)]
-Number = int | float
-
-
-# -------------------------------------------------------------------------------------------------- models
-
-
-class KnobSpec(_Model):
-    """One scalar in a TOML/YAML/JSON file that ``builtin = "knobs"`` may set, and the values it may take."""
-
-    file: Annotated[str, Field(min_length=1), AfterValidator(_knob_file)]
-    key: Annotated[str, _pattern(r"[^.\s]+(\.[^.\s]+)*", 'a dotted key like "cache.size_mb"')]
-    values: Annotated[list[KnobValue] | None, Field(min_length=1)] = None
-    range: Annotated[tuple[Number, Number, Number] | None, BeforeValidator(_range_triple)] = None
-
-    @model_validator(mode="after")
-    def _one_source(self) -> KnobSpec:
-        if self.values is None and self.range is None:
-            raise _KeyedError(("values",), "set values or range = [min, max, step]")
-        if self.values is not None and self.range is not None:
-            raise _KeyedError(("range",), "set values or range, not both")
-        if self.range is not None:
-            low, high, step = self.range
-            if step <= 0:
-                raise _KeyedError(("range",), f"step must be > 0, got {step}")
-            if low > high:
-                raise _KeyedError(("range",), f"min must be <= max, got {low} > {high}")
-            if (high - low) / step >= MAX_KNOB_CANDIDATES:
-                raise _KeyedError(("range",), f"expands to more than {MAX_KNOB_CANDIDATES} values")
-        return self
-
-    def candidates(self) -> list[int | float | str | bool]:
-        """The values, in order; a range counts from min by step up to max inclusive."""
-        if self.values is not None:
-            return list(self.values)
-        assert self.range is not None  # guaranteed by _one_source
-        low, high, step = (Decimal(str(v)) for v in self.range)
-        count = int((high - low) / step) + 1
-        if all(isinstance(v, int) for v in self.range):
-            return [int(low + i * step) for i in range(count)]
-        return [float(low + i * step) for i in range(count)]
-
-
-class AgentSpec(_Model):
-    """What proposes changes: an external program (``command``) or the built-in knob walker."""
-
-    command: NonBlank | None = None
-    builtin: Literal["knobs"] | None = None
-    timeout: CommandTimeout = 1200.0
-    env_allow: list[NonBlank] = Field(default_factory=list)
-    seed: int = Field(default=0, ge=0, le=MAX_SEED)
-    knobs: list[KnobSpec] = Field(default_factory=list, alias="knob")
-
-    @model_validator(mode="after")
-    def _one_proposer(self) -> AgentSpec:
-        if self.command is None and self.builtin is None:
-            raise _KeyedError(("command",), "set agent.command or agent.builtin")
-        if self.command is not None and self.builtin is not None:
-            raise _KeyedError(("builtin",), "set agent.command or agent.builtin, not both")
-        if self.builtin == "knobs" and not self.knobs:
-            raise _KeyedError(("knob",), 'builtin = "knobs" needs at least one [[agent.knob]]')
-        if self.builtin is None and self.knobs:
-            raise _KeyedError(("knob",), 'knobs are used only with builtin = "knobs"')
-        seen: set[tuple[str, str]] = set()
-        for index, knob in enumerate(self.knobs):
-            if (knob.file, knob.key) in seen:
-                raise _KeyedError(("knob", index, "key"), f"duplicate knob {knob.file}:{knob.key}")
-            seen.add((knob.file, knob.key))
-        return self
 
 
 def _host_path(value: str) -> str:
@@ -419,7 +263,7 @@ class Spec(_Model):
         """
         decided: dict[str, Any] = {
             "version": FINGERPRINT_VERSION,
-            "agent": self.agent.model_dump(mode="json", include={"command", "builtin", "seed", "knobs"}),
+            "agent": self.agent.model_dump(mode="json", include=_AGENT_KEYS[self.agent.preset is None]),
             "sandbox": self.sandbox.model_dump(mode="json"),
             "metric": self.metric.model_dump(mode="json"),
             "validation": self.validation.model_dump(mode="json") if self.validation else None,
@@ -432,6 +276,14 @@ class Spec(_Model):
             decided["parallel"] = self.broker.parallel
         canonical = json.dumps(decided, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+# The agent keys that change what a turn proposes. A preset's keys are added only for a preset, so the
+# fingerprint of every spec without one is what it was before presets existed (``resume`` still works).
+_AGENT_KEYS = {
+    True: {"command", "builtin", "seed", "knobs"},
+    False: {"preset", "model", "base_url", "args"},
+}
 
 
 # ------------------------------------------------------------------------------------------------- loading

@@ -22,6 +22,8 @@ CASES: dict[str, tuple[dict[str, Any], str]] = {
         "component[0].mutabel",
     ),
     "missing-repo": ({"component": [{"name": COMPONENT, "repo": "nowhere"}]}, "component[0].repo"),
+    "unknown-preset": ({"agent": {"command": None, "preset": "cursor"}}, "agent.preset"),
+    "preset-and-command": ({"agent": {"preset": "claude-code"}}, "agent.preset"),
 }
 
 

@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from controller.agents.command import agent_command, find_cli
+from controller.agents.registry import preset
 from controller.brokers.kubernetes.manifest import TOKEN_VARIABLE, job_manifest, secret_manifest
 from controller.config.spec import Spec
 from controller.domain.jobs import RoundJob
@@ -26,7 +28,10 @@ def sandbox_problems(spec: Spec, environ: Mapping[str, str]) -> list[str]:
         return []
     home = Path(environ.get("HOME") or "/").resolve()
     hide = [home] if home.is_dir() and home != Path("/") else []
-    commands = {"agent": spec.agent.command, "metric": spec.metric.command}
+    agent = spec.agent.command
+    if spec.agent.preset is not None:
+        agent = agent_command(spec.agent, spec.spec_dir, sandboxed=True, search_path=environ.get("PATH"))
+    commands = {"agent": agent, "metric": spec.metric.command}
     if spec.validation is not None:
         commands["validation"] = spec.validation.command
     problems: list[str] = []
@@ -38,6 +43,30 @@ def sandbox_problems(spec: Spec, environ: Mapping[str, str]) -> list[str]:
         )
         problems += [f"{role}: {problem}" for problem in found]
     return problems
+
+
+def preset_plan(spec: Spec, environ: Mapping[str, str]) -> dict[str, Any] | None:
+    """What ``agent.preset`` would run: the CLI found (or how to install it), the key variables it
+    would be given and which of them are set, and the wrapper command a turn runs. None without one."""
+    agent = spec.agent
+    if agent.preset is None:
+        return None
+    chosen = preset(agent.preset)
+    sandboxed, _ = resolve_network(spec.sandbox.mode, spec.sandbox.network)
+    cli = find_cli(agent, spec.spec_dir, environ.get("PATH"))
+    found = cli is not None and Path(cli).is_file()
+    install = chosen.install
+    return {
+        "name": chosen.name,
+        "cli": cli if found else None,
+        "missing": None if found else f"{chosen.title} ({cli or chosen.program}) is not installed: {install}",
+        "install": chosen.install,
+        "model": agent.model,
+        "base_url": agent.base_url,
+        "keys": list(chosen.keys),
+        "keys_set": [k for k in chosen.keys if environ.get(k)],
+        "command": agent_command(agent, spec.spec_dir, sandboxed=sandboxed, search_path=environ.get("PATH")),
+    }
 
 
 def dry_run(spec: Spec, environ: Mapping[str, str], turns: int | None = None) -> dict[str, Any]:
@@ -92,6 +121,7 @@ def dry_run(spec: Spec, environ: Mapping[str, str], turns: int | None = None) ->
         "agent": {
             "command": spec.agent.command,
             "builtin": spec.agent.builtin,
+            "preset": preset_plan(spec, environ),
             "knobs": [
                 {"file": k.file, "key": k.key, "values": list(k.candidates())} for k in spec.agent.knobs
             ],

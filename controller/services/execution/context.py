@@ -89,6 +89,9 @@ class RunContext:
     # Each parallel hypothesis of a search turn in a pod of its own (Kubernetes, ADR-0018); None: the
     # hypotheses run here, one after another.
     hypothesis_pods: HypothesisLauncher | None = None
+    # A preset's credential variables from the controller's environment (``agent.preset``): given to the
+    # agent command only, never to validation or metric commands.
+    agent_env: dict[str, str] = field(default_factory=dict)
 
     @property
     def ledger(self) -> Ledger:

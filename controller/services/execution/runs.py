@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from controller.agents.registry import preset
 from controller.config.settings import Settings
 from controller.config.spec import Spec
 from controller.domain.errors import GitError, SpecError
@@ -192,6 +193,8 @@ def build_context(
         champion_heads=dict(heads),
         observer=observer or Observer(),
     )
+    if spec.agent.preset is not None:
+        ctx.agent_env = {k: environ[k] for k in preset(spec.agent.preset).keys if environ.get(k)}
     ctx.ensure_arm("candidate", ctx.champion_heads)
     ctx.ensure_arm("champion", ctx.champion_heads)
     executor.readonly.append(layout.agent_dir)

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+from controller.agents.base import last_line
+from controller.agents.command import agent_command as preset_command
 from controller.domain.enums import (
     OUTCOME_OF_REASON,
     EventKind,
@@ -112,13 +114,12 @@ def _propose(ctx: RunContext, work: TurnWork, proposal: Proposal | None) -> None
         work.hypothesis = proposal.hypothesis
         apply(proposal, root)
         return
-    assert agent.command is not None
     ctx.observer.step(f"turn {work.number}: agent running")
-    protocol = ctx.protocol_env(work.number, work.round)
+    protocol = {**ctx.agent_env, **ctx.protocol_env(work.number, work.round)}
     if work.index is not None:
         protocol["CRUCIBLE_PARALLEL_INDEX"] = str(work.index)
     result = ctx.executor.run(
-        agent.command,
+        agent_command(ctx),
         cwd=root,
         timeout=agent.timeout,
         writable=[ctx.layout.arm_dir("candidate")],
@@ -134,8 +135,23 @@ def _propose(ctx: RunContext, work: TurnWork, proposal: Proposal | None) -> None
     if result.timed_out:
         raise TurnStop(Reason.TIMEOUT, f"the agent timed out after {agent.timeout:g}s")
     if result.returncode != 0:
-        cause = f": {result.start_problem}" if result.start_problem else ""
+        said = last_line(result.stderr)
+        cause = f": {result.start_problem}" if result.start_problem else f": {said}" if said else ""
         raise TurnStop(Reason.AGENT_FAILED, f"the agent exited {result.returncode}{cause}")
+
+
+def agent_command(ctx: RunContext) -> str:
+    """The agent's shell command: ``agent.command``, or the wrapper that runs ``agent.preset``'s CLI."""
+    agent = ctx.spec.agent
+    if agent.preset is None:
+        assert agent.command is not None
+        return agent.command
+    return preset_command(
+        agent,
+        ctx.spec.spec_dir,
+        sandboxed=ctx.executor.sandbox,
+        search_path=ctx.executor.scrubbed.env.get("PATH"),
+    )
 
 
 def _scan_kept(ctx: RunContext, work: TurnWork) -> None:

@@ -1,0 +1,113 @@
+"""Codex CLI (npm ``@openai/codex``), run as ``codex exec --json``.
+
+Measured with the real CLI against a scripted endpoint: it speaks only the Responses API now
+(``POST …/responses``, streamed), so the endpoint is configured as a model provider of its own
+(``base_url`` including ``/v1``, the key from ``OPENAI_API_KEY``). Without ``--disable plugins`` it calls
+out to github.com and chatgpt.com; without stdin closed it waits for more input; its own sandbox cannot
+start inside bubblewrap, so with crucible's sandbox on it runs with ``--dangerously-bypass-approvals-and-
+sandbox`` (crucible is the sandbox) and without it in its ``workspace-write`` sandbox. It prints JSON events
+(JSONL): the final ``agent_message``, ``turn.completed`` with tokens (no dollars), or ``turn.failed``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from controller.agents.base import Invocation, Preset, Report, Settings, Usage, exit_failure
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+PROVIDER = "crucible"
+QUIET = (
+    "analytics.enabled=false",
+    "check_for_update_on_startup=false",
+    'web_search="disabled"',
+)
+
+
+def _toml_string(value: str) -> str:
+    return json.dumps(value)  # a JSON string is a valid TOML basic string
+
+
+def _events(stdout: str) -> list[dict[str, Any]]:
+    events = []
+    for line in stdout.splitlines():
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(event, dict):
+            events.append(event)
+    return events
+
+
+class Codex(Preset):
+    name = "codex"
+    title = "Codex"
+    program = "codex"
+    install = "npm install -g @openai/codex"
+    keys = ("OPENAI_API_KEY",)
+    wire = "OpenAI Responses (POST /v1/responses, streamed)"
+
+    def invocation(self, cli: str, prompt: str, settings: Settings) -> Invocation:
+        base_url = settings.base_url or DEFAULT_BASE_URL
+        provider = (
+            f"model_providers.{PROVIDER}={{name={_toml_string(PROVIDER)}, base_url={_toml_string(base_url)}, "
+            'wire_api="responses", env_key="OPENAI_API_KEY"}'
+        )
+        argv = [cli, "exec", "--json", "--ephemeral", "--skip-git-repo-check", "--disable", "plugins"]
+        if settings.sandboxed:
+            argv.append("--dangerously-bypass-approvals-and-sandbox")
+        else:
+            argv += ["--sandbox", "workspace-write", "-c", 'approval_policy="never"']
+        for setting in QUIET:
+            argv += ["-c", setting]
+        argv += ["-c", f"model_provider={_toml_string(PROVIDER)}", "-c", provider]
+        if settings.model:
+            argv += ["--model", settings.model]
+        argv += list(settings.args)
+        stdin = None
+        if self.prompt_fits_argv(prompt):
+            argv.append(prompt)
+        else:
+            argv.append("-")  # read the prompt from stdin
+            stdin = prompt
+        env = {"CODEX_HOME": str(settings.home / ".codex")}
+        return Invocation(argv=argv, env=env, dirs=(".codex",), stdin=stdin)
+
+    def report(self, stdout: str, stderr: str, returncode: int) -> Report:
+        message: str | None = None
+        usage: list[Usage] = []
+        failed: str | None = None
+        last_error: str | None = None
+        completed = False
+        for event in _events(stdout):
+            kind = event.get("type")
+            item = event.get("item") if isinstance(event.get("item"), dict) else {}
+            assert isinstance(item, dict)
+            if kind == "item.completed" and item.get("type") == "agent_message":
+                message = str(item.get("text") or "")
+            elif kind == "turn.completed":
+                completed = True
+                used = event.get("usage") if isinstance(event.get("usage"), dict) else {}
+                assert isinstance(used, dict)
+                inputs, outputs = int(used.get("input_tokens") or 0), int(used.get("output_tokens") or 0)
+                usage.append(Usage(None, inputs, outputs))
+            elif kind == "turn.failed":
+                error = event.get("error") if isinstance(event.get("error"), dict) else {}
+                assert isinstance(error, dict)
+                failed = str(error.get("message") or "turn.failed")
+            elif kind == "error":
+                last_error = str(event.get("message") or "")
+        if failed is not None:
+            return Report(message, tuple(usage), f"{self.title} failed: {failed}")
+        if returncode != 0:
+            said = f": {last_error}" if last_error else ""
+            return Report(message, tuple(usage), exit_failure(self.title, returncode, stderr) + said)
+        if not completed:
+            said = f" (last error: {last_error})" if last_error else ""
+            return Report(message, tuple(usage), f"{self.title} ended without completing its turn{said}")
+        return Report(message, tuple(usage), None)

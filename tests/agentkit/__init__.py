@@ -1,0 +1,1 @@
+"""A scripted model server and the installed coding-agent CLIs, for the presets' tests (tests/agents)."""

@@ -1,0 +1,33 @@
+"""Fixtures for the presets' tests: the end-to-end ``project`` (a user repository and a spec beside it) and
+a scripted model server speaking every wire format the presets use."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.agentkit.anthropic import AnthropicMessages
+from tests.agentkit.responses import OpenAIResponses
+from tests.agentkit.script import Edit
+from tests.agentkit.server import ModelServer, ScriptedModel, running_model_server
+from tests.e2e.conftest import Project, project
+
+__all__ = ["EDIT", "model_server", "preset_spec", "project"]
+
+EDIT = Edit("src/value.txt", "10", "8", hypothesis="lower the value to 8")
+"""The one edit the scripted model makes: the default project's metric reads src/value.txt."""
+
+
+@pytest.fixture
+def model_server() -> Iterator[ModelServer]:
+    with running_model_server([AnthropicMessages(), OpenAIResponses()], ScriptedModel(edit=EDIT)) as server:
+        yield server
+
+
+def preset_spec(project: Project, preset: str, cli: Path, base_url: str, **agent: Any) -> Path:
+    """The default project's spec with ``[agent] preset = …`` pointed at ``cli`` and ``base_url``."""
+    table = {"preset": preset, "cli": str(cli), "base_url": base_url, "timeout": "120s", **agent}
+    return project.write_spec(agent={**table, "command": None})

@@ -1,0 +1,56 @@
+"""The presets at the command line: the spec's errors, and what ``crucible loop --dry-run`` says about the
+CLI a run would use."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.agentkit.clis import cli
+from tests.agents.conftest import preset_spec
+from tests.e2e.conftest import Project
+
+pytestmark = pytest.mark.slow
+
+
+def test_an_unknown_preset_exits_2_listing_the_presets(project: Project) -> None:
+    project.make()
+    project.write_spec(agent={"command": None, "preset": "cursor"})
+    result = project.cli("loop", "--spec", str(project.spec_path), "--dry-run")
+    assert result.code == 2, result.describe()
+    assert 'agent.preset: unknown preset "cursor"; the presets are claude-code, codex' in result.stderr
+
+
+def test_a_preset_beside_a_command_is_refused_naming_both(project: Project) -> None:
+    project.make()
+    project.write_spec(agent={"preset": "codex"})  # the default spec has a command
+    result = project.loop()
+    assert result.code == 2, result.describe()
+    assert "agent.preset: set agent.command or agent.preset, not both" in result.stderr
+
+
+def test_the_dry_run_names_a_missing_cli_with_its_install_command(project: Project) -> None:
+    project.make()
+    preset_spec(project, "codex", project.root / "bin" / "codex", "http://127.0.0.1:9/v1")
+    result = project.cli("loop", "--spec", str(project.spec_path), "--dry-run", "--json")
+    assert result.code == 0, result.describe()
+    plan = result.json["agent"]["preset"]
+    assert plan["cli"] is None
+    assert plan["missing"].endswith("is not installed: npm install -g @openai/codex")
+    text = project.cli("loop", "--spec", str(project.spec_path), "--dry-run")
+    assert "cannot start: Codex (" in text.stdout
+    assert "npm install -g @openai/codex" in text.stdout
+
+
+def test_the_dry_run_shows_the_cli_its_keys_and_the_command_a_turn_runs(project: Project) -> None:
+    claude = cli("claude")
+    project.make()
+    preset_spec(project, "claude-code", claude, "http://127.0.0.1:9", model="claude-sonnet-4-5")
+    result = project.cli(
+        "loop", "--spec", str(project.spec_path), "--dry-run", env={"ANTHROPIC_API_KEY": "sk-ant-x-123456"}
+    )
+    assert result.code == 0, result.describe()
+    assert "agent: preset claude-code, model claude-sonnet-4-5, endpoint http://127.0.0.1:9" in result.stdout
+    assert "ANTHROPIC_API_KEY (set), ANTHROPIC_AUTH_TOKEN (not set)" in result.stdout
+    assert "-m controller.agents.run --preset claude-code --cli " in result.stdout
+    assert "sk-ant-x-123456" not in result.output
+    assert "cannot start" not in result.stdout  # the wrapper and the CLI start inside the sandbox
