@@ -102,6 +102,20 @@ def _significance(facts: PullFacts) -> str:
     )
 
 
+def score_table(facts: PullFacts) -> str:
+    """The score table and its significance line alone (a check run's text)."""
+    return "\n".join(
+        [
+            f"| | `{facts.metric}` ({facts.direction}) | samples |",
+            "|---|---|---|",
+            f"| baseline | {_num(facts.baseline)} | {_samples(facts.baseline_samples)} |",
+            f"| candidate | {_num(facts.candidate)} | {_samples(facts.candidate_samples)} |",
+            "",
+            f"Significance: {_significance(facts)}.",
+        ]
+    )
+
+
 def render_block(facts: PullFacts, *, compact: bool = False) -> str:
     """The text between the markers, markers included."""
     significance = _significance(facts)

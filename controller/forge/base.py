@@ -5,10 +5,10 @@ Contract (every implementation, fakes included, passes ``tests/forge/test_contra
 - Reads (``repo``, ``branch_sha``, ``find_pull``, ``get_pull``, ``permission``) are safe to retry;
   an implementation may retry them on 5xx and rate limits, honouring ``retry-after`` and
   ``x-ratelimit-reset``.
-- Writes (``create_pull``, ``update_pull``) are never re-sent blindly. ``create_pull`` that fails
-  ambiguously (5xx, timeout, dropped connection) first looks for the PR by its head and returns it if
-  the failed call created it; a 422 "already exists" also resolves to the existing PR. So calling it
-  again after any failure yields exactly one PR.
+- Writes (``create_pull``, ``update_pull``, the ``team_process`` writes) are never re-sent blindly.
+  ``create_pull`` that fails ambiguously (5xx, timeout, dropped connection) first looks for the PR
+  by its head and returns it if the failed call created it; a 422 "already exists" also resolves to
+  the existing PR. So calling it again after any failure yields exactly one PR.
 - Writes are spaced by the implementation's write interval (GitHub asks for 1 s between writes).
 - There is deliberately no merge, close, approve, review or comment *writing* method: crucible never
   does those (DESIGN §7); ``feedback_reader`` only reads feedback. Bodies are edited only through
@@ -19,7 +19,7 @@ Contract (every implementation, fakes included, passes ``tests/forge/test_contra
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -61,6 +61,7 @@ class PullInfo:
     merged: bool
     draft: bool
     body: str
+    title: str = ""
 
 
 class Forge(Protocol):
@@ -101,6 +102,73 @@ class Forge(Protocol):
     def feedback_reader(self) -> FeedbackReader:
         """The reader the poller uses on this forge (same API and credentials, conditional GETs)."""
         ...
+
+    def team_process(self) -> TeamProcess:
+        """The writes that fit a PR into a team's process (labels, reviewers, statuses), same
+        credentials; see ``TeamProcess``."""
+        ...
+
+
+@dataclass(frozen=True)
+class Applied:
+    """What a team-process write did with the names it was given: ``done`` the forge took,
+    ``refused`` it answered no for, each with the forge's reason (an unknown reviewer, a label it
+    cannot create, an assignee without access). A refusal is final: asking again changes nothing."""
+
+    done: tuple[str, ...] = ()
+    refused: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class CommitCheck:
+    """A result reported on a commit, as a commit status or a check run.
+
+    ``name`` is the status's context or the check run's name (``crucible/p50_ms``); ``conclusion``
+    is success, failure or neutral (a commit status has no neutral: it is reported as failure);
+    ``title`` is the status's description (at most 140 characters) and the check run's output title;
+    ``summary`` and ``text`` (Markdown) only reach a check run; ``details_url`` may be empty.
+    """
+
+    name: str
+    conclusion: str  # success | failure | neutral
+    title: str
+    summary: str = ""
+    text: str = ""
+    details_url: str = ""
+
+
+class TeamProcess(Protocol):
+    """What makes a bot's PR fit how a team reviews: labels, requested reviewers, assignees, and the
+    measured result on the PR's head commit.
+
+    Contract (``tests/forge/test_team_process.py`` runs it over every implementation):
+
+    - Every method is one write, or a few when the forge refused a batch and the names are tried one
+      at a time to tell which it refuses; nothing is re-sent after an ambiguous failure (5xx, timeout,
+      dropped connection): that raises ``ForgeError`` and the caller tries again at its next publish.
+      Adding a label or an assignee twice, or requesting a reviewer twice, changes nothing.
+    - ``add_labels``, ``request_reviewers`` and ``add_assignees`` answer ``Applied``: a name the forge
+      refuses (422: not a collaborator, the PR's author, an invalid label; an assignee it silently
+      drops) is ``refused`` with the reason, never an exception. ``ForgeNotFound`` for a missing PR.
+    - ``report`` sets a commit status (``check_run=False``) or creates a check run. A check run needs
+      App credentials on GitHub: without them it raises ``ForgeError`` (403), and ``check_runs`` says
+      in advance whether these credentials are an App's.
+    """
+
+    @property
+    def check_runs(self) -> bool: ...
+
+    def add_labels(self, full_name: str, number: int, labels: Sequence[str]) -> Applied: ...
+
+    def request_reviewers(
+        self, full_name: str, number: int, reviewers: Sequence[str], team_reviewers: Sequence[str]
+    ) -> Applied:
+        """Request reviews; team slugs appear in ``Applied`` as ``team:<slug>``."""
+        ...
+
+    def add_assignees(self, full_name: str, number: int, assignees: Sequence[str]) -> Applied: ...
+
+    def report(self, full_name: str, sha: str, check: CommitCheck, *, check_run: bool) -> None: ...
 
 
 class FeedbackReader(Protocol):

@@ -1,7 +1,8 @@
 """The ``github`` forge adapter: GitHub, GitHub Enterprise and crucible's local forge, via PyGithub.
 
-This is the only module of crucible that imports PyGithub; everything else sees ``Forge``,
-``RepoInfo``, ``PullInfo`` and the ``Forge*`` errors of ``controller.forge.base``.
+This module and its team-process half (``github_team.py``) are the only ones that import PyGithub;
+everything else sees ``Forge``, ``RepoInfo``, ``PullInfo`` and the ``Forge*`` errors of
+``controller.forge.base``.
 
 Why it looks the way it does (DESIGN §7, issue 3 deliverables 1, 4, 5):
 
@@ -47,6 +48,7 @@ from controller.forge.base import (
     PullInfo,
     RepoInfo,
 )
+from controller.forge.github_team import GithubTeamProcess, error_message
 from controller.forge.polling import GithubReader
 from controller.forge.ratelimit import rate_limit_wait
 
@@ -173,6 +175,12 @@ class GithubForge:
                 )
             return self._reader
 
+    def team_process(self) -> GithubTeamProcess:
+        """Labels, review requests, assignees, statuses and check runs with these credentials
+        (check runs only for a GitHub App, as GitHub allows)."""
+        app = self._sessions.is_app
+        return GithubTeamProcess(self._repo, self._write, self._read, self._classify, app=app)
+
     def usage(self) -> ForgeUsage:
         """Requests sent so far and the rate limit left (``ForgeUsage``); costs no request."""
         with self._calls_lock:
@@ -272,8 +280,8 @@ class GithubForge:
             self._calls += 1
 
     def _error(self, what: str, exc: GithubException) -> ForgeError:
-        message = f"{what}: {exc.status} {_message(exc)}"
-        wait = rate_limit_wait(exc.status, exc.headers or {}, _message(exc), time.time())
+        message = f"{what}: {exc.status} {error_message(exc)}"
+        wait = rate_limit_wait(exc.status, exc.headers or {}, error_message(exc), time.time())
         if wait is not None:
             return ForgeRateLimited(message, wait)
         if exc.status == 404:
@@ -302,7 +310,9 @@ class GithubForge:
     ) -> PullInfo:
         found = self._find_open(full_name, head, base)
         if found is None:
-            raise ForgeError(f"{what}: {exc.status} {_message(exc)} (but no open pull request was found)")
+            raise ForgeError(
+                f"{what}: {exc.status} {error_message(exc)} (but no open pull request was found)"
+            )
         return found
 
 
@@ -330,6 +340,10 @@ class _Sessions:
             assert credentials.app_id is not None and credentials.private_key is not None
             self._app = Auth.AppAuth(credentials.app_id, credentials.private_key)
             self._integration = GithubIntegration(auth=self._app, **options)
+
+    @property
+    def is_app(self) -> bool:
+        return self._credentials.token is None
 
     def client(self, full_name: str) -> Github:
         if self._token_client is not None:
@@ -389,6 +403,7 @@ def _pull_info(pull: PullRequest) -> PullInfo:
         merged=pull.merged_at is not None,
         draft=bool(pull.draft),
         body=pull.body or "",
+        title=pull.title or "",
     )
 
 
@@ -407,21 +422,8 @@ def _opt(value: str | None) -> Any:
     return NotSet if value is None else value
 
 
-def _message(exc: GithubException) -> str:
-    data = exc.data
-    if not isinstance(data, dict):
-        return str(data or "")
-    parts = [str(data.get("message", ""))]
-    for error in data.get("errors") or []:
-        if isinstance(error, dict) and error.get("message"):
-            parts.append(str(error["message"]))
-        elif isinstance(error, str):
-            parts.append(error)
-    return "; ".join(p for p in parts if p)
-
-
 def _already_exists(exc: GithubException) -> bool:
-    return exc.status == 422 and ALREADY_EXISTS in _message(exc).lower()
+    return exc.status == 422 and ALREADY_EXISTS in error_message(exc).lower()
 
 
 def _split_repo(full_name: str) -> None:

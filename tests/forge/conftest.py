@@ -148,6 +148,21 @@ class Harness(Protocol):
 
     def close_pull(self, number: int) -> None: ...
 
+    def triage(self, number: int) -> Triage: ...
+
+    def statuses(self, sha: str) -> list[tuple[str, str, str, str]]:
+        """(context, state, description, target_url) of every commit status on ``sha``, newest first."""
+        ...
+
+
+@dataclass(frozen=True)
+class Triage:
+    """A PR's labels, requested reviewers (teams as ``team:<slug>``) and assignees, sorted."""
+
+    labels: tuple[str, ...]
+    requested: tuple[str, ...]
+    assignees: tuple[str, ...]
+
 
 @dataclass
 class LocalHarness:
@@ -172,10 +187,29 @@ class LocalHarness:
     def close_pull(self, number: int) -> None:
         self.local.api("PATCH", f"/repos/{REPO}/pulls/{number}", json={"state": "closed"})
 
+    def triage(self, number: int) -> Triage:
+        labels = self.local.api("GET", f"/repos/{REPO}/issues/{number}/labels").json()
+        requested = self.local.api("GET", f"/repos/{REPO}/pulls/{number}/requested_reviewers").json()
+        issue = self.local.api("GET", f"/repos/{REPO}/issues/{number}").json()
+        return Triage(
+            tuple(sorted(label["name"] for label in labels)),
+            tuple(
+                sorted(
+                    [user["login"] for user in requested["users"]]
+                    + [f"team:{team['slug']}" for team in requested["teams"]]
+                )
+            ),
+            tuple(sorted(user["login"] for user in issue["assignees"])),
+        )
+
+    def statuses(self, sha: str) -> list[tuple[str, str, str, str]]:
+        listed = self.local.api("GET", f"/repos/{REPO}/commits/{sha}/statuses").json()
+        return [(s["context"], s["state"], s["description"], s["target_url"] or "") for s in listed]
+
 
 @dataclass
 class FakeHarness:
-    forge: FakeForge = field(default_factory=FakeForge)
+    forge: FakeForge = field(default_factory=lambda: FakeForge(login=OWNER))
     full_name: str = REPO
     owner: str = OWNER
     pushes: int = 0
@@ -199,6 +233,16 @@ class FakeHarness:
 
     def close_pull(self, number: int) -> None:
         self.forge.close_pull(REPO, number)
+
+    def triage(self, number: int) -> Triage:
+        pull = self.forge._pull(REPO, number)
+        return Triage(
+            tuple(sorted(pull.labels)), tuple(sorted(pull.requested)), tuple(sorted(pull.assignees))
+        )
+
+    def statuses(self, sha: str) -> list[tuple[str, str, str, str]]:
+        found = self.forge.reports.get(f"{REPO}@{sha}", [])
+        return [(r.name, r.state, r.title, r.details_url) for r in reversed(found) if r.kind == "status"]
 
 
 @pytest.fixture(params=["github-local", "fake"])

@@ -17,7 +17,9 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
 from controller.forge.base import (
+    Applied,
     CommentPage,
+    CommitCheck,
     FeedbackEvent,
     ForgeError,
     ForgeNotFound,
@@ -50,6 +52,7 @@ class FakeRepo:
     branches: dict[str, str] = field(default_factory=dict)
     collaborators: dict[str, str] = field(default_factory=dict)  # login -> role
     members: set[str] = field(default_factory=set)  # of the owning organization (association MEMBER)
+    teams: set[str] = field(default_factory=set)  # team slugs of the owning organization
 
     @property
     def owner(self) -> str:
@@ -70,6 +73,23 @@ class FakePull:
     merged: bool = False
     updated_at: str = ""  # moved by every change and every piece of feedback, as on GitHub
     created_at: str = ""
+    author: str = ""  # who opened it (the token's user)
+    labels: list[str] = field(default_factory=list)
+    requested: list[str] = field(default_factory=list)  # logins, and teams as "team:<slug>"
+    assignees: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Report:
+    """A commit status (``kind`` "status", ``state`` success/failure) or check run ("check_run",
+    ``state`` its conclusion) as the fake stored it."""
+
+    kind: str
+    name: str
+    state: str
+    title: str
+    details_url: str
+    text: str = ""
 
 
 @dataclass
@@ -81,9 +101,19 @@ class _Failure:
 class FakeForge:
     """In-memory forge; see the module docstring. URLs are under ``base_url``."""
 
-    def __init__(self, base_url: str = "https://forge.test", token: str = "fake-token") -> None:
+    def __init__(
+        self,
+        base_url: str = "https://forge.test",
+        token: str = "fake-token",
+        *,
+        login: str = "crucible-bot",
+        app: bool = False,
+    ) -> None:
         self.base_url = base_url.rstrip("/")
         self.token = token
+        self.login = login  # the token's user: who opens pull requests
+        self.app = app  # GitHub App credentials: check runs allowed
+        self.reports: dict[str, list[Report]] = {}  # "owner/name@sha" -> what was reported on it
         self.repos: dict[str, FakeRepo] = {}
         self.pulls: dict[str, list[FakePull]] = {}
         self.users: set[str] = set()
@@ -248,6 +278,7 @@ class FakeForge:
             raise ForgeError(f"create pull {head}: 422 No commits between {base} and {branch}")
         pull = FakePull(len(self._pulls(full_name)) + 1, title, body, owner, branch, head_sha, base, draft)
         pull.updated_at = pull.created_at = self._stamp()
+        pull.author = self.login
         self._pulls(full_name).append(pull)
         return self._raise_after(failure, self._info(full_name, pull))
 
@@ -282,6 +313,82 @@ class FakeForge:
     def feedback_reader(self) -> FakeForge:
         """The fake reads feedback itself (``FeedbackReader`` below)."""
         return self
+
+    def team_process(self) -> FakeForge:
+        """The fake writes labels, review requests and statuses itself (``TeamProcess`` below)."""
+        return self
+
+    # -- TeamProcess ----------------------------------------------------------------------------
+
+    @property
+    def check_runs(self) -> bool:
+        return self.app
+
+    def add_labels(self, full_name: str, number: int, labels: Sequence[str]) -> Applied:
+        self._enter("add_labels", full_name, str(number), *labels)
+        pull = self._pull(full_name, number)
+        done, refused = [], []
+        for name in labels:
+            if len(name) > 50:
+                refused.append((name, "422 Validation Failed; Label name invalid"))
+                continue
+            if name.lower() not in {label.lower() for label in pull.labels}:
+                pull.labels.append(name)
+            done.append(name)
+        return Applied(tuple(done), tuple(refused))
+
+    def request_reviewers(
+        self, full_name: str, number: int, reviewers: Sequence[str], team_reviewers: Sequence[str]
+    ) -> Applied:
+        self._enter("request_reviewers", full_name, str(number), *reviewers, *team_reviewers)
+        repo, pull = self._repo(full_name), self._pull(full_name, number)
+        not_collaborator = (
+            "422 Reviews may only be requested from collaborators. One or more of the users or teams "
+            f"you specified is not a collaborator of the {repo.full_name} repository."
+        )
+        done, refused = [], []
+        for login in reviewers:
+            if login.lower() == pull.author.lower():
+                refused.append((login, "422 Review cannot be requested from pull request author."))
+            elif self._association(repo, login) == "NONE":
+                refused.append((login, not_collaborator))
+            else:
+                done.append(login)
+        for slug in team_reviewers:
+            if slug in repo.teams:
+                done.append(f"team:{slug}")
+            else:
+                refused.append((f"team:{slug}", not_collaborator))
+        for name in done:
+            if name not in pull.requested:
+                pull.requested.append(name)
+        return Applied(tuple(done), tuple(refused))
+
+    def add_assignees(self, full_name: str, number: int, assignees: Sequence[str]) -> Applied:
+        self._enter("add_assignees", full_name, str(number), *assignees)
+        repo, pull = self._repo(full_name), self._pull(full_name, number)
+        done, refused = [], []
+        for login in assignees:
+            if self._association(repo, login) == "NONE":
+                refused.append((login, "GitHub did not assign them (they need access to the repository)"))
+                continue
+            if login not in pull.assignees:
+                pull.assignees.append(login)
+            done.append(login)
+        return Applied(tuple(done), tuple(refused))
+
+    def report(self, full_name: str, sha: str, check: CommitCheck, *, check_run: bool) -> None:
+        self._enter("report", full_name, sha, check.name)
+        repo = self._repo(full_name)
+        if check_run and not self.app:
+            raise ForgeError(f"report {check.name}: 403 You must authenticate via a GitHub App.")
+        kind = "check_run" if check_run else "status"
+        state = (
+            check.conclusion if check_run else {"neutral": "failure"}.get(check.conclusion, check.conclusion)
+        )
+        title = check.title if check_run else check.title[:140]
+        entry = Report(kind, check.name, state, title, check.details_url, check.text)
+        self.reports.setdefault(f"{repo.full_name}@{sha}", []).append(entry)
 
     # -- FeedbackReader -------------------------------------------------------------------------
 
@@ -435,6 +542,7 @@ class FakeForge:
             merged=pull.merged,
             draft=pull.draft,
             body=pull.body,
+            title=pull.title,
         )
 
 

@@ -142,6 +142,7 @@ def expected(data: dict[str, Any]) -> PullInfo:
         merged=data["merged_at"] is not None,
         draft=bool(data.get("draft")),
         body=data["body"] or "",
+        title=data["title"] or "",
     )
 
 
