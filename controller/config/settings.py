@@ -103,6 +103,9 @@ class ForgeSettings(SettingsGroup):
     own_logins: Annotated[tuple[str, ...], NoDecode] = ()
     """CRUCIBLE_OWN_LOGINS, comma-separated: crucible's own accounts, whose activity never triggers a
     round (needed when the token's login is not the only one crucible writes as)."""
+    dashboard_url: str | None = Field(default=None, pattern=r"^https?://\S+$")
+    """CRUCIBLE_DASHBOARD_URL: the dashboard as reviewers reach it (``https://crucible.acme.dev``);
+    the result crucible reports on a PR links to the run's page there. Unset: no link."""
 
     @field_validator("own_logins", mode="before")
     @classmethod

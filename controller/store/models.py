@@ -38,6 +38,7 @@ from controller.store.records import (
     FeedbackSource,
     FeedbackVerdict,
     HypothesisRecord,
+    ProcessState,
     PullRecord,
     RunRecord,
     SampleRecord,
@@ -456,6 +457,9 @@ class PullRequestRow(Base):
     paused: Mapped[bool] = mapped_column(sa.Boolean)
     published_value: Mapped[float | None] = mapped_column(sa.Double)
     note: Mapped[str | None] = mapped_column(sa.Text)
+    title: Mapped[str | None] = mapped_column(sa.Text)
+    process: Mapped[dict[str, Any] | None] = mapped_column(sa.JSON)
+    status_sha: Mapped[str | None] = mapped_column(sa.String(64))
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
 
     def to_record(self) -> PullRecord:
@@ -474,6 +478,9 @@ class PullRequestRow(Base):
             paused=self.paused,
             published_value=self.published_value,
             note=self.note,
+            title=self.title,
+            process=ProcessState.from_json(self.process),
+            status_sha=self.status_sha,
         )
 
 

@@ -83,8 +83,11 @@ class PullsAndFeedback:
                 "paused",
                 "published_value",
                 "note",
+                "title",
+                "status_sha",
             ):
                 setattr(row, name, getattr(rec, name))
+            row.process = rec.process.to_json()
             row.updated_at = self._now()
 
     def list_pulls(self, run_id: str) -> list[PullRecord]:

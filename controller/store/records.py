@@ -250,6 +250,38 @@ class ChampionUpdate:
 
 
 @dataclass(frozen=True)
+class ProcessState:
+    """What crucible did to fit one PR into the team's process (``[publish]``): the labels,
+    reviewers (teams as ``team:<slug>``) and assignees it handled, each applied or refused by the
+    forge, so none is asked for twice, and a sentence per refusal for the run's readers."""
+
+    labels: tuple[str, ...] = ()
+    reviewers: tuple[str, ...] = ()
+    assignees: tuple[str, ...] = ()
+    problems: tuple[str, ...] = ()
+    marked: tuple[int, ...] = ()  # refinement rounds that could not hold the score, marked on the PR
+
+    def to_json(self) -> dict[str, list[Any]]:
+        return {
+            "labels": list(self.labels),
+            "reviewers": list(self.reviewers),
+            "assignees": list(self.assignees),
+            "problems": list(self.problems),
+            "marked": list(self.marked),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | None) -> ProcessState:
+        data = data or {}
+
+        def names(key: str) -> tuple[str, ...]:
+            return tuple(str(v) for v in data.get(key) or ())
+
+        marked = tuple(int(v) for v in data.get("marked") or ())
+        return cls(names("labels"), names("reviewers"), names("assignees"), names("problems"), marked)
+
+
+@dataclass(frozen=True)
 class PullRecord:
     """One draft PR per (run, component): where it is and what crucible last pushed to it.
 
@@ -274,6 +306,9 @@ class PullRecord:
     paused: bool = False
     published_value: float | None = None
     note: str | None = None
+    title: str | None = None  # the title crucible set last (another on the forge: a person's edit)
+    process: ProcessState = ProcessState()
+    status_sha: str | None = None  # the head whose measurement crucible reported on the PR
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from controller.store.records import (
     ChampionUpdate,
     ComponentRecord,
     HypothesisReport,
+    ProcessState,
     PullRecord,
     TurnDecision,
 )
@@ -95,6 +96,7 @@ def seeded_run(
             head,
             head,
             base,
+            process=ProcessState(labels=("perf",), problems=(f"reviewer ghost was refused: 422 {text}",)),
         )
     )
     item = store.add_feedback(

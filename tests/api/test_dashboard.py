@@ -270,3 +270,10 @@ def test_a_run_offers_only_the_actions_its_state_allows(api: Api) -> None:
         refused = admin.get("/runs/states/confirm/cancel")
         assert refused.status_code == 409 and "does not apply to a completed run" in refused.text
     assert api.control.calls == []
+
+
+def test_what_the_forge_refused_of_the_team_process_shows_on_the_run_page(api: Api) -> None:
+    seeded_run(api.store, _settings(api), "refused", turns=2, text="<b>x</b>")
+    with _login(api, READER) as client:
+        page = client.get("/runs/refused").text
+    assert '<ul class="problems"><li>reviewer ghost was refused: 422 &lt;b&gt;x&lt;/b&gt;</li></ul>' in page

@@ -122,6 +122,7 @@ def test_kept_candidate_becomes_one_draft_pr_with_the_exact_diff(world: World) -
             "paused": False,
             "published_value": 5.0,
             "note": None,
+            "problems": [],
         }
     ]
     kinds = [e.kind for e in store.list_events(run_id)]

@@ -154,6 +154,13 @@ def test_a_round_that_loses_more_than_hold_pushes_nothing_and_says_so(
     assert "round 1 (feedback from [@bob" in body and "could not hold the score" in body
     rounds = dump(feedback_view(store, run_id))["rounds"]
     assert [r["kept"] for r in rounds] == [False]
+    # The head the round left in place says so beside its own measurement (newest first).
+    statuses = list(repo.get_commit(str(seen["head"])).get_statuses())
+    assert [(s.context, s.state) for s in statuses] == [
+        ("crucible/value/refinement", "failure"),
+        ("crucible/value", "success"),
+    ]
+    assert statuses[0].description.startswith("round 1 could not hold the score; nothing was pushed")
 
 
 def test_a_closed_pr_ends_the_watch_with_feedback_closed(tmp_path: Path, forge: AppForge) -> None:

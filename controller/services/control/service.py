@@ -227,7 +227,7 @@ class RunService:
         ctx.detach, ctx.wakeup = signals.detach, signals.wakeup
         ctx.hypothesis_pods = self._hypotheses(run_id) if self._hypotheses is not None else None
         if forge is not None:
-            ctx.on_champion = Publisher(forge).publish
+            ctx.on_champion = Publisher(forge, dashboard_url=self.settings.forge.dashboard_url).publish
         watch = None
         if options.watch_feedback and forge is not None:
             watch = Watch(
@@ -502,7 +502,7 @@ class RunService:
     def resume_pull(self, run_id: str, component: str) -> PullRecord:
         """Lift a pause on a PR: adopt its current head and let crucible write to it again."""
         spec = stored_spec(self.store, run_id)
-        publisher = Publisher(self._forge_for(spec))
+        publisher = Publisher(self._forge_for(spec), dashboard_url=self.settings.forge.dashboard_url)
         ctx = open_context(self.settings, self.store, run_id, spec, environ=self._environ)
         return resume_pull(ctx, publisher, component)
 

@@ -16,13 +16,16 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from controller.config.spec import ComponentSpec
-from controller.domain.enums import EventKind, SampleArm, TurnPhase
+from controller.domain.enums import Direction, EventKind, SampleArm, TurnPhase
 from controller.domain.errors import ConflictError, CrucibleError, NotFoundError
-from controller.engine.prbody import Point, PullFacts, Sibling, merge_body
+from controller.engine.conventions import kept_facts
+from controller.engine.conventions import title as pr_title
+from controller.engine.prbody import Point, PullFacts, Sibling, merge_body, score_table
 from controller.forge.base import Forge, ForgeError, PullInfo
 from controller.services.execution.context import RunContext
 from controller.services.feedback.drift import author_of, build_on_adopted, follow_upstream
-from controller.store.records import PullRecord
+from controller.services.feedback.team import Measured, fit, mark_unheld, report_result, run_url
+from controller.store.records import ProcessState, PullRecord
 from controller.workspace.git import is_ancestor
 from controller.workspace.push import PushRejected, fetch_commit, push_commit
 
@@ -120,12 +123,14 @@ def round_notes(ctx: RunContext, component: str) -> list[str]:
     return lines
 
 
-def _title(ctx: RunContext, component: str) -> str:
+def _title(ctx: RunContext, component: str, value: float | None = None) -> str:
+    """The title ``[publish] title`` gives the PR, with ``value`` (default: the run's best)."""
     run = ctx.store.get_run(ctx.run_id)
-    score = ""
-    if run.baseline_value is not None and run.champion_value is not None:
-        score = f" ({ctx.spec.metric.name} {run.baseline_value:.4g} → {run.champion_value:.4g})"
-    return f"crucible: {ctx.spec.objective}{score} [{component}]"[:250]
+    shown = run.champion_value if value is None else value
+    facts = kept_facts(
+        ctx.spec, ctx.run_id, component, run.baseline_value, shown, None, run.champion_turn or 0
+    )
+    return pr_title(ctx.spec.publish, facts)
 
 
 @dataclass
@@ -146,8 +151,9 @@ class _Plan:
 class Publisher:
     """Publishes a run's champion through one ``Forge``; call ``publish`` after every keep and at the end."""
 
-    def __init__(self, forge: Forge) -> None:
+    def __init__(self, forge: Forge, *, dashboard_url: str | None = None) -> None:
         self.forge = forge
+        self.dashboard_url = dashboard_url  # where the run pages are served, for the status's link
 
     def publish(self, ctx: RunContext) -> list[PullRecord]:
         """Push, open and describe every changed component's PR; return the run's PR records."""
@@ -288,8 +294,14 @@ class Publisher:
             facts = replace(facts, candidate=plan.value, candidate_samples=[], p_value=None, turn=None)
         pull = plan.pull
         body = merge_body(pull.body, facts)
-        if body != pull.body:
-            pull = self.forge.update_pull(plan.target.upstream, pull.number, body=body)
+        ours = plan.known.title if plan.known is not None and plan.known.title is not None else pull.title
+        title = _title(ctx, name, plan.value) if plan.value is not None else ours
+        retitle = title if pull.title == ours and title != pull.title else None  # never over a person's
+        if body != pull.body or retitle is not None:
+            changed = body if body != pull.body else None
+            pull = self.forge.update_pull(plan.target.upstream, pull.number, body=changed, title=retitle)
+        ours = retitle or ours
+        process, status_sha = self._fit(ctx, plan, pull, facts)
         record = PullRecord(
             run_id=ctx.run_id,
             component=name,
@@ -305,6 +317,9 @@ class Publisher:
             paused=plan.paused,
             published_value=plan.value,
             note=_note(ctx, plan),
+            title=ours,
+            process=process,
+            status_sha=status_sha,
         )
         ctx.store.save_pull(record)
         if plan.known is None or plan.known.pushed_sha != plan.pushed:
@@ -312,6 +327,53 @@ class Publisher:
             payload["value"] = plan.value
             ctx.store.append_event(ctx.run_id, EventKind.PUBLISHED, payload)
         return record
+
+    def _fit(
+        self, ctx: RunContext, plan: _Plan, pull: PullInfo, facts: PullFacts
+    ) -> tuple[ProcessState, str | None]:
+        """The team's process on an open PR (``services.team``): labels, reviews, assignees once,
+        the measurement on each pushed head, a mark for each round that could not hold the score."""
+        known = plan.known
+        state = known.process if known is not None else ProcessState()
+        status_sha = known.status_sha if known is not None else None
+        publish = ctx.spec.publish
+        if publish is None or pull.state != "open":
+            return state, status_sha
+        repo, name, process = plan.target.upstream, plan.target.component.name, self.forge.team_process()
+        fitted = fit(process, publish, repo, pull.number, state)
+        notes = list(fitted.refused)
+        for deferred in fitted.deferred:
+            ctx.observer.warn(f"{name}: will try again at the next publish: {deferred}")
+        state = fitted.state
+        if publish.status != "off":
+            try:
+                if plan.value is not None and plan.pushed != status_sha:
+                    run = ctx.store.get_run(ctx.run_id)
+                    measured = Measured(
+                        metric=ctx.spec.metric.name,
+                        minimize=ctx.direction is Direction.MINIMIZE,
+                        baseline=run.baseline_value,
+                        value=plan.value,
+                        p_value=facts.p_value,
+                        table=score_table(facts),
+                    )
+                    url = run_url(self.dashboard_url, ctx.run_id)
+                    notes += [
+                        n for n in [report_result(process, publish, repo, plan.pushed, measured, url)] if n
+                    ]
+                    status_sha = plan.pushed
+                for number, detail in _unheld_rounds(ctx, name, state.marked):
+                    metric = ctx.spec.metric.name
+                    found = mark_unheld(process, publish, repo, plan.pushed, metric, number, detail)
+                    notes += [found] if found else []
+                    state = replace(state, marked=(*state.marked, number))
+            except ForgeError as exc:
+                ctx.observer.warn(f"{name}: the result could not be reported on the PR yet: {exc}")
+        if notes:
+            state = replace(state, problems=(*state.problems, *(n for n in notes if n not in fitted.refused)))
+            payload = {"component": name, "number": pull.number, "url": pull.url, "refused": notes}
+            ctx.store.append_event(ctx.run_id, EventKind.PUBLISHED, payload)
+        return state, status_sha
 
     def _find_or_create(
         self, ctx: RunContext, target: Target, branch: str, head: str, notes: list[str]
@@ -345,6 +407,18 @@ def _note(ctx: RunContext, plan: _Plan) -> str | None:
     if plan.held:
         return plan.held
     return f"the PR head {plan.pushed[:12]} is not the run's best {best[:12]}"
+
+
+def _unheld_rounds(ctx: RunContext, component: str, marked: tuple[int, ...]) -> list[tuple[int, str]]:
+    """The finished refinement rounds of ``component`` that kept nothing and are not marked yet."""
+    out = []
+    for event in ctx.store.list_events(ctx.run_id):
+        payload = event.payload
+        if event.kind != EventKind.ROUND_FINISHED or payload.get("component") != component:
+            continue
+        if not payload.get("kept") and int(payload["round"]) not in marked:
+            out.append((int(payload["round"]), str(payload.get("detail") or "")))
+    return out
 
 
 def resume_pull(ctx: RunContext, publisher: Publisher, component: str) -> PullRecord:

@@ -153,6 +153,7 @@ def pulls_view(store: Store, run_id: str) -> list[schemas.PullRequest]:
             paused=p.paused,
             published_value=p.published_value,
             note=p.note,
+            problems=list(p.process.problems),
         )
         for p in store.list_pulls(run_id)
     ]

@@ -122,6 +122,10 @@ class PullRequest(_View):
         default=None, description="the score the PR shows (the run's best unless the PR lags it)"
     )
     note: str | None = Field(default=None, description="why the PR's head is not the run's best, if so")
+    problems: list[str] = Field(
+        default_factory=list,
+        description="what the forge refused of [publish] (an unknown reviewer, a label), one sentence each",
+    )
 
 
 class FeedbackItem(_View):

@@ -1,0 +1,159 @@
+"""A published PR fits the team's review process, checked as people see it: through PyGithub against
+the local forge over real HTTP, and git on a clone of the PR branch.
+
+Labels, the review request and the assignee arrive once (a person's removal sticks across later
+pushes), a reviewer and an assignee the forge refuses are reported, not fatal; the title follows the
+template and the improving result; every commit is the configured author's, with a Conventional
+Commits header and a DCO sign-off; each pushed head carries its measurement as a commit status.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from controller.config.spec import load_spec
+from controller.forge.auth import ForgeCredentials
+from controller.forge.github import GithubForge
+from controller.localforge.users import add_user
+from controller.services.execution.loop import run_loop
+from controller.services.execution.runs import open_context
+from controller.services.feedback.publish import Publisher, branch_name
+from controller.services.views.reads import run_view
+from controller.services.views.schemas import dump
+from tests.conftest import git
+from tests.forgekit import clone_as, component_toml, create_publishing_run, spec_toml, write_spec
+from tests.publish.test_publish import World
+
+pytestmark = pytest.mark.slow
+
+TEAM = """\
+labels = ["performance", "bot"]
+reviewers = ["bob", "mallory"]
+assignees = ["bob", "mallory"]
+title = "{objective}: {metric} {baseline} → {value} ({improvement})"
+conventional = true
+signoff = true
+author = { name = "Perf Bot", email = "perf-bot@example.com" }
+"""
+
+
+def test_a_pr_fits_the_teams_process_and_carries_its_measurement(world: World, tmp_path: Path) -> None:
+    store, run_id = world.run(extra=TEAM)
+    repo = world.github.get_repo("alice/app")
+    [listed] = world.pulls(run_id)
+    pr = repo.get_pull(listed.number)  # type: ignore[attr-defined]
+
+    assert pr.title == "perf(app): lower the value: value 10 → 5 (\u221250.0%)"  # retitled after turn 3
+    assert sorted(label.name for label in pr.labels) == ["bot", "performance"]
+    users, teams = pr.get_review_requests()
+    assert [u.login for u in users] == ["bob"] and list(teams) == []
+    assert [a.login for a in pr.assignees] == ["bob"]
+
+    view = dump(run_view(world.settings, store, run_id))
+    problems = view["pull_requests"][0]["problems"]
+    assert len(problems) == 2, problems
+    assert problems[0].startswith("reviewer mallory was refused: 422") and "collaborators" in problems[0]
+    assert problems[1].startswith("assignee mallory was refused")
+    refused = [e.payload["refused"] for e in store.list_events(run_id) if "refused" in e.payload]
+    assert refused == [problems]  # reported once, at the first publish
+
+    statuses = list(repo.get_commit(pr.head.sha).get_statuses())
+    assert [(s.context, s.state, s.description) for s in statuses] == [
+        ("crucible/value", "success", "value 10 \u2192 5 (\u221250.0%)")
+    ]
+    first = next(c.sha for c in pr.get_commits())  # turn 1's keep, pushed and reported on its own
+    assert [s.description for s in repo.get_commit(first).get_statuses()] == [
+        "value 10 \u2192 8 (\u221220.0%)"
+    ]
+
+    clone = clone_as("bob", world.handle.url + "/alice/app.git", tmp_path / "bob-clone")
+    git(clone, "fetch", "-q", "origin", branch_name(run_id))
+    log = git(
+        clone, "log", "--format=%an <%ae>|%cn|%s|%(trailers:key=Signed-off-by,valueonly)", "main..FETCH_HEAD"
+    )
+    bot = "Perf Bot <perf-bot@example.com>"
+    assert [line for line in log.splitlines() if line] == [
+        f"{bot}|Perf Bot|perf(app): set value for turn 3|{bot}",
+        f"{bot}|Perf Bot|perf(app): set value for turn 1|{bot}",
+    ]
+
+
+def test_the_process_is_applied_once_and_a_persons_changes_stick(world: World) -> None:
+    store, run_id = world.run(turns=1, extra=TEAM)
+    repo = world.github.get_repo("alice/app")
+    [listed] = world.pulls(run_id)
+    pr = repo.get_pull(listed.number)  # type: ignore[attr-defined]
+    pr.remove_from_labels("bot")  # alice changes her mind about one label, a request and the title
+    pr.delete_review_request(reviewers=["bob"])
+    pr.edit(title="Speed up the value (alice's words)")
+    ctx = open_context(
+        world.settings, store, run_id, load_spec(world.tmp / "crucible.toml"), environ=dict(os.environ)
+    )
+
+    Publisher(world.client).publish(ctx)
+    Publisher(world.client).publish(ctx)
+
+    pr = repo.get_pull(pr.number)
+    assert [label.name for label in pr.labels] == ["performance"]
+    assert [u.login for u in pr.get_review_requests()[0]] == []
+    assert pr.title == "Speed up the value (alice's words)"
+    assert len([e for e in store.list_events(run_id) if "refused" in e.payload]) == 1
+    assert len(list(repo.get_commit(pr.head.sha).get_statuses())) == 1  # one status per head
+
+
+def test_status_off_reports_nothing_and_no_keys_change_nothing(world: World) -> None:
+    store, run_id = world.run(turns=1, extra='status = "off"\n')
+    repo = world.github.get_repo("alice/app")
+    [listed] = world.pulls(run_id)
+    pr = repo.get_pull(listed.number)  # type: ignore[attr-defined]
+    assert list(repo.get_commit(pr.head.sha).get_statuses()) == []
+    assert list(pr.labels) == [] and [a.login for a in pr.assignees] == []
+    assert pr.title == "crucible: Lower the value (value 10 → 8) [app]"
+    assert [c.commit.author.name for c in pr.get_commits()] == ["crucible"]
+    assert dump(run_view(world.settings, store, run_id))["pull_requests"][0]["problems"] == []
+
+
+BOT_TOKEN = "tok-crucible-bot-0123456789"
+
+
+def test_an_app_reports_a_check_run_with_the_samples_once(world: World) -> None:
+    # On the local forge a "[bot]" account's token acts for its GitHub App, as an installation token.
+    add_user(world.handle.root, "crucible[bot]", token=BOT_TOKEN)
+    repo = world.github.get_repo("alice/app")
+    repo.add_to_collaborators("crucible[bot]", permission="push")
+    client = GithubForge(world.handle.api_url, ForgeCredentials.for_token(BOT_TOKEN), write_interval=0)
+    text = spec_toml(
+        agent=world.tmp / "agent.sh",
+        api_url=world.handle.api_url,
+        components=[component_toml("app", "repo")],
+        tail='status = "check-run"\n',
+    )
+    run = create_publishing_run(world.settings, client, write_spec(world.tmp, text))
+    publisher = Publisher(client, dashboard_url="https://crucible.example/")
+    run_loop(run.context(publisher))
+    publisher.publish(run.context())  # again: nothing new
+
+    [listed] = world.pulls(run.run_id)
+    head = repo.get_pull(listed.number).head.sha  # type: ignore[attr-defined]
+    [check] = list(repo.get_commit(head).get_check_runs())
+    assert (check.name, check.status, check.conclusion) == ("crucible/value", "completed", "success")
+    assert check.output.title == "value 10 \u2192 8 (\u221220.0%)"
+    assert "| baseline | 10 | 10 |" in check.output.text and "| candidate | 8 | 8 |" in check.output.text
+    assert check.details_url == f"https://crucible.example/runs/{run.run_id}"
+    assert list(repo.get_commit(head).get_statuses()) == []
+
+
+def test_a_check_run_refused_to_a_person_becomes_a_status_and_says_so(world: World) -> None:
+    store, run_id = world.run(turns=1, extra='status = "check-run"\n')
+    repo = world.github.get_repo("alice/app")
+    [listed] = world.pulls(run_id)
+    head = repo.get_pull(listed.number).head.sha  # type: ignore[attr-defined]
+
+    assert [(s.context, s.state) for s in repo.get_commit(head).get_statuses()] == [
+        ("crucible/value", "success")
+    ]
+    [problem] = dump(run_view(world.settings, store, run_id))["pull_requests"][0]["problems"]
+    assert problem.startswith("check runs were refused") and "403" in problem
