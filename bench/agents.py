@@ -1,0 +1,175 @@
+"""What a preset adds to a turn's agent call, as a ratio against the same CLI run by hand.
+
+Floor  = the real CLI started directly with exactly the argv and environment the preset builds (a fresh
+         ``HOME`` each call, stdin closed), in a git checkout, against the scripted model server of the
+         tests (``tests/agentkit``) that makes one edit.
+Preset = the command a turn runs for ``[agent] preset = …`` (``python -I -m controller.agents.run …``,
+         through ``/bin/sh -c`` as the executor runs it), with ``CRUCIBLE_CANDIDATE`` pointing at a brief:
+         the wrapper's start-up, its endpoint check, the CLI's ``HOME``, and reading the CLI's output.
+
+Both arms run outside the sandbox (its cost is the same for every agent command, preset or not) and
+interleaved, so drift on a shared machine hits both; between calls the checkout is restored (untimed).
+Prints per preset the medians and the ratio preset/floor.
+
+    python bench/agents.py [--calls 10] [--presets claude-code,codex] [--latency-ms 0]
+
+``--latency-ms`` makes the scripted model take that long per call, as a real one does (seconds): the
+wrapper's cost is fixed per turn, so the ratio depends on how long the CLI's own call takes.
+
+Target (issue 20): ratio <= 1.1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from controller.agents.base import Settings  # noqa: E402
+from controller.agents.command import agent_command  # noqa: E402
+from controller.agents.registry import preset  # noqa: E402
+from controller.agents.run import PREAMBLE, _home_variables  # noqa: E402
+from controller.config.agent import AgentSpec  # noqa: E402
+from tests.agentkit.anthropic import AnthropicMessages  # noqa: E402
+from tests.agentkit.clis import AGENTS_BIN  # noqa: E402
+from tests.agentkit.responses import OpenAIResponses  # noqa: E402
+from tests.agentkit.script import Edit  # noqa: E402
+from tests.agentkit.server import ModelServer, ScriptedModel, running_model_server  # noqa: E402
+
+PROGRAMS = {"claude-code": "claude", "codex": "codex"}
+MODELS = {"claude-code": "claude-sonnet-4-5", "codex": "gpt-5"}
+BRIEF = "# Objective\n\nLower the value in src/value.txt.\n"
+
+
+@dataclass
+class Arm:
+    name: str
+    times: list[float]
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.times)
+
+
+def _git(cwd: Path, *args: str) -> None:
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True)
+
+
+def _checkout(where: Path) -> Path:
+    repo = where / "repo"
+    (repo / "src").mkdir(parents=True)
+    (repo / "src" / "value.txt").write_text("10\n")
+    _git(repo, "init", "-q", "-b", "main")
+    _git(repo, "add", ".")
+    _git(repo, "-c", "user.name=bench", "-c", "user.email=bench@example.com", "commit", "-qm", "init")
+    return repo
+
+
+def _base_url(name: str, server: ModelServer) -> str:
+    return server.url + ("/v1" if name == "codex" else "")
+
+
+def _by_hand(name: str, cli: str, repo: Path, server: ModelServer, env: dict[str, str]) -> float:
+    """The CLI with the preset's own flags and environment, started directly."""
+    chosen = preset(name)
+    home = Path(tempfile.mkdtemp(prefix="bench-agent-home-"))
+    try:
+        settings = Settings(
+            workdir=repo, home=home, model=MODELS[name], base_url=_base_url(name, server), sandboxed=True
+        )
+        call = chosen.invocation(cli, PREAMBLE.format(workdir=repo) + BRIEF, settings)
+        for folder in call.dirs:
+            (home / folder).mkdir(parents=True, exist_ok=True)
+        full = {**env, **_home_variables(home), **call.env}
+        started = time.perf_counter()
+        subprocess.run(
+            call.argv, cwd=repo, env=full, stdin=subprocess.DEVNULL, capture_output=True, check=True
+        )
+        return time.perf_counter() - started
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def _as_a_turn(command: str, repo: Path, env: dict[str, str]) -> float:
+    started = time.perf_counter()
+    done = subprocess.run(
+        ["/bin/sh", "-c", command],
+        cwd=repo,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+    )
+    elapsed = time.perf_counter() - started
+    if done.returncode != 0 or "HYPOTHESIS:" not in done.stdout:
+        raise SystemExit(f"the preset's turn failed (exit {done.returncode}):\n{done.stderr[-2000:]}")
+    return elapsed
+
+
+def measure(name: str, calls: int, where: Path, latency_s: float = 0.0) -> tuple[Arm, Arm]:
+    cli = str((AGENTS_BIN / PROGRAMS[name]).resolve())
+    repo = _checkout(where / name)
+    brief = where / name / "CANDIDATE.md"
+    brief.write_text(BRIEF)
+    key = "ANTHROPIC_API_KEY" if name == "claude-code" else "OPENAI_API_KEY"
+    env = {**os.environ, key: "sk-bench-0123456789", "CRUCIBLE_CANDIDATE": str(brief)}
+    with running_model_server([AnthropicMessages(), OpenAIResponses()], ScriptedModel()) as server:
+        server.model.edit = Edit("src/value.txt", "10", "8")
+        server.model.delay_s = latency_s
+        spec = AgentSpec.model_validate(
+            {"preset": name, "cli": cli, "model": MODELS[name], "base_url": _base_url(name, server)}
+        )
+        command = agent_command(spec, None, sandboxed=True, search_path=env.get("PATH"))
+        hand, wrapped = Arm("by hand", []), Arm("preset", [])
+        _by_hand(name, cli, repo, server, env)  # warm the page cache for both arms
+        _git(repo, "checkout", "-q", ".")
+        for _ in range(calls):
+            hand.times.append(_by_hand(name, cli, repo, server, env))
+            _git(repo, "checkout", "-q", ".")
+            wrapped.times.append(_as_a_turn(command, repo, env))
+            _git(repo, "checkout", "-q", ".")
+    return hand, wrapped
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--calls", type=int, default=10)
+    parser.add_argument("--presets", default="claude-code,codex")
+    parser.add_argument(
+        "--latency-ms",
+        type=float,
+        default=0.0,
+        help="the scripted model's time per call (a real one: seconds)",
+    )
+    args = parser.parse_args(argv)
+    names = [n for n in args.presets.split(",") if n]
+    missing = [n for n in names if not (AGENTS_BIN / PROGRAMS[n]).exists()]
+    if missing:
+        hint = "bash scripts/testenv/agents.sh installs them"
+        raise SystemExit(f"not installed in {AGENTS_BIN}: {', '.join(missing)} ({hint})")
+    with tempfile.TemporaryDirectory(prefix="bench-agents-") as tmp:
+        for name in names:
+            hand, wrapped = measure(name, args.calls, Path(tmp), args.latency_ms / 1000)
+            ratio = wrapped.median / hand.median
+            added = (wrapped.median - hand.median) * 1000
+            print(f"{name} (model latency {args.latency_ms:g} ms per call, medians of {args.calls}):")
+            medians = f"by hand {hand.median * 1000:.0f} ms, preset {wrapped.median * 1000:.0f} ms"
+            print(f"  {medians} ({added:+.0f} ms)")
+            print(f"  ratio {ratio:.3f} (target <= 1.1)")
+            print(f"  by hand: {[round(t * 1000) for t in hand.times]}")
+            print(f"  preset:  {[round(t * 1000) for t in wrapped.times]}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
