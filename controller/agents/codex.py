@@ -84,12 +84,21 @@ class Codex(Preset):
         failed: str | None = None
         last_error: str | None = None
         completed = False
+        failed_edits: list[str] = []
         for event in _events(stdout):
             kind = event.get("type")
             item = event.get("item") if isinstance(event.get("item"), dict) else {}
             assert isinstance(item, dict)
             if kind == "item.completed" and item.get("type") == "agent_message":
                 message = str(item.get("text") or "")
+            elif (
+                kind == "item.completed"
+                and item.get("type") == "file_change"
+                and item.get("status") == "failed"
+            ):
+                changes = item.get("changes") if isinstance(item.get("changes"), list) else []
+                assert isinstance(changes, list)
+                failed_edits += [str(c.get("path")) for c in changes if isinstance(c, dict)] or ["a file"]
             elif kind == "turn.completed":
                 completed = True
                 used = event.get("usage") if isinstance(event.get("usage"), dict) else {}
@@ -107,6 +116,10 @@ class Codex(Preset):
         if returncode != 0:
             said = f": {last_error}" if last_error else ""
             return Report(message, tuple(usage), exit_failure(self.title, returncode, stderr) + said)
+        if failed_edits:
+            listed = ", ".join(failed_edits[:5]) + (" …" if len(failed_edits) > 5 else "")
+            reason = f"{self.title} could not apply its edit to {listed} (see the agent log for why)"
+            return Report(message, tuple(usage), reason)
         if not completed:
             said = f" (last error: {last_error})" if last_error else ""
             return Report(message, tuple(usage), f"{self.title} ended without completing its turn{said}")

@@ -208,7 +208,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     problem = unreachable(chosen.name, args.base_url, environ)
     if problem is not None:
         return _fail(f"{chosen.title}: {problem}")
-    home = Path(tempfile.mkdtemp(prefix="crucible-agent-home-"))
+    home = Path(tempfile.mkdtemp(prefix="crucible-agent-home-", dir=_home_parent(args.sandboxed, environ)))
     try:
         settings = Settings(
             workdir=workdir,
@@ -243,6 +243,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     if report.failure is not None:
         return _fail(report.failure, returncode or EXIT_FAILED)
     return 0
+
+
+def _home_parent(sandboxed: bool, environ: dict[str, str]) -> str | None:
+    """Where the CLI's own HOME is made: ``$TMPDIR`` inside the sandbox (a private tmpfs); outside it,
+    ``~/.cache/crucible/agent-homes`` (``$XDG_CACHE_HOME`` if set), because a CLI's own sandbox may refuse
+    a home under ``/tmp`` (Codex does: its edits then fail)."""
+    if sandboxed:
+        return None
+    cache = environ.get("XDG_CACHE_HOME") or os.path.join(
+        environ.get("HOME") or os.path.expanduser("~"), ".cache"
+    )
+    parent = os.path.join(cache, "crucible", "agent-homes")
+    os.makedirs(parent, exist_ok=True)
+    return parent
 
 
 def _home_variables(home: Path) -> dict[str, str]:

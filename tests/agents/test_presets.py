@@ -202,3 +202,14 @@ def test_the_hypothesis_is_the_last_hypothesis_line_else_the_first_line() -> Non
     assert hypothesis("I looked.\nHYPOTHESIS: a\nHYPOTHESIS: b\n") == "b"
     assert hypothesis("Cached the parser.\nMore words.") == "Cached the parser."
     assert hypothesis("") is None
+
+
+def test_codex_whose_edit_failed_failed_although_it_says_done() -> None:
+    change = {"type": "file_change", "changes": [{"path": "/w/app.py", "kind": "update"}], "status": "failed"}
+    events = [
+        {"type": "item.completed", "item": change},
+        {"type": "item.completed", "item": {"type": "agent_message", "text": "Done.\nHYPOTHESIS: x"}},
+        {"type": "turn.completed", "usage": {"input_tokens": 1, "output_tokens": 1}},
+    ]
+    report = Codex().report("\n".join(json.dumps(e) for e in events), "", 0)
+    assert report.failure == "Codex could not apply its edit to /w/app.py (see the agent log for why)"

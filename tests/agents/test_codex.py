@@ -1,0 +1,117 @@
+"""``preset = "codex"`` end to end: ``crucible loop`` runs the real Codex CLI under bubblewrap against the
+scripted Responses endpoint, which makes one edit; the turn keeps it with its tokens (and dollars through
+``agent.prices``), and each way the CLI can fail to do its turn is a failed turn that says why."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.agentkit.clis import REAL_HOME, cli, refused_url
+from tests.agentkit.server import ModelServer
+from tests.agents.conftest import EDIT, preset_spec
+from tests.e2e.conftest import BENCH_SH, Project, assert_checkout_at, ok_run, outcomes
+
+pytestmark = pytest.mark.slow
+
+KEY = "sk-proj-test-0123456789abcdef"
+NO_RETRIES = [
+    "-c",
+    "model_providers.crucible.request_max_retries=0",
+    "-c",
+    "model_providers.crucible.stream_max_retries=0",
+]
+
+
+@pytest.mark.parametrize("home", ["temporary", "the machine's own"])
+def test_a_real_codex_edit_is_kept_with_its_tokens_priced(
+    project: Project, model_server: ModelServer, home: str
+) -> None:
+    # The key is the agent's alone: the metric command fails if it sees it.
+    project.make({"tools/bench.sh": 'test -z "$OPENAI_API_KEY" || exit 3\n' + BENCH_SH})
+    prices = {"gpt-5": {"input": 1.25, "output": 10.0}}
+    preset_spec(project, "codex", cli("codex"), model_server.url + "/v1", model="gpt-5", prices=prices)
+    env = {"OPENAI_API_KEY": KEY, "ANTHROPIC_API_KEY": "sk-ant-not-for-codex-123456"}
+    if home != "temporary":
+        env["HOME"] = str(REAL_HOME)
+    view = ok_run(project.loop(env=env))
+
+    assert outcomes(view) == [("accepted", "improved")]
+    turn = view["turns"][0]
+    assert turn["changed_paths"] == ["src/value.txt"]
+    assert turn["hypothesis"] == EDIT.hypothesis
+    calls = model_server.received("responses")
+    assert calls, "the CLI never called the model"
+    tokens = len(calls) * (model_server.model.input_tokens + model_server.model.output_tokens)
+    assert view["tokens"] == tokens
+    usd = (
+        len(calls) * (model_server.model.input_tokens * 1.25 + model_server.model.output_tokens * 10.0) / 1e6
+    )
+    assert turn["cost_usd"] == pytest.approx(usd, abs=1e-6)
+    checkout = project.checkout(view["run_id"])
+    assert (checkout / "src" / "value.txt").read_text() == "8\n"
+    assert_checkout_at(checkout, view["components"][0]["head_sha"])
+
+    assert {c.headers.get("authorization") for c in calls} == {f"Bearer {KEY}"}
+    assert {c.json()["model"] for c in calls} == {"gpt-5"}
+    assert model_server.received() == calls  # nothing but model calls
+    assert not any("sk-ant-not-for-codex" in c.body.decode() for c in calls)
+    metadata = calls[0].headers.get("x-codex-turn-metadata", "")
+    assert '"analytics_enabled":false' in metadata
+    tools = {t.get("type") for t in calls[0].json()["tools"]}
+    assert "web_search" not in tools
+
+
+def test_a_model_endpoint_that_is_down_fails_the_turn_at_once(project: Project) -> None:
+    project.make()
+    url = refused_url() + "/v1"
+    preset_spec(project, "codex", cli("codex"), url)
+    view = ok_run(project.loop(env={"OPENAI_API_KEY": KEY}))
+    assert outcomes(view) == [("failed", "agent_failed")]
+    assert f"cannot reach the model endpoint {url}" in view["turns"][0]["detail"]
+
+
+def test_a_model_endpoint_that_answers_errors_fails_the_turn(
+    project: Project, model_server: ModelServer
+) -> None:
+    project.make()
+    model_server.model.fail_status = 500
+    preset_spec(project, "codex", cli("codex"), model_server.url + "/v1", args=NO_RETRIES)
+    view = ok_run(project.loop(env={"OPENAI_API_KEY": KEY}))
+    assert outcomes(view) == [("failed", "agent_failed")]
+    assert "Codex failed: " in view["turns"][0]["detail"]
+
+
+def test_a_missing_codex_fails_the_turn_saying_how_to_install_it(project: Project) -> None:
+    project.make()
+    preset_spec(project, "codex", project.root / "no-such-codex", "http://127.0.0.1:9/v1")
+    view = ok_run(project.loop(env={"OPENAI_API_KEY": KEY}))
+    assert outcomes(view) == [("failed", "agent_failed")]
+    assert "npm install -g @openai/codex" in view["turns"][0]["detail"]
+
+
+def test_a_model_that_never_answers_times_the_turn_out(project: Project, model_server: ModelServer) -> None:
+    project.make()
+    model_server.model.delay_s = 60
+    preset_spec(project, "codex", cli("codex"), model_server.url + "/v1", timeout="5s")
+    view = ok_run(project.loop(env={"OPENAI_API_KEY": KEY}))
+    assert outcomes(view) == [("failed", "timeout")]
+
+
+def test_without_crucibles_sandbox_codex_edits_in_its_own(
+    project: Project, model_server: ModelServer
+) -> None:
+    project.make()
+    project.write_spec(
+        agent={
+            "preset": "codex",
+            "cli": str(cli("codex")),
+            "model": "gpt-5",
+            "base_url": model_server.url + "/v1",
+            "command": None,
+        },
+        sandbox={"mode": "none"},
+    )
+    # Codex's sandbox refuses a home under /tmp (where the tests' HOME is): the machine's own HOME.
+    view = ok_run(project.loop(env={"OPENAI_API_KEY": KEY, "HOME": str(REAL_HOME)}))
+    assert outcomes(view) == [("accepted", "improved")], view["turns"][0].get("detail")
+    assert list((REAL_HOME / ".cache" / "crucible" / "agent-homes").glob("crucible-agent-home-*")) == []
