@@ -72,6 +72,8 @@ class Preset(ABC):
     install: str  # the command that installs it
     keys: tuple[str, ...]  # the variables that carry its credential: the only secrets it is given
     wire: str  # what it speaks to its endpoint, for the docs and the dry run
+    example_model: str  # for ``crucible init --agent``
+    example_base_url: str
 
     # Longer prompts go through stdin: one argv string may hold at most 128 KiB on Linux.
     ARG_PROMPT_LIMIT = 100_000

@@ -85,6 +85,8 @@ class ClaudeCode(Preset):
     install = "npm install -g @anthropic-ai/claude-code"
     keys = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN")
     wire = "Anthropic Messages (POST /v1/messages, streamed)"
+    example_model = "claude-sonnet-4-5"
+    example_base_url = "http://127.0.0.1:4000"  # without /v1
 
     def invocation(self, cli: str, prompt: str, settings: Settings) -> Invocation:
         argv = [cli, "-p"]

@@ -51,6 +51,8 @@ class Codex(Preset):
     install = "npm install -g @openai/codex"
     keys = ("OPENAI_API_KEY",)
     wire = "OpenAI Responses (POST /v1/responses, streamed)"
+    example_model = "gpt-5"
+    example_base_url = "http://127.0.0.1:4000/v1"  # with /v1
 
     def invocation(self, cli: str, prompt: str, settings: Settings) -> Invocation:
         base_url = settings.base_url or DEFAULT_BASE_URL

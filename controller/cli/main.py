@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from controller.cli import runs
+from controller.cli import agents, runs
 from controller.cli.common import (
     EXIT_CANCELLED,
     EXIT_FAILED,
@@ -51,18 +51,27 @@ def cli() -> None:
 
 
 runs.register(cli)
+agents.register(cli)
 
 
 @cli.command()
 @click.option("--force", is_flag=True, help="overwrite an existing crucible.toml")
-def init(force: bool) -> None:
+@click.option(
+    "--agent", "preset", metavar="PRESET", help="use a coding-agent preset (crucible agents lists them)"
+)
+def init(force: bool, preset: str | None) -> None:
     """Write a commented crucible.toml for the repository you stand in."""
     target = Path.cwd() / "crucible.toml"
     if target.exists() and not force:
         fail(EXIT_USAGE, f"{target} exists (use --force to overwrite)")
     from controller.config.template import render_template
 
-    target.write_text(render_template(Path.cwd()))
+    table = None
+    if preset is not None:
+        from controller.agents.template import agent_table
+
+        table = agent_table(preset)  # SpecError (exit 2) listing the presets when unknown
+    target.write_text(render_template(Path.cwd(), table))
     click.echo(f"wrote {target}")
 
 

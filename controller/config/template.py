@@ -155,15 +155,21 @@ def current_branch(repo: Path) -> str | None:
     return head.removeprefix("ref: refs/heads/") if head.startswith("ref: refs/heads/") else None
 
 
-def render_template(repo: Path) -> str:
-    """A commented ``crucible.toml`` for ``repo``, valid as written (with placeholder commands)."""
+def render_template(repo: Path, agent_table: str | None = None) -> str:
+    """A commented ``crucible.toml`` for ``repo``, valid as written (with placeholder commands).
+    ``agent_table``: the ``[agent]`` table to write instead of the placeholder command's (``crucible init
+    --agent NAME``: ``controller.agents.template``)."""
     resolved = repo.resolve()
     name = component_name(resolved)
-    return _TEMPLATE.format(
+    text = _TEMPLATE.format(
         name=_toml_string(name),
         base=_toml_string(current_branch(resolved) or "HEAD"),
         bare=name,
     )
+    if agent_table is not None:
+        start, end = text.index("[agent]\n"), text.index("[sandbox]")
+        text = text[:start] + agent_table.rstrip("\n") + "\n\n" + text[end:]
+    return text
 
 
 def _toml_string(text: str) -> str:

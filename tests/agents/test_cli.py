@@ -3,6 +3,8 @@ CLI a run would use."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from tests.agentkit.clis import cli
@@ -54,3 +56,38 @@ def test_the_dry_run_shows_the_cli_its_keys_and_the_command_a_turn_runs(project:
     assert "-m controller.agents.run --preset claude-code --cli " in result.stdout
     assert "sk-ant-x-123456" not in result.output
     assert "cannot start" not in result.stdout  # the wrapper and the CLI start inside the sandbox
+
+
+def test_init_writes_a_spec_for_a_preset_that_the_dry_run_accepts(project: Project) -> None:
+    project.make()
+    made = project.cli("init", "--agent", "codex", cwd=project.repo)
+    assert made.code == 0, made.describe()
+    text = (project.repo / "crucible.toml").read_text()
+    assert 'preset = "codex"' in text and "npm install -g @openai/codex" in text
+    dry = project.cli("loop", "--spec", str(project.repo / "crucible.toml"), "--dry-run", cwd=project.repo)
+    assert dry.code == 0, dry.describe()
+    assert "agent: preset codex" in dry.stdout
+
+
+def test_init_refuses_an_unknown_preset_listing_them(project: Project) -> None:
+    project.make()
+    made = project.cli("init", "--agent", "cursor", cwd=project.repo)
+    assert made.code == 2
+    assert "agent.preset: unknown preset 'cursor'; the presets are claude-code, codex" in made.stderr
+    assert not (project.repo / "crucible.toml").exists()
+
+
+def test_agents_lists_each_preset_its_cli_and_version(project: Project) -> None:
+    claude, codex = cli("claude"), cli("codex")
+    env = {"PATH": f"{claude.parent}:{os.environ['PATH']}", "OPENAI_API_KEY": "sk-x-0123456789"}
+    listed = project.cli("agents", "--json", env=env)
+    assert listed.code == 0, listed.describe()
+    by_name = {entry["preset"]: entry for entry in listed.json}
+    assert list(by_name) == ["claude-code", "codex"]
+    assert (
+        by_name["claude-code"]["path"] == str(claude) and "Claude Code" in by_name["claude-code"]["version"]
+    )
+    assert by_name["codex"]["path"] == str(codex) and by_name["codex"]["version"].startswith("codex-cli ")
+    assert by_name["codex"]["keys_set"] == ["OPENAI_API_KEY"]
+    text = project.cli("agents", env={"PATH": "/usr/bin:/bin"})
+    assert "claude-code  Claude Code: not installed: npm install -g @anthropic-ai/claude-code" in text.stdout

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from controller.agents.template import agent_table
+from controller.config.agent import PRESET_NAMES
 from controller.config.spec import parse_spec
 from controller.config.template import component_name, current_branch, render_template
 from tests.conftest import git, make_repo
@@ -89,3 +91,13 @@ def test_component_names_are_sanitised(tmp_path: Path, directory: str, name: str
     path.mkdir()
     assert component_name(path) == name
     assert parse_spec(render_template(path), path).components[0].name == name
+
+
+@pytest.mark.parametrize("name", PRESET_NAMES)
+def test_a_presets_template_parses_as_written_and_with_everything_enabled(tmp_path: Path, name: str) -> None:
+    repo = make_repo(tmp_path / "router", {"a.txt": "a\n"})
+    text = render_template(repo, agent_table(name))
+    spec = parse_spec(text, repo)
+    assert (spec.agent.preset, spec.agent.command) == (name, None)
+    enabled = parse_spec(enable_everything(text), repo).agent
+    assert enabled.model and enabled.base_url and enabled.cli and enabled.prices
