@@ -255,7 +255,10 @@ def _home_parent(sandboxed: bool, environ: dict[str, str]) -> str | None:
         environ.get("HOME") or os.path.expanduser("~"), ".cache"
     )
     parent = os.path.join(cache, "crucible", "agent-homes")
-    os.makedirs(parent, exist_ok=True)
+    try:
+        os.makedirs(parent, exist_ok=True)
+    except OSError:  # a read-only home (a container's): $TMPDIR after all
+        return None
     return parent
 
 

@@ -314,10 +314,11 @@ def test_round_job_names_are_dns_labels_and_stable() -> None:
     assert odd != manifest.job_name("run-with-odd-chars" * 5, 12), "a digest keeps slugged ids apart"
 
 
+@pytest.mark.parametrize("agent", ['command = "true"', 'preset = "claude-code"', 'preset = "codex"'])
 def test_the_dry_runs_manifests_are_accepted_by_the_api_server_as_printed(
-    control_plane: ControlPlane, namespace: Callable[..., str], tmp_path: Path
+    control_plane: ControlPlane, namespace: Callable[..., str], tmp_path: Path, agent: str
 ) -> None:
-    text = 'objective = "x"\n[agent]\ncommand = "true"\n[metric]\ncommand = "true"\nname = "m"\n'
+    text = f'objective = "x"\n[agent]\n{agent}\n[metric]\ncommand = "true"\nname = "m"\n'
     text += (
         '[[component]]\nname = "app"\nrepo = "."\n[broker]\nkind = "kubernetes"\nimage = "crucible:test"\n'
     )
@@ -329,3 +330,5 @@ def test_the_dry_runs_manifests_are_accepted_by_the_api_server_as_printed(
     out = control_plane.run_kubectl("-n", ns, "apply", "--dry-run=server", "-f", "-", input=listed).stdout
     assert "job.batch/crucible-r0-dry-run-0 created (server dry run)" in out
     assert "secret/crucible-r0-dry-run-0-token created (server dry run)" in out
+    (container,) = manifests[0]["spec"]["template"]["spec"]["containers"]
+    assert container["envFrom"] == [{"secretRef": {"name": "loop-agent"}}]  # a preset's key comes from it

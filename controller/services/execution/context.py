@@ -92,6 +92,10 @@ class RunContext:
     # A preset's credential variables from the controller's environment (``agent.preset``): given to the
     # agent command only, never to validation or metric commands.
     agent_env: dict[str, str] = field(default_factory=dict)
+    # The commands run inside a boundary other than bubblewrap: a Kubernetes loop pod (restricted, no
+    # service-account token, no forge credentials), where neither bubblewrap nor a CLI's own sandbox
+    # can start. A preset then runs its CLI as it does inside crucible's sandbox.
+    contained: bool = False
 
     @property
     def ledger(self) -> Ledger:

@@ -149,7 +149,7 @@ def agent_command(ctx: RunContext) -> str:
     return preset_command(
         agent,
         ctx.spec.spec_dir,
-        sandboxed=ctx.executor.sandbox,
+        sandboxed=ctx.executor.sandbox or ctx.contained,
         search_path=ctx.executor.scrubbed.env.get("PATH"),
     )
 

@@ -288,6 +288,7 @@ def _context(
     )
     ctx._ledger = ledger
     ctx.lease_elsewhere = True
+    ctx.contained = spec.broker.kind == "kubernetes"  # this worker runs in a loop pod
     return ctx
 
 
