@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 
 from tests.agentkit.anthropic import AnthropicMessages
+from tests.agentkit.chat import ChatCompletions
+from tests.agentkit.gemini import GeminiGenerateContent
 from tests.agentkit.responses import OpenAIResponses
 from tests.agentkit.script import Edit
 from tests.agentkit.server import ModelServer, ScriptedModel, running_model_server
@@ -21,9 +23,12 @@ EDIT = Edit("src/value.txt", "10", "8", hypothesis="lower the value to 8")
 """The one edit the scripted model makes: the default project's metric reads src/value.txt."""
 
 
+DIALECTS = (AnthropicMessages(), OpenAIResponses(), ChatCompletions(), GeminiGenerateContent())
+
+
 @pytest.fixture
 def model_server() -> Iterator[ModelServer]:
-    with running_model_server([AnthropicMessages(), OpenAIResponses()], ScriptedModel(edit=EDIT)) as server:
+    with running_model_server(DIALECTS, ScriptedModel(edit=EDIT)) as server:
         yield server
 
 
