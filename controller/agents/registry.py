@@ -6,10 +6,13 @@ from __future__ import annotations
 from controller.agents.base import Preset
 from controller.agents.claude_code import ClaudeCode
 from controller.agents.codex import Codex
+from controller.agents.gemini import GeminiCli
 from controller.agents.qwen_code import QwenCode
 from controller.domain.errors import SpecError
 
-PRESETS: dict[str, Preset] = {preset.name: preset for preset in (ClaudeCode(), Codex(), QwenCode())}
+PRESETS: dict[str, Preset] = {
+    preset.name: preset for preset in (ClaudeCode(), Codex(), GeminiCli(), QwenCode())
+}
 
 
 def preset(name: str) -> Preset:
