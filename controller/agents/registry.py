@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from controller.agents.aider import Aider
 from controller.agents.base import Preset
 from controller.agents.claude_code import ClaudeCode
 from controller.agents.codex import Codex
@@ -11,7 +12,7 @@ from controller.agents.qwen_code import QwenCode
 from controller.domain.errors import SpecError
 
 PRESETS: dict[str, Preset] = {
-    preset.name: preset for preset in (ClaudeCode(), Codex(), GeminiCli(), QwenCode())
+    preset.name: preset for preset in (ClaudeCode(), Codex(), Aider(), GeminiCli(), QwenCode())
 }
 
 

@@ -19,7 +19,7 @@ from controller.config.fields import MAX_SEED, CommandTimeout, NonBlank, inside_
 from controller.config.model import _KeyedError, _Model
 from controller.config.units import toml_repr
 
-PRESET_NAMES = ("claude-code", "codex", "gemini", "qwen-code")
+PRESET_NAMES = ("claude-code", "codex", "aider", "gemini", "qwen-code")
 MAX_KNOB_CANDIDATES = 10_000  # a range that expands to more is almost certainly a typo in its step
 KNOB_FILE_SUFFIXES = (".toml", ".yaml", ".yml", ".json")
 MAX_PRICE_PER_MTOK = 10_000.0  # USD per million tokens; far above any model's list price
