@@ -121,6 +121,8 @@ class Aider(Preset):
     wire = (
         "OpenAI chat completions (POST /chat/completions, streamed) or the model provider's, through litellm"
     )
+    example_model = "gpt-4o"  # for ``crucible init --agent``
+    example_base_url = "http://127.0.0.1:8000/v1"
 
     def invocation(self, cli: str, prompt: str, settings: Settings) -> Invocation:
         home = settings.home

@@ -137,6 +137,8 @@ class GeminiCli(Preset):
     install = "npm install -g @google/gemini-cli"
     keys = ("GEMINI_API_KEY",)
     wire = "Gemini API (POST /v1beta/models/MODEL:streamGenerateContent, streamed)"
+    example_model = "gemini-2.5-pro"  # for ``crucible init --agent``
+    example_base_url = "https://generativelanguage.googleapis.com"
 
     def invocation(self, cli: str, prompt: str, settings: Settings) -> Invocation:
         argv = [cli, "--output-format", "stream-json"]

@@ -114,6 +114,8 @@ class QwenCode(Preset):
     install = "npm install -g @qwen-code/qwen-code"
     keys = ("OPENAI_API_KEY",)
     wire = "OpenAI chat completions (POST /chat/completions, streamed)"
+    example_model = "qwen3-coder-plus"  # for ``crucible init --agent``
+    example_base_url = "https://dashscope-intl.aliyuncs.com/compatible-mode/v1"
 
     def invocation(self, cli: str, prompt: str, settings: Settings) -> Invocation:
         argv = [cli, "--auth-type", "openai", "--output-format", "json"]
