@@ -11,7 +11,7 @@ Both arms run outside the sandbox (its cost is the same for every agent command,
 interleaved, so drift on a shared machine hits both; between calls the checkout is restored (untimed).
 Prints per preset the medians and the ratio preset/floor.
 
-    python bench/agents.py [--calls 10] [--presets claude-code,codex] [--latency-ms 0]
+    python bench/agents.py [--calls 10] [--presets claude-code,codex,aider,gemini,qwen-code] [--latency-ms 0]
 
 ``--latency-ms`` makes the scripted model take that long per call, as a real one does (seconds): the
 wrapper's cost is fixed per turn, so the ratio depends on how long the CLI's own call takes.
@@ -41,13 +41,29 @@ from controller.agents.registry import preset  # noqa: E402
 from controller.agents.run import PREAMBLE, _home_variables  # noqa: E402
 from controller.config.agent import AgentSpec  # noqa: E402
 from tests.agentkit.anthropic import AnthropicMessages  # noqa: E402
+from tests.agentkit.chat import ChatCompletions  # noqa: E402
 from tests.agentkit.clis import AGENTS_BIN  # noqa: E402
+from tests.agentkit.gemini import GeminiGenerateContent  # noqa: E402
 from tests.agentkit.responses import OpenAIResponses  # noqa: E402
 from tests.agentkit.script import Edit  # noqa: E402
-from tests.agentkit.server import ModelServer, ScriptedModel, running_model_server  # noqa: E402
+from tests.agentkit.server import Dialect, ModelServer, ScriptedModel, running_model_server  # noqa: E402
 
-PROGRAMS = {"claude-code": "claude", "codex": "codex"}
-MODELS = {"claude-code": "claude-sonnet-4-5", "codex": "gpt-5"}
+PROGRAMS = {
+    "claude-code": "claude",
+    "codex": "codex",
+    "aider": "aider",
+    "gemini": "gemini",
+    "qwen-code": "qwen",
+}
+MODELS = {
+    "claude-code": "claude-sonnet-4-5",
+    "codex": "gpt-5",
+    "aider": "gpt-4o",
+    "gemini": "gemini-2.5-pro",
+    "qwen-code": "qwen3-coder",
+}
+KEYS = {"claude-code": "ANTHROPIC_API_KEY", "gemini": "GEMINI_API_KEY"}  # the others: OPENAI_API_KEY
+WITHOUT_V1 = ("claude-code", "gemini")  # base URLs given without /v1
 BRIEF = "# Objective\n\nLower the value in src/value.txt.\n"
 
 
@@ -76,7 +92,7 @@ def _checkout(where: Path) -> Path:
 
 
 def _base_url(name: str, server: ModelServer) -> str:
-    return server.url + ("/v1" if name == "codex" else "")
+    return server.url + ("" if name in WITHOUT_V1 else "/v1")
 
 
 def _by_hand(name: str, cli: str, repo: Path, server: ModelServer, env: dict[str, str]) -> float:
@@ -90,14 +106,36 @@ def _by_hand(name: str, cli: str, repo: Path, server: ModelServer, env: dict[str
         call = chosen.invocation(cli, PREAMBLE.format(workdir=repo) + BRIEF, settings)
         for folder in call.dirs:
             (home / folder).mkdir(parents=True, exist_ok=True)
+        for relative, text in call.files.items():
+            (home / relative).parent.mkdir(parents=True, exist_ok=True)
+            (home / relative).write_text(text)
         full = {**env, **_home_variables(home), **call.env}
         started = time.perf_counter()
         subprocess.run(
-            call.argv, cwd=repo, env=full, stdin=subprocess.DEVNULL, capture_output=True, check=True
+            _cli_argv(call.argv),
+            cwd=repo,
+            env=full,
+            input=(call.stdin or "").encode(),
+            capture_output=True,
+            check=True,
         )
         return time.perf_counter() - started
     finally:
         shutil.rmtree(home, ignore_errors=True)
+
+
+def _cli_argv(argv: list[str]) -> list[str]:
+    """The CLI's own argv: a preset that runs its CLI through a launcher of crucible's (aider's,
+    ``python -I -m … -- CLI ARGS``) counts the launcher as the preset's cost, not the CLI's."""
+    if argv[0] == sys.executable and "--" in argv:
+        return argv[argv.index("--") + 1 :]
+    return argv
+
+
+def _restore(repo: Path) -> None:
+    """The checkout as committed, without what a CLI left (aider's repository-map cache by hand)."""
+    _git(repo, "checkout", "-q", ".")
+    _git(repo, "clean", "-fdxq")
 
 
 def _as_a_turn(command: str, repo: Path, env: dict[str, str]) -> float:
@@ -121,9 +159,15 @@ def measure(name: str, calls: int, where: Path, latency_s: float = 0.0) -> tuple
     repo = _checkout(where / name)
     brief = where / name / "CANDIDATE.md"
     brief.write_text(BRIEF)
-    key = "ANTHROPIC_API_KEY" if name == "claude-code" else "OPENAI_API_KEY"
+    key = KEYS.get(name, "OPENAI_API_KEY")
     env = {**os.environ, key: "sk-bench-0123456789", "CRUCIBLE_CANDIDATE": str(brief)}
-    with running_model_server([AnthropicMessages(), OpenAIResponses()], ScriptedModel()) as server:
+    dialects: list[Dialect] = [
+        AnthropicMessages(),
+        OpenAIResponses(),
+        ChatCompletions(),
+        GeminiGenerateContent(),
+    ]
+    with running_model_server(dialects, ScriptedModel()) as server:
         server.model.edit = Edit("src/value.txt", "10", "8")
         server.model.delay_s = latency_s
         spec = AgentSpec.model_validate(
@@ -132,19 +176,19 @@ def measure(name: str, calls: int, where: Path, latency_s: float = 0.0) -> tuple
         command = agent_command(spec, None, sandboxed=True, search_path=env.get("PATH"))
         hand, wrapped = Arm("by hand", []), Arm("preset", [])
         _by_hand(name, cli, repo, server, env)  # warm the page cache for both arms
-        _git(repo, "checkout", "-q", ".")
+        _restore(repo)
         for _ in range(calls):
             hand.times.append(_by_hand(name, cli, repo, server, env))
-            _git(repo, "checkout", "-q", ".")
+            _restore(repo)
             wrapped.times.append(_as_a_turn(command, repo, env))
-            _git(repo, "checkout", "-q", ".")
+            _restore(repo)
     return hand, wrapped
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calls", type=int, default=10)
-    parser.add_argument("--presets", default="claude-code,codex")
+    parser.add_argument("--presets", default=",".join(PROGRAMS))
     parser.add_argument(
         "--latency-ms",
         type=float,
