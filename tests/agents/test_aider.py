@@ -15,6 +15,7 @@ import pytest
 from controller.agents.aider import Aider, model_name
 from controller.agents.aider_launcher import USAGE_PREFIX, usage_summary
 from controller.agents.base import Settings, Usage
+from controller.agents.command import wrapper_roots
 from controller.agents.run import hypothesis
 from controller.workspace.sandbox import bwrap_path, wrap_command
 from tests.agentkit.clis import REAL_HOME, cli
@@ -160,7 +161,8 @@ def test_the_launcher_lets_aider_git_add_a_new_file_under_a_read_only_git(tmp_pa
         network=False,
         home=str(tmp_path / "home"),
         cwd=repo,
-        expose_for=argv,
+        # What the preset's command names with --needs: crucible's own code may sit under /tmp (CI's clone).
+        expose_for=[*argv, *(str(root) for root in wrapper_roots())],
     )
     done = subprocess.run(wrapped, capture_output=True, text=True, timeout=60, check=False)
 

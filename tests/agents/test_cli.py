@@ -73,7 +73,10 @@ def test_init_refuses_an_unknown_preset_listing_them(project: Project) -> None:
     project.make()
     made = project.cli("init", "--agent", "cursor", cwd=project.repo)
     assert made.code == 2
-    assert "agent.preset: unknown preset 'cursor'; the presets are claude-code, codex" in made.stderr
+    assert (
+        "agent.preset: unknown preset 'cursor'; the presets are claude-code, codex, aider, gemini, qwen-code"
+        in made.stderr
+    )
     assert not (project.repo / "crucible.toml").exists()
 
 
@@ -83,7 +86,7 @@ def test_agents_lists_each_preset_its_cli_and_version(project: Project) -> None:
     listed = project.cli("agents", "--json", env=env)
     assert listed.code == 0, listed.describe()
     by_name = {entry["preset"]: entry for entry in listed.json}
-    assert list(by_name) == ["claude-code", "codex"]
+    assert list(by_name) == ["claude-code", "codex", "aider", "gemini", "qwen-code"]
     assert (
         by_name["claude-code"]["path"] == str(claude) and "Claude Code" in by_name["claude-code"]["version"]
     )
