@@ -14,6 +14,7 @@ from controller.localforge import (
     graphql_api,
     routes_access,
     routes_checks,
+    routes_contents,
     routes_pulls,
     routes_repos,
     routes_reviews,
@@ -105,6 +106,7 @@ def create_app(
     app.include_router(routes_checks.router)  # before routes_repos: its ``/commits/{ref}`` takes any path
     app.include_router(routes_triage.router)
     app.include_router(routes_repos.router)
+    app.include_router(routes_contents.router)
     app.include_router(routes_access.router)
     app.include_router(routes_pulls.router)
     app.include_router(routes_reviews.router)

@@ -36,6 +36,11 @@ def forge_cli() -> None:
 @click.option("--webhook-url", help="Receives every event of every repository.")
 @click.option("--webhook-secret", help="Signs deliveries to --webhook-url (X-Hub-Signature-256).")
 @click.option("--public-url", help="URL root printed in answers (default: from each request's Host).")
+@click.option(
+    "--tls",
+    is_flag=True,
+    help="Serve https with a self-signed certificate kept in ROOT/tls (printed: how to trust it).",
+)
 def serve_command(
     root: Path,
     port: int,
@@ -43,11 +48,21 @@ def serve_command(
     webhook_url: str | None,
     webhook_secret: str | None,
     public_url: str | None,
+    tls: bool,
 ) -> None:
     """Serve the forge in the foreground."""
     if webhook_secret and not webhook_url:
         raise click.UsageError("--webhook-secret needs --webhook-url")
-    serve(root, host, port, webhook_url=webhook_url, webhook_secret=webhook_secret, public_url=public_url)
+    serve(
+        root,
+        host,
+        port,
+        webhook_url=webhook_url,
+        webhook_secret=webhook_secret,
+        public_url=public_url,
+        tls=tls,
+        announce=lambda text: click.echo(text, err=True),
+    )
 
 
 @forge_cli.group("user")

@@ -22,6 +22,7 @@ from html.parser import HTMLParser
 from typing import Any
 
 from markdown_it import MarkdownIt
+from starlette.responses import Response
 
 Json = dict[str, Any]
 
@@ -118,3 +119,9 @@ def with_bodies(item: Json, fmt: BodyFormat, *, body_required: bool) -> Json:
     if fmt is not BodyFormat.FULL and not body_required:
         del out["body"]
     return out
+
+
+def text_answer(text: str, media_type: str, status_code: int = 200) -> Response:
+    """A text answer whose ``Content-Type`` says ``charset=utf-8``, as GitHub's do. Starlette adds the
+    charset only to ``text/*``; without it Octokit hands a diff back as bytes, not as a string."""
+    return Response(text.encode(), status_code=status_code, media_type=f"{media_type}; charset=utf-8")

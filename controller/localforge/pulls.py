@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.localforge import gitops, render, render_pulls, triage_view
+from controller.localforge import gitfiles, gitops, render, render_pulls, triage_view
 from controller.localforge.errors import Forbidden, NotFound, invalid_custom, invalid_field
 from controller.localforge.models import ROLE_RANK, Pull, Repo, Role
 from controller.localforge.service import Ctx, Forge
@@ -83,6 +83,11 @@ class Pulls:
             "additions": additions,
             "deletions": deletions,
             "changed_files": files,
+            # GitHub computes this in the background and answers null until it has; here it is
+            # computed on each read (a trial merge writes objects, never a ref). Closed: null.
+            "mergeable": gitfiles.merges_cleanly(path, pull.base_sha, pull.head_sha)
+            if pull.state == "open"
+            else None,
         }
 
     def to_json(self, ctx: Ctx, pull: Pull, *, full: bool = True) -> Json:

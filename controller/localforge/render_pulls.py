@@ -72,8 +72,10 @@ def pull_request(urls: Urls, pull: Pull, parts: Json, association: str, stats: J
         "auto_merge": None,
     }
     if stats is not None:
-        state = "draft" if pull.draft else "unknown"
-        out.update(merged=False, mergeable=None, rebaseable=None, mergeable_state=state, merged_by=None)
+        mergeable = stats.get("mergeable")
+        clean = {True: "clean", False: "dirty", None: "unknown"}[mergeable]
+        state = "draft" if pull.draft and mergeable is not False else clean
+        out.update(merged=False, rebaseable=mergeable, mergeable_state=state, merged_by=None)
         out.update(maintainer_can_modify=False, **stats)
     return out
 

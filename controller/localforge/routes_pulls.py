@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request, Response
-from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi.responses import JSONResponse
 
 from controller.localforge import render
 from controller.localforge.httpkit import (
@@ -21,7 +21,7 @@ from controller.localforge.httpkit import (
     services,
     since,
 )
-from controller.localforge.media import DIFF_TYPES, PATCH_TYPES
+from controller.localforge.media import DIFF_TYPES, PATCH_TYPES, text_answer
 from controller.localforge.models import IssueComment, Pull, Repo
 from controller.localforge.service import Ctx
 
@@ -67,9 +67,9 @@ def get_pull(request: Request, ctx: CtxDep, owner: str, repo: str, number: int) 
     pull = svc.pulls.get(found, number)
     accept = request.headers.get("accept", "")
     if accept.startswith(DIFF_TYPES):
-        return PlainTextResponse(svc.pulls.diff(found, pull), media_type="application/vnd.github.diff")
+        return text_answer(svc.pulls.diff(found, pull), "application/vnd.github.diff")
     if accept.startswith(PATCH_TYPES):
-        return PlainTextResponse(svc.pulls.patch(found, pull), media_type="application/vnd.github.patch")
+        return text_answer(svc.pulls.patch(found, pull), "application/vnd.github.patch")
     return JSONResponse(_pull(request, ctx, pull))
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request, Response
-from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi.responses import JSONResponse
 
 from controller.localforge import gitops, render
 from controller.localforge.errors import NotFound
@@ -21,7 +21,7 @@ from controller.localforge.httpkit import (
     params,
     services,
 )
-from controller.localforge.media import DIFF_TYPES, PATCH_TYPES
+from controller.localforge.media import DIFF_TYPES, PATCH_TYPES, text_answer
 from controller.localforge.models import AccountType, Repo
 from controller.localforge.refs import Refs
 from controller.localforge.service import Ctx
@@ -213,10 +213,10 @@ def get_commit(request: Request, ctx: CtxDep, owner: str, repo: str, ref: str) -
     if accept.startswith(DIFF_TYPES):
         parent = info.parents[0] if info.parents else gitops.EMPTY_TREE
         text = gitops.diff_text(forge.repo_path(found), parent, info.sha)
-        return PlainTextResponse(text, media_type="application/vnd.github.diff")
+        return text_answer(text, "application/vnd.github.diff")
     if accept.startswith(PATCH_TYPES):
         text = gitops.commit_patch(forge.repo_path(found), info.sha)
-        return PlainTextResponse(text, media_type="application/vnd.github.patch")
+        return text_answer(text, "application/vnd.github.patch")
     shown = render.commit(ctx.urls, found, info)
     additions, deletions = sum(f.additions for f in files), sum(f.deletions for f in files)
     shown["stats"] = {"total": additions + deletions, "additions": additions, "deletions": deletions}

@@ -9,7 +9,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +22,7 @@ from starlette.types import ASGIApp
 from controller.localforge.app import create_app
 from controller.localforge.faults import FaultPlan
 from controller.localforge.httpkit import Services
+from controller.localforge.tls import TlsFiles, ensure_certificate, trust_hint
 
 
 def serve(
@@ -33,12 +34,32 @@ def serve(
     webhook_secret: str | None = None,
     public_url: str | None = None,
     log_level: str = "info",
+    tls: bool = False,
+    announce: Callable[[str], None] = print,
 ) -> None:
-    """Serve the forge in the foreground until interrupted."""
+    """Serve the forge in the foreground until interrupted; with ``tls``, https with the forge's
+    self-signed certificate, after ``announce`` was given how to trust it."""
     app = create_app(root, webhook_url=webhook_url, webhook_secret=webhook_secret, public_url=public_url)
-    config = uvicorn.Config(app, log_level=log_level, ws="none", http="h11", lifespan="on", date_header=False)
+    files = ensure_certificate(root, host) if tls else None
+    config = _config(app, files, log_level)
     with _listening(host, port) as sock:
+        if files is not None:
+            shown = "127.0.0.1" if host in {"0.0.0.0", ""} else host
+            announce(trust_hint(files, f"https://{shown}:{sock.getsockname()[1]}"))
         uvicorn.Server(config).run(sockets=[sock])
+
+
+def _config(app: ASGIApp, files: TlsFiles | None, log_level: str) -> uvicorn.Config:
+    return uvicorn.Config(
+        app,
+        log_level=log_level,
+        ws="none",
+        http="h11",
+        lifespan="on",
+        date_header=False,
+        ssl_certfile=str(files.cert) if files else None,
+        ssl_keyfile=str(files.key) if files else None,
+    )
 
 
 @dataclass(frozen=True)
@@ -49,6 +70,7 @@ class ForgeHandle:
     api_url: str
     root: Path
     app: FastAPI
+    ca_file: Path | None = None  # with ``tls``: the certificate a client must trust
 
     @property
     def services(self) -> Services:
@@ -67,19 +89,22 @@ class ForgeHandle:
 
 @contextmanager
 def running_forge(
-    root: Path, *, host: str = "127.0.0.1", port: int = 0, **options: Any
+    root: Path, *, host: str = "127.0.0.1", port: int = 0, tls: bool = False, **options: Any
 ) -> Iterator[ForgeHandle]:
-    """Run ``create_app(root, **options)`` on ``host:port`` in a thread for the ``with`` block."""
+    """Run ``create_app(root, **options)`` on ``host:port`` in a thread for the ``with`` block
+    (``tls``: over https with the forge's certificate, ``ca_file`` on the handle)."""
     app = create_app(root, **options)
-    with serve_in_thread(app, host=host, port=port) as url:
-        yield ForgeHandle(url, f"{url}/api/v3", root, app)
+    files = ensure_certificate(root, host) if tls else None
+    with serve_in_thread(app, host=host, port=port, tls=files) as url:
+        yield ForgeHandle(url, f"{url}/api/v3", root, app, files.cert if files else None)
 
 
 @contextmanager
-def serve_in_thread(app: ASGIApp, *, host: str = "127.0.0.1", port: int = 0) -> Iterator[str]:
+def serve_in_thread(
+    app: ASGIApp, *, host: str = "127.0.0.1", port: int = 0, tls: TlsFiles | None = None
+) -> Iterator[str]:
     """Serve any ASGI app (e.g. the forge wrapped by a test's middleware); yields its URL."""
-    config = uvicorn.Config(app, log_level="warning", ws="none", http="h11", lifespan="on", date_header=False)
-    server = uvicorn.Server(config)
+    server = uvicorn.Server(_config(app, tls, "warning"))
     with _listening(host, port) as sock:
         thread = threading.Thread(
             target=server.run, kwargs={"sockets": [sock]}, name="localforge", daemon=True
@@ -91,7 +116,7 @@ def serve_in_thread(app: ASGIApp, *, host: str = "127.0.0.1", port: int = 0) -> 
                 if not thread.is_alive() or time.monotonic() > deadline:
                     raise RuntimeError("the local forge did not start")
                 time.sleep(0.01)
-            yield f"http://{host}:{sock.getsockname()[1]}"
+            yield f"{'https' if tls else 'http'}://{host}:{sock.getsockname()[1]}"
         finally:
             server.should_exit = True
             thread.join(timeout=15)

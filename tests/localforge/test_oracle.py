@@ -129,6 +129,9 @@ def _beyond_pyGithub(
     call("GET", f"{hooks}/deliveries/{deliveries[0]['id']}")
     call("DELETE", hooks)
     call("DELETE", f"{repo}/pulls/comments/{inline_id}", user="bob")
+    call("GET", f"{repo}/compare/main...feature")
+    readme = call("GET", f"{repo}/contents/README.md")
+    call("PUT", f"{repo}/contents/README.md", message="edit", content="IyBkZW1vCg==", sha=readme["sha"])
 
 
 def _triage_and_checks(forge: Forge, rest: httpx.Client, number: int, head: str) -> None:

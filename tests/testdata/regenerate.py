@@ -70,6 +70,8 @@ OPERATIONS: dict[str, tuple[str, ...]] = {
     "/repos/{owner}/{repo}/commits/{ref}/check-runs": ("get",),
     "/repos/{owner}/{repo}/commits/{ref}/status": ("get",),
     "/repos/{owner}/{repo}/commits/{ref}/statuses": ("get",),
+    "/repos/{owner}/{repo}/compare/{basehead}": ("get",),
+    "/repos/{owner}/{repo}/contents/{path}": ("get", "put"),
     "/repos/{owner}/{repo}/forks": ("post",),
     "/repos/{owner}/{repo}/git/matching-refs/{ref}": ("get",),
     "/repos/{owner}/{repo}/git/ref/{ref}": ("get",),
