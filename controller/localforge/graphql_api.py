@@ -29,7 +29,8 @@ from graphql import (
     visit,
 )
 
-from controller.localforge.graphql_nodes import Graph, not_found, schema
+from controller.localforge.graphql_nodes import not_found
+from controller.localforge.graphql_review import ReviewGraph, schema
 from controller.localforge.httpkit import get_ctx, json_body, services
 from controller.localforge.service import Ctx
 
@@ -99,7 +100,7 @@ def _execution_error(error: GraphQLError) -> dict[str, Any]:
     return {**out, **_located(error), "message": error.message}
 
 
-def _root(graph: Graph) -> dict[str, Any]:
+def _root(graph: ReviewGraph) -> dict[str, Any]:
     def repository(_info: Any, owner: str, name: str) -> dict[str, Any]:
         repo = graph.svc.forge.store.repo_by_name(owner, name)
         if repo is None or graph.svc.forge.role(repo, graph.ctx.actor) is None:
@@ -126,6 +127,10 @@ def _root(graph: Graph) -> dict[str, Any]:
         "viewer": lambda _info: graph.actor(graph.ctx.actor),
         "convertPullRequestToDraft": draft(True),
         "markPullRequestReadyForReview": draft(False),
+        "addComment": lambda _info, input: graph.add_comment(
+            str(input["subjectId"]), input["body"], input.get("clientMutationId")
+        ),
+        "addPullRequestReview": lambda _info, input: graph.add_review(input),
     }
 
 
@@ -154,7 +159,7 @@ def graphql_endpoint(
     result = execute(
         schema(),
         document,
-        root_value=_root(Graph(svc, ctx)),
+        root_value=_root(ReviewGraph(svc, ctx)),
         variable_values=variables,
         operation_name=operation if isinstance(operation, str) else None,
     )

@@ -13,12 +13,11 @@ a callable that graphql-core's default resolver calls with the field's arguments
 from __future__ import annotations
 
 import base64
-import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from graphql import GraphQLError, GraphQLSchema, build_schema
+from graphql import GraphQLError
 
 from controller.localforge.errors import ForgeError, NotFound
 from controller.localforge.httpkit import Services
@@ -102,11 +101,6 @@ type Mutation {
   ): MarkPullRequestReadyForReviewPayload
 }
 """
-
-
-@functools.cache
-def schema() -> GraphQLSchema:
-    return build_schema(SDL)
 
 
 def not_found(message: str) -> GraphQLError:

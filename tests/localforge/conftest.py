@@ -25,6 +25,7 @@ from github.Repository import Repository
 
 from controller.localforge.app import create_app
 from controller.localforge.server import ForgeHandle, serve_in_thread
+from controller.localforge.tls import ensure_certificate
 from controller.localforge.users import add_user
 from tests.conftest import git, make_repo
 from tests.localforge.oracle import Recorder, validate
@@ -116,6 +117,8 @@ class Forge:
     def gh(self, user: str = "alice", **kwargs: Any) -> Github:
         # PyGithub paces itself for github.com (0.25 s between requests, 1 s between writes): not here.
         options = {"retry": None, "seconds_between_requests": 0, "seconds_between_writes": 0, **kwargs}
+        if self.handle.ca_file is not None:  # served with --tls: trust its certificate
+            options.setdefault("verify", str(self.handle.ca_file))
         return Github(base_url=self.handle.api_url, auth=Auth.Token(self.tokens[user]), **options)
 
     def auth_header(self, user: str) -> str:
@@ -123,7 +126,10 @@ class Forge:
 
     def clone(self, full_name: str, name: str) -> Path:
         dest = self.work / name
-        git(self.work, "clone", "-q", f"{self.url}/{full_name}.git", str(dest))
+        trust = ["-c", f"http.sslCAInfo={self.handle.ca_file}"] if self.handle.ca_file else []
+        git(self.work, *trust, "clone", "-q", f"{self.url}/{full_name}.git", str(dest))
+        if self.handle.ca_file is not None:
+            git(dest, "config", "http.sslCAInfo", str(self.handle.ca_file))
         git(dest, "config", "user.email", "dev@example.com")
         git(dest, "config", "user.name", "Dev")
         return dest
@@ -145,6 +151,8 @@ class Forge:
         """alice/NAME with ``main`` (a README) and ``feature`` (adding ``files``), both pushed over git."""
         repo = self.gh().get_user().create_repo(name)
         checkout = make_repo(self.work / f"{name}-alice", {"README.md": f"# {name}\n"})
+        if self.handle.ca_file is not None:
+            git(checkout, "config", "http.sslCAInfo", str(self.handle.ca_file))
         git(checkout, "remote", "add", "origin", f"{self.url}/{repo.full_name}.git")
         git(checkout, "checkout", "-q", "-b", "feature")
         self.commit(checkout, files or {"app.py": "one\ntwo\nthree\n"}, "feature work")
@@ -169,14 +177,15 @@ class ForgeStarter:
         self.recorders: list[Recorder] = []
         self._running: list[Any] = []
 
-    def __call__(self, **options: Any) -> Forge:
+    def __call__(self, *, tls: bool = False, **options: Any) -> Forge:
         app = create_app(self.root, clock=self.clock, **options)
         recorder = Recorder(app)
         self.recorders.append(recorder)
-        context = serve_in_thread(recorder)
+        files = ensure_certificate(self.root) if tls else None
+        context = serve_in_thread(recorder, tls=files)
         url = context.__enter__()
         self._running.append(context)
-        handle = ForgeHandle(url, f"{url}/api/v3", self.root, app)
+        handle = ForgeHandle(url, f"{url}/api/v3", self.root, app, files.cert if files else None)
         return Forge(handle, recorder, self.tokens, self.clock, self.work)
 
     def stop_all(self) -> None:

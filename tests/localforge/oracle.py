@@ -104,10 +104,24 @@ def _contents_any_of(description: Any) -> Any:
     return description
 
 
+def _simple_label_descriptions(description: Any) -> Any:
+    """``pull-request-simple``'s labels get the nullable ``description`` of ``pull-request``'s.
+
+    The two schemas inline the same label object, and GitHub's description marks its
+    ``description`` nullable in ``pull-request`` (and in ``label``) but not in
+    ``pull-request-simple``: a label created without one (as a bot's labels are, by
+    ``POST /issues/{n}/labels``) is ``null`` in both answers.
+    """
+    labels = description["components"]["schemas"]["pull-request-simple"]["properties"]["labels"]
+    labels["items"]["properties"]["description"]["nullable"] = True
+    return description
+
+
 @functools.cache
 def spec() -> OpenAPI:
     # The description is GitHub's and known valid: skip re-validating it (a second per session).
-    description = _contents_any_of(_null_in_nullable_enums(json.loads(SUBSET.read_text())))
+    description = json.loads(SUBSET.read_text())
+    description = _simple_label_descriptions(_contents_any_of(_null_in_nullable_enums(description)))
     return OpenAPI.from_dict(description, config=Config(spec_validator_cls=None))
 
 
