@@ -21,6 +21,10 @@ echo "== commitlint"
 source scripts/testenv/commitlint.sh
 ensure_commitlint
 
+echo "== Octokit (npm; cached outside the clone)"
+source scripts/testenv/octokit.sh
+ensure_octokit
+
 echo "== coding-agent CLIs (npm, PyPI; cached outside the clone)"
 source scripts/testenv/agents.sh
 ensure_agents

@@ -81,7 +81,8 @@ def check_run(urls: Urls, repo: Repo, item: CheckRun, app: Json, pulls: list[Jso
         "external_id": item.external_id or "",
         "url": url,
         "html_url": f"{urls.web}/{repo.full_name}/runs/{item.id}",
-        "details_url": item.details_url,
+        # GitHub: "if the integrator does not provide this, the homepage of the GitHub App is used"
+        "details_url": item.details_url or app.get("html_url"),
         "status": item.status.value,
         "conclusion": item.conclusion.value if item.conclusion else None,
         "started_at": item.started_at,

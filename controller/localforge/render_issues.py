@@ -10,7 +10,8 @@ from controller.localforge.render import Json, Urls, node_id, user
 
 
 def label(urls: Urls, repo: Repo, item: Label) -> Json:
-    """GitHub's ``label``."""
+    """GitHub's ``label``. ``archived_at``/``archived_by`` (labels are never archived here) are newer
+    than the oracle's description, and githubkit's current models require them."""
     return {
         "id": item.id,
         "node_id": node_id("Label", item.id),
@@ -19,6 +20,8 @@ def label(urls: Urls, repo: Repo, item: Label) -> Json:
         "color": item.color,
         "default": item.is_default,
         "description": item.description,
+        "archived_at": None,
+        "archived_by": None,
     }
 
 
