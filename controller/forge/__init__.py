@@ -1,4 +1,4 @@
-"""forge layer (see DESIGN.md section 9): where pull requests live.
+"""forge layer (a row of the layers contract in .importlinter): where pull requests live.
 
 ``base`` states the ``Forge`` contract and its types, ``auth`` the credentials read at the edge,
 and ``github`` the one adapter (GitHub, GitHub Enterprise, the local forge), which is the only

@@ -1,4 +1,4 @@
-"""Forge credentials, read from the environment once at the edge and passed in (STYLE.md rule 7).
+"""Forge credentials, read from the environment once at the edge and passed in, never read again.
 
 Crucible authenticates to GitHub (or GitHub Enterprise, or the local forge) either with a token
 (``CRUCIBLE_GITHUB_TOKEN``: a personal access token, or any token the forge accepts) or as a GitHub

@@ -11,7 +11,7 @@ Contract (every implementation, fakes included, passes ``tests/forge/test_contra
   the existing PR. So calling it again after any failure yields exactly one PR.
 - Writes are spaced by the implementation's write interval (GitHub asks for 1 s between writes).
 - There is deliberately no merge, close, approve, review or comment *writing* method: crucible never
-  does those (DESIGN §7); ``feedback_reader`` only reads feedback. Bodies are edited only through
+  does those (docs/github.md); ``feedback_reader`` only reads feedback. Bodies are edited only through
   ``update_pull``.
 - Errors: ``ForgeNotFound`` (no such repo/branch/PR), ``ForgeRateLimited`` (retry after
   ``retry_after`` seconds), ``ForgeError`` for anything else.
@@ -172,7 +172,7 @@ class TeamProcess(Protocol):
 
 
 class FeedbackReader(Protocol):
-    """The poller's reads: the safety net for lost webhooks (DESIGN §7, issue 4 deliverable 2).
+    """The poller's reads: the safety net for lost webhooks (docs/github.md, issue 4 deliverable 2).
 
     Contract (``tests/forge/test_feedback_reads.py`` runs it over every implementation):
 

@@ -4,7 +4,7 @@ This module and its team-process half (``github_team.py``) are the only ones tha
 everything else sees ``Forge``, ``RepoInfo``, ``PullInfo`` and the ``Forge*`` errors of
 ``controller.forge.base``.
 
-Why it looks the way it does (DESIGN §7, issue 3 deliverables 1, 4, 5):
+Why it looks the way it does (docs/github.md, issue 3 deliverables 1, 4, 5):
 
 - PyGithub's default retry re-sends POSTs, which can open a second pull request after a 5xx that
   had in fact created the first. So the client never retries on its own (``retry=None``); this

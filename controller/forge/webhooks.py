@@ -1,4 +1,4 @@
-"""GitHub webhooks, sans-I/O: bytes and headers in, typed events out (STYLE.md, after gidgethub).
+"""GitHub webhooks, sans-I/O: bytes and headers in, typed events out (after gidgethub).
 
 No web framework and no database here, so the rules that matter (the signature is checked over the
 raw bytes in constant time; routing is on event *and* action; only the fields crucible needs are

@@ -1,4 +1,4 @@
-"""Never-rules (DESIGN §7), enforced on the forge layer's source: no merge, close, approve, review or
+"""Never-rules (docs/github.md), enforced on the forge layer's source: no merge, close, approve, review or
 comment call exists, and the adapter offers nothing beyond the ``Forge`` protocol."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Publishing kept candidates as draft PRs on the local forge, over real HTTP and git (DESIGN §7).
+"""Publishing kept candidates as draft PRs on the local forge, over real HTTP and git (docs/github.md).
 
 The forge is crucible's own GitHub-compatible server in this process; crucible reaches it only through
 the ``github`` adapter (PyGithub) and ``git push``, exactly as it would reach GitHub.
