@@ -15,8 +15,10 @@ from pathlib import Path
 import pytest
 
 from controller.config.spec import load_spec
+from controller.domain.enums import EventKind
 from controller.forge.auth import ForgeCredentials
 from controller.forge.github import GithubForge
+from controller.localforge.faults import Fault
 from controller.localforge.users import add_user
 from controller.services.execution.loop import run_loop
 from controller.services.execution.runs import open_context
@@ -157,3 +159,31 @@ def test_a_check_run_refused_to_a_person_becomes_a_status_and_says_so(world: Wor
     ]
     [problem] = dump(run_view(world.settings, store, run_id))["pull_requests"][0]["problems"]
     assert problem.startswith("check runs were refused") and "403" in problem
+
+
+def test_a_mark_the_forge_failed_to_take_is_made_at_the_next_publish(world: World) -> None:
+    store, run_id = world.run(turns=1)
+    repo = world.github.get_repo("alice/app")
+    [listed] = world.pulls(run_id)
+    head = repo.get_pull(listed.number).head.sha  # type: ignore[attr-defined]
+    # A refinement round that kept nothing, recorded as the round's end records it.
+    summary = {"round": 1, "component": "app", "feedback": [], "kept": False, "head": None}
+    store.append_event(run_id, EventKind.ROUND_FINISHED, {**summary, "detail": "not held: value 9 > 8"})
+    world.handle.faults.add(Fault("POST", r"/statuses/", "error_before", status=502, times=50))
+
+    Publisher(world.client).publish(world.context(store, run_id))  # the forge is down for statuses
+    assert [s.context for s in repo.get_commit(head).get_statuses()] == ["crucible/value"]
+    assert world.handle.faults.fired, "the mark was attempted"
+
+    world.handle.faults.clear()
+    Publisher(world.client).publish(world.context(store, run_id))  # the next publish makes it
+    Publisher(world.client).publish(world.context(store, run_id))  # and only once
+    marks = [(s.context, s.state, s.description) for s in repo.get_commit(head).get_statuses()]
+    assert marks == [
+        (
+            "crucible/value/refinement",
+            "failure",
+            "round 1 could not hold the score; nothing was pushed: not held: value 9 > 8",
+        ),
+        ("crucible/value", "success", marks[1][2]),
+    ]
