@@ -209,10 +209,10 @@ class ReviewGraph(Graph):
         head_repo = forge.store.repo_by_id(pull.head_repo_id) or repo
 
         def stats(key: str) -> Any:
-            return lambda _info: self.svc.pulls.stats(repo, pull)[key]
+            return lambda _info: self._stats(repo, pull)[key]
 
         def mergeable(_info: Any) -> str:
-            clean = self.svc.pulls.stats(repo, pull)["mergeable"]
+            clean = self._stats(repo, pull)["mergeable"]
             return {True: "MERGEABLE", False: "CONFLICTING", None: "UNKNOWN"}[clean]
 
         def head_owner(_info: Any) -> Obj:
@@ -240,6 +240,14 @@ class ReviewGraph(Graph):
             "projectCards": lambda _info, **args: connection([], args),
             "comments": lambda _info, **args: connection(self._comments(pull, repo), args),
         }
+
+    def _stats(self, repo: Repo, pull: Pull) -> dict[str, Any]:
+        """``Pulls.stats`` once per pull request and request: gh asks ``mergeable``, ``additions`` and
+        ``deletions`` together, and each read is a trial merge plus a diff."""
+        cache: dict[int, dict[str, Any]] = self.__dict__.setdefault("_stats_cache", {})
+        if pull.id not in cache:
+            cache[pull.id] = self.svc.pulls.stats(repo, pull)
+        return cache[pull.id]
 
     # -- triage ---------------------------------------------------------------------------------
 
