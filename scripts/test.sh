@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # README's test command: install crucible with its dev extras into ./.venv, make sure what the tests need
-# is there (PostgreSQL, bubblewrap, the coding-agent CLIs), check the code (ruff, mypy, the layer
+# is there (PostgreSQL, bubblewrap, the coding-agent CLIs, Octokit), check the code (ruff, mypy, the layer
 # contracts) and run the whole test suite, slow end-to-end tests included. Extra arguments go to pytest (for example a subset of tests/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
