@@ -1,9 +1,11 @@
 """The ``github`` adapter against the local forge only: injected faults on ``POST /pulls`` never
 yield a second PR, reads are retried as told, writes are spaced, each method costs one REST call,
-errors and logs never carry the token, and ``git_auth_env`` authenticates a real ``git push``."""
+errors and logs never carry the token, ``git_auth_env`` authenticates a real ``git push``, and team
+reviewers are requested on an organization's repository."""
 
 from __future__ import annotations
 
+import base64
 import logging
 import subprocess
 from collections.abc import Callable
@@ -14,8 +16,9 @@ from controller.forge.auth import ForgeCredentials
 from controller.forge.base import ForgeError, ForgeRateLimited
 from controller.forge.github import READ_BACKOFF, WRITE_BACKOFF, GithubForge
 from controller.localforge.faults import Fault
+from controller.localforge.users import add_org, add_team
 from tests.conftest import git
-from tests.forge.conftest import OWNER, REPO, LocalForge, Sleeps, environ_with
+from tests.forge.conftest import COLLABORATOR, OWNER, REPO, LocalForge, Sleeps, environ_with
 
 PULLS = r"^/api/v3/repos/alice/demo/pulls$"
 HEAD = f"{OWNER}:crucible/run-1"
@@ -198,3 +201,34 @@ def test_a_failed_update_is_never_resent(local_forge: LocalForge, sleeps: Sleeps
         forge.update_pull(REPO, number, body="new")
     assert local_forge.log.count("PATCH", f"/pulls/{number}") == 1
     assert sleeps.calls == []
+
+
+def test_team_reviewers_are_requested_on_an_org_repository_and_an_unknown_team_is_refused(
+    local_forge: LocalForge,
+) -> None:
+    root = local_forge.handle.root
+    add_org(root, "acme", [OWNER])
+    add_team(root, "acme", "perf-team", [COLLABORATOR], name="Performance")
+    local_forge.api("POST", "/orgs/acme/repos", json={"name": "lib", "auto_init": True})
+    main = local_forge.api("GET", "/repos/acme/lib/branches/main").json()["commit"]["sha"]
+    local_forge.api(
+        "POST", "/repos/acme/lib/git/refs", json={"ref": "refs/heads/crucible/run-1", "sha": main}
+    )
+    content = base64.b64encode(b"fast\n").decode()
+    body = {"message": "faster", "content": content, "branch": "crucible/run-1"}
+    local_forge.api("PUT", "/repos/acme/lib/contents/a.py", json=body)
+    forge = local_forge.forge()
+    number = forge.create_pull(
+        "acme/lib", head="acme:crucible/run-1", base="main", title="t", body="b"
+    ).number
+
+    process = forge.team_process()
+    first = process.request_reviewers("acme/lib", number, [], ["perf-team"])
+    again = process.request_reviewers("acme/lib", number, [], ["perf-team"])
+    unknown = process.request_reviewers("acme/lib", number, [], ["no-such-team"])
+
+    assert (first.done, first.refused) == (("team:perf-team",), ())
+    assert again.done == ("team:perf-team",)
+    assert unknown.done == () and [name for name, _ in unknown.refused] == ["team:no-such-team"]
+    teams = local_forge.api("GET", f"/repos/acme/lib/pulls/{number}/requested_reviewers").json()["teams"]
+    assert [t["slug"] for t in teams] == ["perf-team"]
