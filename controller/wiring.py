@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from controller.config.spec import Spec
     from controller.forge.base import Forge, ForgeUsage
     from controller.forge.github import GithubForge
+    from controller.services.control.admission import Admission
     from controller.services.control.service import ForgeFor, RunService
     from controller.services.remote.remote_rounds import RemoteRounds
     from controller.store.store import Store
@@ -65,10 +66,13 @@ class ForgeClients:
     """One forge client per forge API URL, all with the credential from the settings.
 
     A client carries the pacing of its credential (write interval, rate-limit waits), so every run
-    of this process that talks to one forge shares one client rather than racing separate ones."""
+    of this process that talks to one forge shares one client rather than racing separate ones.
+    ``admission`` (``crucible serve``): only its forges get a client, so the credential never goes
+    to a forge a stored spec names but the operator did not configure."""
 
-    def __init__(self, settings: ForgeSettings) -> None:
+    def __init__(self, settings: ForgeSettings, admission: Admission | None = None) -> None:
         self._settings = settings
+        self._admission = admission
         self._clients: dict[str, GithubForge] = {}
         self._lock = threading.Lock()
 
@@ -94,6 +98,8 @@ class ForgeClients:
         from controller.forge.auth import from_settings
         from controller.forge.github import GithubForge
 
+        if self._admission is not None:
+            self._admission.check_forge(api_url, "publish.forge")
         with self._lock:
             client = self._clients.get(api_url)
             if client is not None:
@@ -228,6 +234,16 @@ class Root:
             spec_for=lambda run_id: stored_spec(self.store(), run_id).broker,
             namespace=namespace,
         )
+
+    def admit_from_api(self) -> Admission:
+        """This process takes specs from API clients (``crucible serve``): the rules they are held to
+        (the settings' over this environment), and from now on forge clients only for the operator's
+        forges. Call before the service is built, which keeps the forge factory it is given."""
+        from controller.services.control.admission import Admission
+
+        admission = Admission.of(self.settings, self.environ)
+        self.forges = ForgeClients(self.settings.forge, admission)
+        return admission
 
     def worker_api(self, default_url: str) -> RemoteRounds:
         """The controller's side of remote rounds (ADR-0014), which ``crucible serve`` mounts and the

@@ -24,6 +24,7 @@ from controller.api.runs import RunControl, runs_router
 from controller.api.webhooks import webhook_router
 from controller.api.worker import worker_router
 from controller.config.settings import Settings
+from controller.services.control.admission import Admission
 from controller.services.control.submit import ForgeFactory
 from controller.services.remote.remote_rounds import RemoteRounds
 from controller.store.hot_reads import hot_reads
@@ -44,6 +45,7 @@ def create_app(
     forge_for: ForgeFactory | None = None,
     events_poll_s: float = 0.5,
     remote: RemoteRounds | None = None,
+    admission: Admission | None = None,
 ) -> FastAPI:
     app = FastAPI(
         title="crucible controller",
@@ -60,7 +62,7 @@ def create_app(
     app.add_middleware(
         HotPath, tokens=tokens, reads=hot_reads(store), turn_pages=turn_pages, run_pages=PageCache()
     )
-    app.include_router(runs_router(settings, store, control, auth, forge_for, turn_pages))
+    app.include_router(runs_router(settings, store, control, auth, forge_for, turn_pages, admission))
     app.include_router(events_router(store, auth, poll_s=events_poll_s))
     app.include_router(ops_router(store, stats or ServiceStats()))
     app.include_router(webhook_router(store, webhook_secret, on_delivery=on_delivery))

@@ -30,6 +30,7 @@ from controller.api.hotpath import MAX_PAGE, turn_page_key
 from controller.api.pagecache import PageCache
 from controller.config.settings import Settings
 from controller.domain.enums import Outcome, RunStatus
+from controller.services.control.admission import Admission
 from controller.services.control.submit import ForgeFactory, Submission, submit_run
 from controller.services.views import schemas
 from controller.services.views.patching import patch_text
@@ -66,10 +67,14 @@ def runs_router(
     auth: Callable[..., Awaitable[None]],
     forge_for: ForgeFactory | None = None,
     pages: PageCache[int] | None = None,
+    admission: Admission | None = None,
 ) -> APIRouter:
-    """The routes; ``pages`` keeps rendered turn pages (shared with ``hotpath``, which serves them)."""
+    """The routes; ``pages`` keeps rendered turn pages (shared with ``hotpath``, which serves them).
+    ``admission``: what a submitted spec may ask of the controller (default: the settings' rules
+    over no environment, as strict as they go)."""
     router = APIRouter(prefix="/api/runs", tags=["runs"], dependencies=[Depends(auth)], responses=ERRORS)
     pages = pages if pages is not None else PageCache()
+    admit = admission if admission is not None else Admission.of(settings, {})
 
     @router.post("", status_code=201, response_model=Created)
     def create(body: RunCreate) -> Created:
@@ -81,7 +86,7 @@ def runs_router(
             publish_prs=body.publish_prs,
             watch_feedback=body.watch_feedback,
         )
-        run_id = submit_run(store, submission, forge_for)
+        run_id = submit_run(store, submission, forge_for, admit)
         control.wake()
         return Created(id=run_id)
 

@@ -23,6 +23,7 @@ from controller.api.app import create_app
 from controller.api.auth import ApiTokens
 from controller.api.ops import ServiceStats
 from controller.forge.base import ForgeUsage
+from controller.services.control.admission import Admission
 from controller.services.control.scheduler import Scheduler
 from controller.services.control.service import RunService
 from controller.services.control.submit import ForgeFactory
@@ -45,6 +46,7 @@ def serve_app(
     tick_s: float = 1.0,
     remote: RemoteRounds | None = None,
     park_watching: bool = True,
+    admission: Admission | None = None,
 ) -> tuple[FastAPI, Scheduler]:
     """The app of ``crucible serve`` over the run service the composition root built (its broker
     must run rounds concurrently), with the scheduler and the service's feedback hub tied to the
@@ -66,6 +68,7 @@ def serve_app(
         stats=stats,
         forge_for=forge_for,
         remote=remote,
+        admission=admission,
     )
     inner = app.router.lifespan_context
 

@@ -338,6 +338,7 @@ def serve(host: str, port: int, max_concurrent_runs: int | None) -> None:
     secret = settings.webhooks.webhook_secret
     if secret is None:
         click.echo("warning: CRUCIBLE_WEBHOOK_SECRET is not set: webhooks are refused (503)", err=True)
+    admission = root.admit_from_api()  # before the service: it keeps the (restricted) forge clients
     # The worker API first: the Kubernetes broker of the service mints its tokens there.
     remote = root.worker_api(f"http://{_reachable(host)}:{port}")
     app, _scheduler = serve_app(
@@ -352,6 +353,7 @@ def serve(host: str, port: int, max_concurrent_runs: int | None) -> None:
         forge_usage=root.forges.usage,
         remote=remote,
         park_watching=settings.scheduler.park_watching,
+        admission=admission,
     )
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     run_server(app, host, port)

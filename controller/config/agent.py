@@ -46,6 +46,16 @@ def _range_triple(value: object) -> object:
     return tuple(items)
 
 
+def _not_crucibles(name: str) -> str:
+    """``CRUCIBLE_*`` is crucible's own configuration (API tokens, the forge credential, the webhook
+    secret, the database URL): no spec may hand it to the agent, whoever wrote the spec."""
+    if name.upper().startswith("CRUCIBLE_"):
+        raise ValueError(
+            f"{json.dumps(name)}: CRUCIBLE_* variables are crucible's own and never reach the agent"
+        )
+    return name
+
+
 def _known_preset(name: str) -> str:
     if name not in PRESET_NAMES:
         raise ValueError(f"unknown preset {json.dumps(name)}; the presets are {', '.join(PRESET_NAMES)}")
@@ -118,7 +128,7 @@ class AgentSpec(_Model):
     args: list[str] = Field(default_factory=list)
     prices: dict[NonBlank, PriceSpec] = Field(default_factory=dict)
     timeout: CommandTimeout = 1200.0
-    env_allow: list[NonBlank] = Field(default_factory=list)
+    env_allow: list[Annotated[NonBlank, AfterValidator(_not_crucibles)]] = Field(default_factory=list)
     seed: int = Field(default=0, ge=0, le=MAX_SEED)
     knobs: list[KnobSpec] = Field(default_factory=list, alias="knob")
 

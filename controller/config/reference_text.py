@@ -169,7 +169,9 @@ DOCS: dict[str, tuple[str, str]] = {
     ),
     "agent.env_allow": (
         "Exact names of environment variables the agent (and the validation and metric commands) may see "
-        "although they look like secrets or belong to crucible's own configuration.",
+        "although they look like secrets. Never `CRUCIBLE_*` (crucible's own configuration); "
+        "`crucible serve` also refuses `GIT_*`, `SSH_AUTH_SOCK`, `PGPASSWORD`, `PGPASSFILE`, "
+        "`PGSERVICEFILE`, `KUBECONFIG` and any variable holding one of the controller's secrets.",
         '["OPENAI_API_KEY"]',
     ),
     "agent.seed": ("Seed of the knob walker's order; the same seed replays the same sequence.", "7"),

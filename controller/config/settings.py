@@ -103,11 +103,17 @@ class ForgeSettings(SettingsGroup):
     own_logins: Annotated[tuple[str, ...], NoDecode] = ()
     """CRUCIBLE_OWN_LOGINS, comma-separated: crucible's own accounts, whose activity never triggers a
     round (needed when the token's login is not the only one crucible writes as)."""
+    forge_hosts: Annotated[tuple[str, ...], NoDecode] = ()
+    """CRUCIBLE_FORGE_HOSTS, comma-separated forge API URLs (``https://ghe.acme.dev/api/v3``) or hosts
+    (``ghe.acme.dev``, meaning https on its default port): the only forges ``crucible serve`` sends
+    its credentials to. Unset, ``https://api.github.com`` alone; a submitted spec naming any other
+    ``publish.forge`` is refused before a request is made, because the spec's author is not the
+    operator and must not be able to point the controller's token at a listener of their own."""
     dashboard_url: str | None = Field(default=None, pattern=r"^https?://\S+$")
     """CRUCIBLE_DASHBOARD_URL: the dashboard as reviewers reach it (``https://crucible.acme.dev``);
     the result crucible reports on a PR links to the run's page there. Unset: no link."""
 
-    @field_validator("own_logins", mode="before")
+    @field_validator("own_logins", "forge_hosts", mode="before")
     @classmethod
     def _split(cls, value: Any) -> Any:
         return _split_commas(value)
@@ -128,6 +134,12 @@ class ApiSettings(SettingsGroup):
     """CRUCIBLE_API_TOKEN: bearer token for every route (and what ``--server`` sends)."""
     api_readonly_token: SecretStr | None = None
     """CRUCIBLE_API_READONLY_TOKEN: bearer token for GET routes only (dashboards, monitoring)."""
+    allow_unsandboxed: bool = False
+    """CRUCIBLE_ALLOW_UNSANDBOXED: let ``crucible serve`` take submitted specs whose commands would run
+    on the controller without bubblewrap (``sandbox.mode = "none"``, or ``"auto"`` where bubblewrap
+    is unusable). Such a command runs as the controller's user and can read everything it can (its
+    environment through ``/proc``, its tokens, its database), so a write token becomes the
+    controller's credentials; set it only where every write-token holder is trusted that far."""
 
 
 class SchedulerSettings(SettingsGroup):

@@ -114,13 +114,15 @@ def scrub_env(environ: Mapping[str, str], allow: Iterable[str] = ()) -> Scrubbed
     name containing one of SECRET_NAME_PARTS, having one of SECRET_NAME_WORDS as a word, or ending
     in ``_PWD`` (``SSH_AUTH_SOCK`` among them), and any variable whose value looks like a credential
     (``credential_values``: a URL with userinfo, a ``ghp_``/``AKIA``… token, a PEM key,
-    ``password=``). Names in ``allow`` are kept whatever they match (exact, case-sensitive names).
+    ``password=``). Names in ``allow`` are kept whatever they match (exact, case-sensitive names),
+    except ``CRUCIBLE_*``: crucible's own secrets never pass, even for a spec stored before the spec
+    refused such names.
 
     ``secrets`` holds the values removed for their name or for a URL credential (and the
     credential parts of such URLs) and ``GIT_CONFIG_VALUE_n`` values (``http.extraHeader``), each
     at least MIN_SECRET_LEN characters long, longest first.
     """
-    allowed = frozenset(allow)
+    allowed = frozenset(name for name in allow if not name.upper().startswith("CRUCIBLE_"))
     env: dict[str, str] = {}
     secrets: set[str] = set()
     for name, value in environ.items():

@@ -15,7 +15,7 @@ import pytest
 
 from controller.api.app import create_app
 from controller.api.auth import ApiTokens
-from controller.config.settings import Settings
+from controller.config.settings import ApiSettings, Settings
 from controller.localforge.server import serve_in_thread
 from controller.services.views.schemas import RoundRequest
 from controller.store import NewRun, Store
@@ -101,7 +101,11 @@ def new_run(store: Store, run_id: str, objective: str = "o") -> str:
 
 @pytest.fixture
 def api(tmp_path: Path, database_url: str) -> Iterator[Api]:
-    settings = Settings(home=tmp_path / "crucible-home", database_url=database_url)
+    # SPEC runs unsandboxed, which the operator allows here: these tests are about the HTTP edge
+    # (test_admission holds a strict controller's refusals).
+    settings = Settings(
+        home=tmp_path / "crucible-home", database_url=database_url, api=ApiSettings(allow_unsandboxed=True)
+    )
     repo = make_repo(tmp_path / "app", {"src/a.py": "x = 1\n", "crucible.toml": SPEC})
     control = Recorder()
     with Store.open(database_url, upgrade=True) as store:

@@ -58,6 +58,7 @@ def _env(home: Path, database_url: str) -> dict[str, str]:
         CRUCIBLE_HOME=str(home),
         CRUCIBLE_DATABASE_URL=database_url,
         CRUCIBLE_API_TOKEN=TOKEN,
+        CRUCIBLE_ALLOW_UNSANDBOXED="1",  # SPEC runs unsandboxed (test_admission holds the refusal)
         CRUCIBLE_WEBHOOK_SECRET=SECRET,
         CRUCIBLE_LEASE_TTL="3s",
     )

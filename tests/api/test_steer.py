@@ -58,7 +58,7 @@ def forge(tmp_path: Path) -> Iterator[AppForge]:
 
 
 @pytest.fixture
-def root(tmp_path: Path) -> Iterator[Root]:
+def root(tmp_path: Path, forge: AppForge) -> Iterator[Root]:
     environ = {
         **os.environ,
         "CRUCIBLE_HOME": str(tmp_path / "home"),
@@ -66,6 +66,10 @@ def root(tmp_path: Path) -> Iterator[Root]:
         "CRUCIBLE_GITHUB_TOKEN": TOKENS["alice"],
         "CRUCIBLE_FORGE_WRITE_INTERVAL": "0",
         "CRUCIBLE_OWN_LOGINS": "alice",
+        # As an operator configures a controller that publishes to the local forge, running the
+        # review-round spec's unsandboxed agent.
+        "CRUCIBLE_FORGE_HOSTS": forge.handle.api_url,
+        "CRUCIBLE_ALLOW_UNSANDBOXED": "1",
     }
     built = build(environ, settings=Settings.from_env(environ), inline=False)
     yield built
@@ -76,6 +80,7 @@ def test_a_steer_starts_a_refinement_round_of_a_watching_run(
     tmp_path: Path, forge: AppForge, root: Root
 ) -> None:
     spec = review_round_spec(write_agent(tmp_path, REVIEW_AGENT), forge.handle.api_url, max_rounds=1)
+    admission = root.admit_from_api()  # as crucible serve: before the service
     app, _scheduler = serve_app(
         root.service(),
         ApiTokens(ADMIN, READER),
@@ -83,6 +88,7 @@ def test_a_steer_starts_a_refinement_round_of_a_watching_run(
         webhook_secret=None,
         forge_for=root.forges.for_spec,
         tick_s=0.05,
+        admission=admission,
     )
     store: Store = root.store()
     auth = {"Authorization": f"Bearer {ADMIN}"}

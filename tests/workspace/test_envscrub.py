@@ -76,6 +76,16 @@ def test_allow_keeps_exact_names_only() -> None:
     assert "GITHUB_TOKEN" not in scrubbed.env
 
 
+def test_allow_never_passes_crucibles_own_variables() -> None:
+    """A spec stored before the spec refused ``CRUCIBLE_*`` in ``env_allow`` still cannot pass them."""
+    environ = {"CRUCIBLE_API_TOKEN": "api-token-0123456789", "CRUCIBLE_GITHUB_TOKEN": "ghp_abcdefghij0123"}
+    scrubbed = scrub_env(
+        environ, allow=["CRUCIBLE_API_TOKEN", "crucible_github_token", "CRUCIBLE_GITHUB_TOKEN"]
+    )
+    assert scrubbed.env == {}
+    assert set(scrubbed.secrets) >= {"api-token-0123456789", "ghp_abcdefghij0123"}
+
+
 def test_redact_replaces_every_occurrence_longest_first() -> None:
     text = "token ghp_abc123456 and again ghp_abc123456; url https://u:ghp_abc123456-long@h"
     out = redact(text, ["ghp_abc123456", "ghp_abc123456-long", ""])

@@ -4,7 +4,8 @@ The spec arrives as text: it is validated first (a SpecError names the key and n
 then the run is recorded as ``pending`` with its options, and a scheduler picks it up. Relative paths
 in the spec (``repo = "."``) resolve against ``spec_dir``, a directory on the controller's machine
 (``crucible loop --server`` sends the spec file's own directory; default: the server's working
-directory).
+directory). Over the API, ``admission`` holds the spec to what a write-token holder may ask of the
+controller (``admission``): checked before the forge is built, so a refused forge gets no request.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from controller.config.spec import Spec, parse_spec
 from controller.domain.enums import FINISHED_STATUSES, RunStatus
 from controller.domain.errors import RefusedError, SpecError
 from controller.forge.base import Forge
+from controller.services.control.admission import Admission
 from controller.services.execution.runs import check_sandbox, create_run
 from controller.store.store import Store
 
@@ -32,7 +34,12 @@ class Submission:
     watch_feedback: bool = False
 
 
-def submit_run(store: Store, sub: Submission, forge_for: ForgeFactory | None = None) -> str:
+def submit_run(
+    store: Store,
+    sub: Submission,
+    forge_for: ForgeFactory | None = None,
+    admission: Admission | None = None,
+) -> str:
     """Validate and record a submitted run (pending); its id. SpecError names the offending key."""
     spec_dir = Path(sub.spec_dir) if sub.spec_dir else Path.cwd()
     if not spec_dir.is_absolute():
@@ -45,6 +52,8 @@ def submit_run(store: Store, sub: Submission, forge_for: ForgeFactory | None = N
         if exc.key:
             raise
         raise SpecError("spec", exc.message) from None  # TOML syntax: the field is the spec text
+    if admission is not None:
+        admission.check(spec)
     check_sandbox(spec)  # what this controller's sandbox cannot enforce is refused before anything is stored
     if sub.watch_feedback and not sub.publish_prs:
         raise SpecError("watch_feedback", "needs publish_prs (feedback arrives on the published PRs)")
