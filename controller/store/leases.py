@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -27,17 +26,10 @@ from controller.domain.enums import EventKind, RunPhase, RunStatus, check_phase_
 from controller.domain.errors import ConflictError, LeaseHeldError, LeaseLostError, NotFoundError
 from controller.store.models import FeedbackRow, RunRow
 from controller.store.queries import append_event_row, lock_run
+from controller.store.records import Renewal
 
 # Statuses a scheduler may pick up: a new run, or a running one whose driver stopped heart-beating.
 CLAIMABLE = (RunStatus.PENDING.value, RunStatus.RUNNING.value)
-
-
-@dataclass(frozen=True)
-class Renewal:
-    """What a heartbeat learns when it renews: whether someone asked the run to stop."""
-
-    expires_at: datetime
-    cancel_requested: bool
 
 
 class Leases:

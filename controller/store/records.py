@@ -353,6 +353,15 @@ class TurnSnapshot:
 
 
 @dataclass(frozen=True)
+class Renewal:
+    """What a heartbeat learns when it renews a lease: its new expiry, and whether someone asked
+    the run to stop (``Store.renew_lease``)."""
+
+    expires_at: datetime
+    cancel_requested: bool
+
+
+@dataclass(frozen=True)
 class WorkerRoundRecord:
     """One attempt of a remote round (``crucible worker``): who may act for it and what it reported.
 

@@ -47,6 +47,7 @@ from controller.store.models import (
     SampleRow,
     TurnRow,
 )
+from controller.store.ports import ControllerStore
 from controller.store.process_groups import ProcessGroups
 from controller.store.pulls_feedback import PullsAndFeedback
 from controller.store.queries import (
@@ -583,4 +584,9 @@ class Store(PullsAndFeedback, ProcessGroups, Leases, PagedReads, WorkerRounds):
 
 def as_ledger(store: Store) -> Ledger:
     """The store as the turn path's ledger (mypy checks here that ``Store`` keeps the contract)."""
+    return store
+
+
+def as_controller_store(store: Store) -> ControllerStore:
+    """The store as every port at once (mypy checks here that ``Store`` keeps each port's contract)."""
     return store

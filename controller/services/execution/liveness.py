@@ -26,8 +26,8 @@ from datetime import UTC, datetime
 from types import TracebackType
 
 from controller.domain.errors import LeaseLostError, RefusedError, RetryLaterError
-from controller.store.leases import Renewal
-from controller.store.store import Store
+from controller.store.ports import RunLeases
+from controller.store.records import Renewal
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +60,7 @@ class Heartbeat:
 
     def __init__(
         self,
-        store: Store,
+        store: RunLeases,
         run_id: str,
         *,
         cancel: threading.Event,
@@ -142,14 +142,14 @@ class _Keeper:
     in one statement every third of the lease (``Store.renew_leases``). Its thread runs while it
     has leases to keep."""
 
-    def __init__(self, store: Store, owner: str, ttl_s: float) -> None:
+    def __init__(self, store: RunLeases, owner: str, ttl_s: float) -> None:
         self.store, self.owner, self.ttl_s = store, owner, ttl_s
         self._beats: dict[str, Heartbeat] = {}
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
 
     @classmethod
-    def of(cls, store: Store, owner: str, ttl_s: float) -> _Keeper:
+    def of(cls, store: RunLeases, owner: str, ttl_s: float) -> _Keeper:
         with _KEEPERS_LOCK:
             key = (id(store), owner, ttl_s)  # a live keeper holds its store, so the id stays its own
             keeper = _KEEPERS.get(key)
@@ -200,7 +200,7 @@ _KEEPERS_LOCK = threading.Lock()
 
 
 def await_takeover(
-    store: Store,
+    store: RunLeases,
     run_id: str,
     *,
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),

@@ -1,0 +1,115 @@
+"""The store's ports: small Protocols, one per kind of consumer, instead of the 80-method ``Store``.
+
+A services module types its parameter with the Protocol it uses (``RunLeases`` for a heartbeat,
+``PullRecords`` for the feedback hub, ...), so what it depends on is visible in its signature, it
+imports no SQLAlchemy, and a fake of it passes the same contract suite as the SQL store does
+(``tests/ports``, over SQLite and PostgreSQL). The turn path's own port is ``store.ledger.Ledger``.
+
+A consumer that needs several ports names their union below (a Protocol inheriting them): a
+composite adds no method of its own, so the small Protocols stay the contracts. ``Store`` satisfies
+every one of them (``store.store.as_controller_store`` is where mypy checks that).
+
+Ports and their consumers (the methods are on each Protocol):
+  - ``RunReads`` (the run, components, events) and ``TurnReads`` (turns, samples, hypotheses):
+    views, round jobs, publishing, the driver.
+  - ``RunLeases``: the heartbeat and a resume's wait for a silent holder.
+  - ``RunLifecycle`` (create, move along the states, cancel flag, events): submit, recovery, driver.
+  - ``ComponentHeads``: refinement rounds, base drift, publishing.
+  - ``PullRecords``, ``FeedbackRecords``, ``DeliveryQueue``, ``RoundRecords``: publishing, the
+    feedback hub and intake, the watch, steering, refinement rounds.
+  - ``Scheduling``: the server's scheduler. ``WorkerRoundRecords``: remote rounds.
+    ``ProcessGroupRecords``: recovery.
+  - ``RunPages``, ``TurnPages``, ``OpsCounts``: the API's paged reads and ``/metrics``.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from controller.store.ledger import Ledger
+from controller.store.ports.control import ProcessGroupRecords, Scheduling, WorkerRoundRecords
+from controller.store.ports.feedback import DeliveryQueue, FeedbackRecords, PullRecords, RoundRecords
+from controller.store.ports.pages import OpsCounts, RunPages, TurnPages
+from controller.store.ports.runs import ComponentHeads, RunLeases, RunLifecycle, RunReads, TurnReads
+
+__all__ = [
+    "ComponentHeads",
+    "ControllerStore",
+    "DeliveryQueue",
+    "FeedbackIntake",
+    "FeedbackRecords",
+    "Ledger",
+    "OpsCounts",
+    "ProcessGroupRecords",
+    "PullRecords",
+    "Recovery",
+    "RemoteRoundStore",
+    "RoundRecords",
+    "RunControl",
+    "RunLeases",
+    "RunLifecycle",
+    "RunPages",
+    "RunReads",
+    "RunStore",
+    "RunViews",
+    "Scheduling",
+    "Steering",
+    "TurnPages",
+    "TurnReads",
+    "WorkerRoundRecords",
+]
+
+
+class RunControl(RunReads, RunLifecycle, Protocol):
+    """Reading a run and moving it along its states: submitting, reopening (``control.submit``)."""
+
+
+class Recovery(RunReads, RunLeases, RunLifecycle, ProcessGroupRecords, Protocol):
+    """Resuming and cancelling a run someone else may have driven (``control.recovery``)."""
+
+
+class Steering(RunReads, PullRecords, FeedbackRecords, Protocol):
+    """Queueing an operator's steer as feedback for a watching run (``feedback.steer``)."""
+
+
+class FeedbackIntake(DeliveryQueue, PullRecords, FeedbackRecords, Protocol):
+    """Turning stored webhook deliveries into feedback and PR states (``feedback.intake``)."""
+
+
+class RunViews(RunReads, TurnReads, PullRecords, FeedbackRecords, RunPages, TurnPages, Protocol):
+    """What the read models of a run and of the runs list read (``views.reads``)."""
+
+
+class RunStore(
+    Ledger,
+    RunReads,
+    TurnReads,
+    RunLeases,
+    RunLifecycle,
+    ComponentHeads,
+    PullRecords,
+    FeedbackRecords,
+    RoundRecords,
+    Protocol,
+):
+    """What a run's live context on the controller reaches (``execution.context.RunContext.store``):
+    the turn path's ledger, and the reads and writes of publishing, the watch and refinement rounds."""
+
+
+class RemoteRoundStore(Ledger, RunReads, TurnReads, FeedbackRecords, WorkerRoundRecords, Protocol):
+    """The controller's side of remote rounds (``remote.remote_rounds``): minting and checking worker
+    tokens, recording proved heads and outcomes, and the ledger the worker routes write through."""
+
+
+class ControllerStore(
+    RunStore,
+    RemoteRoundStore,
+    Recovery,
+    FeedbackIntake,
+    RunViews,
+    Scheduling,
+    OpsCounts,
+    Protocol,
+):
+    """Every port at once: what the composition root hands the run service and the API. Only the
+    root and the driver that passes each collaborator its own port hold this."""
