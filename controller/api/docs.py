@@ -1,4 +1,4 @@
-"""``docs/openapi.json`` and ``docs/api.md``: the operator API's contract, generated from the app itself.
+"""``docs/openapi.json`` and ``docs/api.md``: the API's contract, generated from the app itself.
 
 The OpenAPI document is what FastAPI derives from the routes and the typed views, so committing it pins
 every route and field: ``tests/api/test_docs.py`` fails when the committed files differ from what the
@@ -23,6 +23,7 @@ def openapi() -> dict[str, Any]:
     from controller.api.app import create_app
     from controller.api.auth import ApiTokens
     from controller.config.settings import Settings
+    from controller.services.remote.remote_rounds import RemoteRounds
     from controller.services.views.schemas import RoundRequest
     from controller.store.store import Store
 
@@ -42,17 +43,23 @@ def openapi() -> dict[str, Any]:
     store = Store("sqlite://")
     try:
         settings = Settings(home=Path("/nonexistent"), database_url="sqlite://")
-        app = create_app(settings, store, ApiTokens("unused"), _NoControl())
+        # With the worker routes: their schemas are the worker protocol's contract (ADR-0024).
+        remote = RemoteRounds(settings, store, controller_url="http://unused")
+        app = create_app(settings, store, ApiTokens("unused"), _NoControl(), remote=remote)
         return app.openapi()
     finally:
         store.close()
 
 
-def _type(schema: dict[str, Any]) -> str:
+def _type(schema: dict[str, Any] | bool) -> str:
+    if not isinstance(schema, dict):  # ``additionalProperties: true``: any JSON value
+        return "any"
     if "$ref" in schema:
         return f"[{schema['$ref'].rsplit('/', 1)[-1]}](#{schema['$ref'].rsplit('/', 1)[-1].lower()})"
     if "anyOf" in schema:
         return " \\| ".join(_type(s) for s in schema["anyOf"])
+    if schema.get("type") == "array" and "prefixItems" in schema:  # a tuple
+        return "[" + ", ".join(_type(s) for s in schema["prefixItems"]) + "]"
     if schema.get("type") == "array":
         return f"list of {_type(schema.get('items', {}))}"
     if "enum" in schema:

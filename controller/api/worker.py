@@ -2,9 +2,9 @@
 
 These are not the operator API: a worker token (minted per round by ``services.remote.remote_rounds``)
 is the only credential they take, and it is good for nothing else (the operator routes compare
-against ``CRUCIBLE_API_TOKEN`` only). They stay out of ``/docs`` and ``docs/openapi.json``: the one
-client is ``crucible worker`` of the same version, and the ledger's records are its contract
-(``store.ledger_codec``), not a public schema.
+against ``CRUCIBLE_API_TOKEN`` only). Every request and answer is a schema of
+``store.worker_protocol``, which ``crucible worker`` imports too (ADR-0024), so the routes are in
+``/docs`` and ``docs/openapi.json`` under the tag ``worker``, pinned by the golden test like the rest.
 
 - ``GET  job``: the round's job, the spec text and the components' base shas.
 - ``GET  feedback``: a refinement round's feedback items (those of its job only), to quote.
@@ -15,191 +15,232 @@ client is ``crucible worker`` of the same version, and the ledger's records are 
 
 A hypothesis pod's token (ADR-0018) reads alike, sends its bundle for its own turn and reports its
 own hypothesis; the routes that start or decide turns, record the baseline or move the run answer
-403 to it (``RemoteRounds.require_round``): the controller decides those turns.
+403 to it (``RemoteRounds.require_round``, a dependency, so before the body is read): the controller
+decides those turns.
 
 Errors are the API's usual ``{"detail", "kind"}`` (401 no valid token, 403 another run, a refused
-bundle or an unproved commit, 404, 409), plus 400 ``kind = "value"`` for the ledger's ValueError.
+bundle or an unproved commit, 404, 409, 422 a body that does not match its schema), plus 400
+``kind = "value"`` for the ledger's ValueError and 400 ``kind = "protocol"`` for a client of another
+protocol version.
 """
 
 # No ``from __future__ import annotations``: FastAPI reads the route signatures, whose ``Grant``
 # dependency is local to the router.
-from collections.abc import Callable
-from typing import Annotated, Any, TypeVar
+from collections.abc import Callable, Coroutine
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Depends, Query, Request
+from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse, JSONResponse
+from fastapi.routing import APIRoute
 
-from controller.domain.enums import EventKind, RunStatus, StopReason
+from controller.domain.enums import EventKind
 from controller.services.remote.remote_rounds import RemoteRounds
-from controller.store import ledger_codec as codec
-from controller.store.records import WorkerRoundRecord
+from controller.store.records import (
+    EventRecord,
+    HypothesisRecord,
+    HypothesisReport,
+    RunRecord,
+    SampleRecord,
+    TurnRecord,
+    TurnSnapshot,
+    WorkerRoundRecord,
+)
+from controller.store.worker_protocol import (
+    PROTOCOL_HEADER,
+    PROTOCOL_VERSION,
+    Accepted,
+    BaselineReport,
+    BundleHeads,
+    DecisionReport,
+    Done,
+    EventSpec,
+    JobInputs,
+    RoundEnd,
+    RoundFeedback,
+    SamplesReport,
+    StatusChange,
+    TurnStart,
+)
 
-T = TypeVar("T")
-JsonBody = Annotated[dict[str, Any], Body()]
+
+class _ProtocolMismatch(Exception):
+    pass
 
 
-def _value_error(exc: Exception) -> JSONResponse:
-    return JSONResponse({"detail": f"{type(exc).__name__}: {exc}", "kind": "value"}, status_code=400)
+class _WorkerRoute(APIRoute):
+    """A route whose ValueError (a caller bug the ledger refuses) answers 400 of kind "value", and
+    whose client of another protocol version gets 400 of kind "protocol" (module docstring)."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def route(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except _ProtocolMismatch as exc:
+                return JSONResponse({"detail": str(exc), "kind": "protocol"}, status_code=400)
+            except ValueError as exc:
+                return JSONResponse(
+                    {"detail": f"{type(exc).__name__}: {exc}", "kind": "value"}, status_code=400
+                )
+
+        return route
 
 
-def _answer(produce: Callable[[], T], encode: Callable[[T], Any]) -> Any:
-    """Run a ledger call; a ValueError (a caller bug, a malformed body) is a 400 of kind "value"."""
-    try:
-        return encode(produce())
-    except (ValueError, KeyError, TypeError) as exc:
-        return _value_error(exc)
+def _protocol(
+    version: Annotated[int | None, Header(alias=PROTOCOL_HEADER, description="absent: the current")] = None,
+) -> None:
+    if version is not None and version != PROTOCOL_VERSION:
+        raise _ProtocolMismatch(
+            f"this controller speaks worker protocol {PROTOCOL_VERSION}, the worker {version}: "
+            "run a crucible worker of the controller's release"
+        )
 
 
 def worker_router(remote: RemoteRounds) -> APIRouter:
-    router = APIRouter(prefix="/api/worker/runs/{run_id}", tags=["worker"], include_in_schema=False)
-    store = remote.store
+    router = APIRouter(
+        prefix="/api/worker/runs/{run_id}",
+        tags=["worker"],
+        dependencies=[Depends(_protocol)],
+        route_class=_WorkerRoute,
+    )
 
     def grant(request: Request, run_id: str) -> WorkerRoundRecord:
         scheme, _, value = request.headers.get("authorization", "").partition(" ")
         token = value.strip() if scheme.lower() == "bearer" else ""
         return remote.authenticate(token, run_id)
 
-    Grant = Annotated[WorkerRoundRecord, Depends(grant)]
+    def round_grant(g: Annotated[WorkerRoundRecord, Depends(grant)]) -> WorkerRoundRecord:
+        remote.require_round(g)
+        return g
+
+    _round_routes(router, remote, Depends(grant))
+    _ledger_reads(router, remote, Depends(grant))
+    _ledger_writes(router, remote, Depends(grant), Depends(round_grant))
+    return router
+
+
+def _round_routes(router: APIRouter, remote: RemoteRounds, grant: Any) -> None:
+    """The round's inputs (job, feedback, start bundles), its bundles and its end."""
 
     @router.get("/job")
-    def job(g: Grant) -> dict[str, Any]:
+    def job(g: WorkerRoundRecord = grant) -> JobInputs:
         return remote.job(g)
 
     @router.get("/feedback")
-    def feedback(g: Grant) -> dict[str, Any]:
+    def feedback(g: WorkerRoundRecord = grant) -> RoundFeedback:
         return remote.feedback(g)
 
-    @router.get("/components/{name}/bundle")
-    def start_bundle(g: Grant, name: str) -> FileResponse:
+    @router.get(
+        "/components/{name}/bundle",
+        response_class=FileResponse,
+        responses={200: {"content": {"application/octet-stream": {}}, "description": "a git bundle"}},
+    )
+    def start_bundle(name: str, g: WorkerRoundRecord = grant) -> FileResponse:
         path = remote.start_bundle(g, name)
         return FileResponse(path, media_type="application/octet-stream", filename=path.name)
 
-    @router.post("/bundle")
-    async def receive_bundle(g: Grant, request: Request, turn: int | None = None) -> dict[str, Any]:
+    @router.post(
+        "/bundle",
+        openapi_extra={
+            "requestBody": {"content": {"application/octet-stream": {}}, "description": "a git bundle"}
+        },
+    )
+    async def receive_bundle(
+        request: Request, turn: int | None = None, g: WorkerRoundRecord = grant
+    ) -> BundleHeads:
         data = await request.body()
         heads = await run_in_threadpool(remote.receive_bundle, g, data, turn)
-        return {"heads": heads}
+        return BundleHeads(heads=heads)
 
     @router.post("/outcome")
-    def outcome(g: Grant, body: JsonBody) -> Any:
-        return _answer(lambda: remote.finish(g, body), lambda _none: {"accepted": True})
+    def outcome(body: RoundEnd, g: WorkerRoundRecord = grant) -> Accepted:
+        remote.finish(g, body)
+        return Accepted()
 
-    # -- the Ledger port ----------------------------------------------------------------------
+
+def _ledger_reads(router: APIRouter, remote: RemoteRounds, grant: Any) -> None:
+    """The ``Ledger`` port's reads: any token of the run may read it."""
+    store = remote.store
 
     @router.get("/ledger/run")
-    def get_run(g: Grant) -> Any:
-        return codec.run_json(store.get_run(g.run_id))
+    def get_run(g: WorkerRoundRecord = grant) -> RunRecord:
+        return store.get_run(g.run_id)
 
     @router.get("/ledger/snapshot")
-    def snapshot(g: Grant, last: int) -> Any:
-        return codec.snapshot_json(store.turn_snapshot(g.run_id, last=last))
-
-    @router.post("/ledger/baseline/start")
-    def start_baseline(g: Grant) -> Any:
-        remote.require_round(g)
-        store.start_baseline(g.run_id)
-        return {}
-
-    @router.post("/ledger/baseline")
-    def set_baseline(g: Grant, body: JsonBody) -> Any:
-        remote.require_round(g)
-        return _answer(
-            lambda: store.set_baseline(g.run_id, float(body["value"]), dict(body["event_payload"])),
-            lambda _none: {},
-        )
-
-    @router.post("/ledger/samples")
-    def add_samples(g: Grant, body: JsonBody) -> Any:
-        remote.require_round(g)
-        return _answer(
-            lambda: store.add_samples(g.run_id, int(body["turn"]), codec.decode_samples(body["samples"])),
-            lambda _none: {},
-        )
+    def snapshot(last: int, g: WorkerRoundRecord = grant) -> TurnSnapshot:
+        return store.turn_snapshot(g.run_id, last=last)
 
     @router.get("/ledger/samples")
-    def list_samples(g: Grant, turn: int | None = None) -> Any:
-        return [codec.sample_record_json(s) for s in store.list_samples(g.run_id, turn)]
-
-    @router.post("/ledger/turns")
-    def start_turn(g: Grant, body: JsonBody) -> Any:
-        remote.require_round(g)
-        return _answer(
-            lambda: store.start_turn(
-                g.run_id,
-                int(body["number"]),
-                int(body["round"]),
-                event=codec.decode_event_spec(body.get("event")),
-            ),
-            codec.turn_json,
-        )
-
-    @router.post("/ledger/turns/{number}/decision")
-    def decide_turn(g: Grant, number: int, body: JsonBody) -> Any:
-        remote.require_round(g)
-
-        def decide() -> Any:
-            event = codec.decode_event_spec(body["event"])
-            if event is None:
-                raise ValueError("event is required")
-            return remote.decide_turn(
-                g,
-                number,
-                codec.decode_decision(body["decision"]),
-                champion=codec.decode_champion(body.get("champion")),
-                component_heads={str(k): str(v) for k, v in body["component_heads"].items()},
-                event=event,
-                samples=codec.decode_samples(body.get("samples", [])),
-                hypotheses=codec.decode_final_hypotheses(body.get("hypotheses")),
-            )
-
-        return _answer(decide, codec.turn_json)
-
-    @router.post("/ledger/turns/{number}/hypotheses")
-    def report_hypothesis(g: Grant, number: int, body: JsonBody) -> Any:
-        return _answer(
-            lambda: remote.report_hypothesis(g, number, codec.decode_report(body)), codec.hypothesis_json
-        )
+    def list_samples(turn: int | None = None, g: WorkerRoundRecord = grant) -> list[SampleRecord]:
+        return store.list_samples(g.run_id, turn)
 
     @router.get("/ledger/hypotheses")
-    def list_hypotheses(g: Grant, turn: int | None = None) -> Any:
-        return [codec.hypothesis_json(h) for h in store.list_hypotheses(g.run_id, turn)]
-
-    @router.post("/ledger/events")
-    def append_event(g: Grant, body: JsonBody) -> Any:
-        remote.require_round(g)
-        return _answer(
-            lambda: store.append_event(g.run_id, EventKind(body["kind"]), dict(body["payload"])),
-            codec.event_json,
-        )
+    def list_hypotheses(turn: int | None = None, g: WorkerRoundRecord = grant) -> list[HypothesisRecord]:
+        return store.list_hypotheses(g.run_id, turn)
 
     @router.get("/ledger/events")
     def list_events(
-        g: Grant,
+        g: WorkerRoundRecord = grant,
         after_id: int = 0,
         limit: int | None = None,
         filter_kinds: bool = False,
-        kind: Annotated[list[str] | None, Query()] = None,
-    ) -> Any:
-        def read() -> Any:
-            kinds = {EventKind(k) for k in kind or []} if filter_kinds else None
-            return store.list_events(g.run_id, after_id=after_id, limit=limit, kinds=kinds)
+        kind: Annotated[list[EventKind] | None, Query()] = None,
+    ) -> list[EventRecord]:
+        kinds = set(kind or []) if filter_kinds else None
+        return store.list_events(g.run_id, after_id=after_id, limit=limit, kinds=kinds)
 
-        return _answer(read, lambda rows: [codec.event_json(e) for e in rows])
+
+def _ledger_writes(router: APIRouter, remote: RemoteRounds, grant: Any, round_grant: Any) -> None:
+    """The ``Ledger`` port's writes; all but a hypothesis report take the round's own token."""
+    store = remote.store
+
+    @router.post("/ledger/baseline/start")
+    def start_baseline(g: WorkerRoundRecord = round_grant) -> Done:
+        store.start_baseline(g.run_id)
+        return Done()
+
+    @router.post("/ledger/baseline")
+    def set_baseline(body: BaselineReport, g: WorkerRoundRecord = round_grant) -> Done:
+        store.set_baseline(g.run_id, body.value, body.event_payload)
+        return Done()
+
+    @router.post("/ledger/samples")
+    def add_samples(body: SamplesReport, g: WorkerRoundRecord = round_grant) -> Done:
+        store.add_samples(g.run_id, body.turn, body.samples)
+        return Done()
+
+    @router.post("/ledger/turns")
+    def start_turn(body: TurnStart, g: WorkerRoundRecord = round_grant) -> TurnRecord:
+        event = body.event.pair() if body.event is not None else None
+        return store.start_turn(g.run_id, body.number, body.round, event=event)
+
+    @router.post("/ledger/turns/{number}/decision")
+    def decide_turn(number: int, body: DecisionReport, g: WorkerRoundRecord = round_grant) -> TurnRecord:
+        return remote.decide_turn(
+            g,
+            number,
+            body.decision,
+            champion=body.champion,
+            component_heads=body.component_heads,
+            event=body.event.pair(),
+            samples=body.samples,
+            hypotheses=body.hypotheses,
+        )
+
+    @router.post("/ledger/turns/{number}/hypotheses")
+    def report_hypothesis(
+        number: int, body: HypothesisReport, g: WorkerRoundRecord = grant
+    ) -> HypothesisRecord:
+        return remote.report_hypothesis(g, number, body)
+
+    @router.post("/ledger/events")
+    def append_event(body: EventSpec, g: WorkerRoundRecord = round_grant) -> EventRecord:
+        return store.append_event(g.run_id, body.kind, body.payload)
 
     @router.post("/ledger/status")
-    def set_status(g: Grant, body: JsonBody) -> Any:
-        remote.require_round(g)
-
-        def move() -> Any:
-            reason = body.get("stop_reason")
-            return store.set_run_status(
-                g.run_id,
-                RunStatus(body["status"]),
-                stop_reason=StopReason(reason) if reason else None,
-                stop_message=body.get("stop_message"),
-            )
-
-        return _answer(move, codec.run_json)
-
-    return router
+    def set_status(body: StatusChange, g: WorkerRoundRecord = round_grant) -> RunRecord:
+        return store.set_run_status(
+            g.run_id, body.status, stop_reason=body.stop_reason, stop_message=body.stop_message
+        )

@@ -5,11 +5,12 @@ A round executed away from the controller still reads and writes its run's recor
 (``/api/worker/runs/{id}/ledger/...``) carrying the round's bearer token. The controller answers
 each call with the SQL store inside one transaction, so atomicity and the exactly-once decision
 stay where they were: a ``decide_turn`` whose answer was lost and that is sent again is refused
-with ConflictError, never applied twice. ``tests/ledger`` holds this class to the same suite as
+with ConflictError, never applied twice. Requests and answers are the shared schemas of
+``store.worker_protocol`` (the answers the records themselves), sent with the protocol version. ``tests/ledger`` holds this class to the same suite as
 the store.
 
 Errors come back as the contract names them (the routes send ``kind``): 404 NotFoundError, 409
-ConflictError, 400 ValueError, 401/403 Unauthenticated/ForbiddenError, 503 and transport failures
+ConflictError, 400 ValueError (422 too: a body its schema refused), 401/403 Unauthenticated/ForbiddenError, 503 and transport failures
 RetryLaterError. Measurements that are not finite never leave the process (``allow_nan=False``
 raises ValueError before anything is sent).
 """
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from pydantic import BaseModel, TypeAdapter
 
 from controller.domain.enums import EventKind, Reason, RunStatus, StopReason
 from controller.domain.errors import (
@@ -33,7 +35,6 @@ from controller.domain.errors import (
     RetryLaterError,
     UnauthenticatedError,
 )
-from controller.store import ledger_codec as codec
 from controller.store.ledger import Ledger
 from controller.store.records import (
     ChampionUpdate,
@@ -47,6 +48,32 @@ from controller.store.records import (
     TurnRecord,
     TurnSnapshot,
 )
+from controller.store.worker_protocol import (
+    PROTOCOL_HEADER,
+    PROTOCOL_VERSION,
+    BaselineReport,
+    BundleHeads,
+    DecisionReport,
+    Done,
+    EventSpec,
+    JobInputs,
+    RoundEnd,
+    RoundFeedback,
+    SamplesReport,
+    StatusChange,
+    TurnStart,
+)
+
+# The answers are the ledger's records themselves (``store.worker_protocol``); built once, not per call.
+_RUN = TypeAdapter(RunRecord)
+_SNAPSHOT = TypeAdapter(TurnSnapshot)
+_TURN = TypeAdapter(TurnRecord)
+_SAMPLES = TypeAdapter(list[SampleRecord])
+_REPORT = TypeAdapter(HypothesisReport)
+_HYPOTHESIS = TypeAdapter(HypothesisRecord)
+_HYPOTHESES = TypeAdapter(list[HypothesisRecord])
+_EVENT = TypeAdapter(EventRecord)
+_EVENTS = TypeAdapter(list[EventRecord])
 
 TokenFor = Callable[[str], str]
 """The bearer token to send for a run (a worker has one token, for its own run)."""
@@ -93,24 +120,25 @@ class HttpLedger:
     # -- the Ledger methods -------------------------------------------------------------------
 
     def get_run(self, run_id: str) -> RunRecord:
-        return codec.decode_run(self._call("GET", run_id, "run"))
+        return _RUN.validate_python(self._call("GET", run_id, "run"))
 
     def turn_snapshot(self, run_id: str, *, last: int) -> TurnSnapshot:
-        return codec.decode_snapshot(self._call("GET", run_id, "snapshot", params={"last": last}))
+        return _SNAPSHOT.validate_python(self._call("GET", run_id, "snapshot", params={"last": last}))
 
     def start_baseline(self, run_id: str) -> None:
-        self._call("POST", run_id, "baseline/start", body={})
+        self._call("POST", run_id, "baseline/start", body=Done())
 
     def set_baseline(self, run_id: str, value: float, event_payload: Mapping[str, Any]) -> None:
-        self._call("POST", run_id, "baseline", body={"value": value, "event_payload": dict(event_payload)})
+        self._call(
+            "POST", run_id, "baseline", body=BaselineReport(value=value, event_payload=dict(event_payload))
+        )
 
     def add_samples(self, run_id: str, turn: int, samples: Sequence[Sample]) -> None:
-        self._call("POST", run_id, "samples", body={"turn": turn, "samples": codec.samples_json(samples)})
+        self._call("POST", run_id, "samples", body=SamplesReport(turn=turn, samples=list(samples)))
 
     def list_samples(self, run_id: str, turn: int | None = None) -> list[SampleRecord]:
         params = {} if turn is None else {"turn": turn}
-        rows = self._call("GET", run_id, "samples", params=params)
-        return [codec.decode_sample_record(r) for r in rows]
+        return _SAMPLES.validate_python(self._call("GET", run_id, "samples", params=params))
 
     def start_turn(
         self,
@@ -120,8 +148,8 @@ class HttpLedger:
         *,
         event: tuple[EventKind, Mapping[str, Any]] | None = None,
     ) -> TurnRecord:
-        body = {"number": number, "round": round, "event": codec.event_spec_json(event)}
-        return codec.decode_turn(self._call("POST", run_id, "turns", body=body))
+        body = TurnStart(number=number, round=round, event=None if event is None else EventSpec.of(event))
+        return _TURN.validate_python(self._call("POST", run_id, "turns", body=body))
 
     def decide_turn(
         self,
@@ -138,15 +166,15 @@ class HttpLedger:
         commits = {**component_heads, **decision.commits}
         if commits and self._before_keep is not None:
             self._before_keep(run_id, number, commits)
-        body = {
-            "decision": codec.decision_json(decision),
-            "champion": codec.champion_json(champion),
-            "component_heads": dict(component_heads),
-            "event": codec.event_spec_json(event),
-            "samples": codec.samples_json(samples),
-            "hypotheses": codec.final_hypotheses_json(hypotheses),
-        }
-        return codec.decode_turn(self._call("POST", run_id, f"turns/{number}/decision", body=body))
+        body = DecisionReport(
+            decision=decision,
+            champion=champion,
+            component_heads=dict(component_heads),
+            event=EventSpec.of(event),
+            samples=list(samples),
+            hypotheses=None if hypotheses is None else dict(hypotheses),
+        )
+        return _TURN.validate_python(self._call("POST", run_id, f"turns/{number}/decision", body=body))
 
     def report_hypothesis(self, run_id: str, turn: int, report: HypothesisReport) -> HypothesisRecord:
         for name in ("value", "reference_value", "delta", "p_value"):
@@ -155,17 +183,17 @@ class HttpLedger:
                 raise ValueError(f"{name} must be finite, got {number!r}")
         if report.commits and self._before_keep is not None:
             self._before_keep(run_id, turn, report.commits)
-        body = codec.report_json(report)
-        return codec.decode_hypothesis(self._call("POST", run_id, f"turns/{turn}/hypotheses", body=body))
+        body = _REPORT.dump_python(report, mode="json")
+        answer = self._call("POST", run_id, f"turns/{turn}/hypotheses", body=body)
+        return _HYPOTHESIS.validate_python(answer)
 
     def list_hypotheses(self, run_id: str, turn: int | None = None) -> list[HypothesisRecord]:
         params = {} if turn is None else {"turn": turn}
-        rows = self._call("GET", run_id, "hypotheses", params=params)
-        return [codec.decode_hypothesis(r) for r in rows]
+        return _HYPOTHESES.validate_python(self._call("GET", run_id, "hypotheses", params=params))
 
     def append_event(self, run_id: str, kind: EventKind, payload: Mapping[str, Any]) -> EventRecord:
-        body = {"kind": str(kind), "payload": dict(payload)}
-        return codec.decode_event(self._call("POST", run_id, "events", body=body))
+        body = EventSpec(kind=kind, payload=dict(payload))
+        return _EVENT.validate_python(self._call("POST", run_id, "events", body=body))
 
     def list_events(
         self,
@@ -175,15 +203,14 @@ class HttpLedger:
         limit: int | None = None,
         kinds: Collection[EventKind] | None = None,
     ) -> list[EventRecord]:
-        params: dict[str, Any] = {"after_id": after_id}
+        params: dict[str, int | str | list[str]] = {"after_id": after_id}
         if limit is not None:
             params["limit"] = limit
         if kinds is not None:
             # An empty filter means "no kind": say so explicitly, a query cannot carry an empty list.
             params["filter_kinds"] = "true"
             params["kind"] = sorted(str(k) for k in kinds)
-        rows = self._call("GET", run_id, "events", params=params)
-        return [codec.decode_event(r) for r in rows]
+        return _EVENTS.validate_python(self._call("GET", run_id, "events", params=params))
 
     def set_run_status(
         self,
@@ -193,12 +220,8 @@ class HttpLedger:
         stop_reason: StopReason | None = None,
         stop_message: str | None = None,
     ) -> RunRecord:
-        body = {
-            "status": str(status),
-            "stop_reason": stop_reason and str(stop_reason),
-            "stop_message": stop_message,
-        }
-        return codec.decode_run(self._call("POST", run_id, "status", body=body))
+        body = StatusChange(status=status, stop_reason=stop_reason, stop_message=stop_message)
+        return _RUN.validate_python(self._call("POST", run_id, "status", body=body))
 
     # -- plumbing -----------------------------------------------------------------------------
 
@@ -208,12 +231,14 @@ class HttpLedger:
         run_id: str,
         path: str,
         *,
-        body: Mapping[str, Any] | None = None,
-        params: Mapping[str, Any] | None = None,
-    ) -> Any:
-        # allow_nan=False: a NaN or infinite measurement is the caller's bug (ValueError), never sent.
-        content = None if body is None else json.dumps(body, allow_nan=False)
-        headers = {"Authorization": f"Bearer {self._token_for(run_id)}"}
+        body: BaseModel | Mapping[str, object] | None = None,
+        params: Mapping[str, int | str | list[str]] | None = None,
+    ) -> object:
+        headers = {
+            "Authorization": f"Bearer {self._token_for(run_id)}",
+            PROTOCOL_HEADER: str(PROTOCOL_VERSION),
+        }
+        content = None if body is None else _json(body)
         if content is not None:
             headers["Content-Type"] = "application/json"
         url = f"/api/worker/runs/{run_id}/ledger/{path}"
@@ -234,7 +259,7 @@ class WorkerApi:
         self, base_url: str, token: str, run_id: str, *, transport: httpx.BaseTransport | None = None
     ) -> None:
         self.run_id = run_id
-        headers = {"Authorization": f"Bearer {token}"}
+        headers = {"Authorization": f"Bearer {token}", PROTOCOL_HEADER: str(PROTOCOL_VERSION)}
         self._http = httpx.Client(
             base_url=f"{base_url.rstrip('/')}/api/worker/runs/{run_id}",
             headers=headers,
@@ -245,13 +270,13 @@ class WorkerApi:
     def close(self) -> None:
         self._http.close()
 
-    def job(self) -> dict[str, Any]:
+    def job(self) -> JobInputs:
         """The round's job, the spec text, the components' base shas, whether round 0 hands over."""
-        return dict(self._send("GET", "/job").json())
+        return JobInputs.model_validate_json(self._send("GET", "/job").content)
 
-    def feedback(self) -> dict[str, Any]:
+    def feedback(self) -> RoundFeedback:
         """A refinement round's feedback items to quote, and the component its PR is of."""
-        return dict(self._send("GET", "/feedback").json())
+        return RoundFeedback.model_validate_json(self._send("GET", "/feedback").content)
 
     def start_bundle(self, component: str, out: Path) -> None:
         """Write the start commits of ``component`` (a git bundle) to ``out``."""
@@ -261,11 +286,11 @@ class WorkerApi:
         """Upload the worker's commits; the heads the controller verified (ForbiddenError: refused)."""
         params = {} if turn is None else {"turn": turn}
         answer = self._send("POST", "/bundle", content=bundle.read_bytes(), params=params)
-        return dict(answer.json()["heads"])
+        return BundleHeads.model_validate_json(answer.content).heads
 
-    def finish(self, outcome: Mapping[str, Any]) -> None:
+    def finish(self, outcome: RoundEnd) -> None:
         """Report how the round ended (the token is revoked with it)."""
-        self._send("POST", "/outcome", content=json.dumps(dict(outcome)), json_body=True)
+        self._send("POST", "/outcome", content=_json(outcome), json_body=True)
 
     def _send(
         self,
@@ -273,7 +298,7 @@ class WorkerApi:
         path: str,
         *,
         content: bytes | str | None = None,
-        params: Mapping[str, Any] | None = None,
+        params: Mapping[str, int] | None = None,
         json_body: bool = False,
     ) -> httpx.Response:
         headers = {"Content-Type": "application/json"} if json_body else None
@@ -294,10 +319,17 @@ def error_of(response: httpx.Response) -> Exception:
         kind = data.get("kind")
     except ValueError:
         detail, kind = response.text, None
-    if response.status_code == 400 and kind == "value":
-        return ValueError(detail)
+    if (response.status_code == 400 and kind == "value") or response.status_code == 422:
+        return ValueError(detail)  # a body its schema refused is the caller's bug too
     cls = ERROR_OF_STATUS.get(response.status_code, CrucibleError)
     return cls(f"{response.request.method} {response.request.url.path}: {detail}")
+
+
+def _json(body: BaseModel | Mapping[str, object]) -> str:
+    """A request body as JSON; allow_nan=False: a NaN or infinite measurement is the caller's bug
+    (ValueError), never sent."""
+    data = body.model_dump(mode="json") if isinstance(body, BaseModel) else body
+    return json.dumps(data, allow_nan=False)
 
 
 def _conforms(ledger: HttpLedger) -> Ledger:

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pydantic import TypeAdapter
+
 from controller.domain.enums import Reason, TurnPhase
 from controller.domain.jobs import RoundJob
 from controller.services.remote.remote_rounds import token_hash
 from controller.store import HypothesisReport
-from controller.store import ledger_codec as codec
 from tests.conftest import git
 from tests.worker.conftest import Controller
 from tests.worker.test_bundles import commit, send, worker_clone
@@ -30,7 +31,8 @@ def _mint(controller: Controller, turn: int, index: int, sha: str = "a" * 40) ->
 
 
 def _report(index: int) -> dict[str, object]:
-    return dict(codec.report_json(HypothesisReport(index=index, reason=Reason.NOT_IMPROVED, value=2.0)))
+    report = HypothesisReport(index=index, reason=Reason.NOT_IMPROVED, value=2.0)
+    return dict(TypeAdapter(HypothesisReport).dump_python(report, mode="json"))
 
 
 def test_the_n_tokens_of_a_turn_are_live_at_once_and_each_reports_only_its_own(

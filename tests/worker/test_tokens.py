@@ -14,6 +14,7 @@ from controller.domain.jobs import RoundJob
 from controller.localforge.server import serve_in_thread
 from controller.services.remote.remote_rounds import token_hash
 from controller.store import NewRun
+from controller.store.worker_protocol import PROTOCOL_HEADER, PROTOCOL_VERSION
 from controller.wiring import build, round_kind
 from tests.webhooks.helpers import comment_event
 from tests.worker.conftest import OPERATOR, Clock, Controller
@@ -124,10 +125,36 @@ def test_the_token_expires(controller: Controller) -> None:
         assert expired.status_code == 401 and "expired" in expired.json()["detail"]
 
 
-def test_worker_routes_stay_out_of_the_operator_document(controller: Controller) -> None:
+def test_worker_routes_are_in_the_document_under_their_own_tag(controller: Controller) -> None:
+    """The worker protocol's schemas are its contract (ADR-0024): ``/openapi.json`` declares them."""
     with controller.client(None) as http:
         paths = http.get("/openapi.json").json()["paths"]
-    assert not [p for p in paths if p.startswith("/api/worker")]
+    worker = {p: item for p, item in paths.items() if p.startswith("/api/worker")}
+    assert "/api/worker/runs/{run_id}/ledger/turns/{number}/decision" in worker
+    assert all(op["tags"] == ["worker"] for item in worker.values() for op in item.values())
+
+
+def test_a_worker_of_another_protocol_version_is_told_so(controller: Controller) -> None:
+    controller.seed_run("r1")
+    token = controller.mint("r1")["CRUCIBLE_WORKER_TOKEN"]
+    with controller.client(token) as http:
+        answer = http.get("/api/worker/runs/r1/ledger/run", headers={PROTOCOL_HEADER: "1"})
+        assert answer.status_code == 400 and answer.json()["kind"] == "protocol"
+        assert f"protocol {PROTOCOL_VERSION}" in answer.json()["detail"]
+        current = {PROTOCOL_HEADER: str(PROTOCOL_VERSION)}
+        assert http.get("/api/worker/runs/r1/ledger/run", headers=current).status_code == 200
+
+
+def test_a_body_that_does_not_match_its_schema_is_422_naming_the_field(controller: Controller) -> None:
+    controller.seed_run("r1")
+    before = controller.store.get_run("r1")
+    token = controller.mint("r1")["CRUCIBLE_WORKER_TOKEN"]
+    with controller.client(token) as http:
+        answer = http.post("/api/worker/runs/r1/ledger/status", json={"status": "finished-ish"})
+        assert answer.status_code == 422 and answer.json()["key"] == "status", answer.text
+        answer = http.post("/api/worker/runs/r1/ledger/samples", json={"turn": 0, "samples": [], "x": 1})
+        assert answer.status_code == 422 and answer.json()["key"] == "x", answer.text
+    assert controller.store.get_run("r1") == before, "nothing was written"
 
 
 def test_the_composition_root_builds_the_worker_api_crucible_serve_mounts(

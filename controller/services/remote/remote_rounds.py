@@ -37,7 +37,7 @@ from typing import Any
 from controller.brokers.base import RoundOutcome
 from controller.config.settings import Settings
 from controller.config.spec import Spec, parse_spec
-from controller.domain.enums import EventKind, Outcome, Reason, RunStatus, StopReason, TurnPhase
+from controller.domain.enums import EventKind, Outcome, Reason, TurnPhase
 from controller.domain.errors import (
     ConflictError,
     CrucibleError,
@@ -60,6 +60,15 @@ from controller.store.records import (
     WorkerRoundRecord,
 )
 from controller.store.store import Store
+from controller.store.worker_protocol import (
+    ComponentBase,
+    HypothesisScope,
+    JobInputs,
+    JobJson,
+    QuotedFeedback,
+    RoundEnd,
+    RoundFeedback,
+)
 from controller.store.worker_rounds import hypothesis_scope
 from controller.workspace import bundles
 from controller.workspace.checkout import CRUCIBLE_REF_PREFIX
@@ -147,14 +156,8 @@ class RemoteRounds:
         record = self.store.worker_outcome(run_id, round)
         if record is None or record.outcome is None:
             return None
-        data = record.outcome
-        reason = data.get("stop_reason")
-        return RoundOutcome(
-            run_status=RunStatus(data["run_status"]),
-            stop_reason=StopReason(reason) if reason else None,
-            message=str(data.get("message", "")),
-            kept=bool(data.get("kept", False)),
-        )
+        end = RoundEnd.model_validate(record.outcome)
+        return RoundOutcome(end.run_status, end.stop_reason, end.message, kept=end.kept)
 
     def revoke(self, run_id: str, round: int) -> None:
         """The round ended (or was cancelled): no token of it is good any more."""
@@ -200,41 +203,41 @@ class RemoteRounds:
                 f"not {'?' if index is None else index} of turn {turn}"
             )
 
-    def job(self, grant: WorkerRoundRecord) -> dict[str, Any]:
+    def job(self, grant: WorkerRoundRecord) -> JobInputs:
         """What the worker needs besides commits: its job, the spec and the components' bases."""
         run = self.store.get_run(grant.run_id)
         components = self.store.list_components(grant.run_id)
         scope = grant.job.get("hypothesis")
-        return {
-            "job": {k: v for k, v in grant.job.items() if k != "hypothesis"},
-            "hypothesis": dict(scope) if isinstance(scope, Mapping) else None,
-            "attempt": grant.attempt,
-            "spec": run.spec_text,
-            "hand_over": self._hand_over(grant.run_id),
-            "components": [{"name": c.name, "base_sha": c.base_sha} for c in components],
-        }
+        return JobInputs(
+            job=JobJson.model_validate({k: v for k, v in grant.job.items() if k != "hypothesis"}),
+            hypothesis=HypothesisScope.model_validate(scope) if isinstance(scope, Mapping) else None,
+            attempt=grant.attempt,
+            spec=run.spec_text,
+            hand_over=self._hand_over(grant.run_id),
+            components=[ComponentBase(name=c.name, base_sha=c.base_sha) for c in components],
+        )
 
-    def feedback(self, grant: WorkerRoundRecord) -> dict[str, Any]:
+    def feedback(self, grant: WorkerRoundRecord) -> RoundFeedback:
         """The feedback a refinement round addresses (its job's ``feedback_ids``, nothing else of the
         run), as much of each item as the quotes in CANDIDATE.md need, and the PR's component."""
         job = RoundJob.from_json(grant.job)
         wanted = set(job.feedback_ids)
         items = [i for i in self.store.list_feedback(grant.run_id) if i.id in wanted]
         components = sorted({i.component for i in items})
-        return {
-            "component": components[0] if len(components) == 1 else None,
-            "items": [
-                {
-                    "author": i.author,
-                    "body": i.body,
-                    "path": i.path,
-                    "line": i.line,
-                    "source": str(i.source),
-                    "diff_hunk": i.diff_hunk,
-                }
+        return RoundFeedback(
+            component=components[0] if len(components) == 1 else None,
+            items=[
+                QuotedFeedback(
+                    author=i.author,
+                    body=i.body,
+                    path=i.path,
+                    line=i.line,
+                    source=i.source,
+                    diff_hunk=i.diff_hunk,
+                )
                 for i in sorted(items, key=lambda i: i.id)
             ],
-        }
+        )
 
     def start_bundle(self, grant: WorkerRoundRecord, component: str) -> Path:
         """A bundle of ``component``'s start head and base, written under the run's directory."""
@@ -308,17 +311,9 @@ class RemoteRounds:
             if sha not in proved.get(name, set()):
                 raise ForbiddenError(f"commit {sha[:12]} of {name} came in no verified bundle of this round")
 
-    def finish(self, grant: WorkerRoundRecord, outcome: Mapping[str, Any]) -> None:
-        """Record the worker's outcome (validated) and revoke its token."""
-        status = RunStatus(outcome["run_status"])
-        reason = outcome.get("stop_reason")
-        clean = {
-            "run_status": str(status),
-            "stop_reason": str(StopReason(reason)) if reason else None,
-            "message": str(outcome.get("message", "")),
-            "kept": bool(outcome.get("kept", False)),
-        }
-        self.store.finish_worker_round(grant.token_hash, clean)
+    def finish(self, grant: WorkerRoundRecord, outcome: RoundEnd) -> None:
+        """Record the worker's outcome (validated by its schema) and revoke its token."""
+        self.store.finish_worker_round(grant.token_hash, outcome.model_dump(mode="json"))
 
     # -- bundles ------------------------------------------------------------------------------
 

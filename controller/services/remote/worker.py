@@ -41,9 +41,10 @@ from controller.services.execution.hypotheses import try_hypothesis, with_base_s
 from controller.services.execution.loop import LoopResult, knob_proposer, run_loop
 from controller.services.execution.runs import build_context
 from controller.services.execution.turn import write_candidate_file
-from controller.services.feedback.rounds import QuotedItem, play_job
+from controller.services.feedback.rounds import play_job
 from controller.store.http_ledger import HttpLedger, WorkerApi
 from controller.store.store import Store
+from controller.store.worker_protocol import HypothesisScope, JobInputs, RoundEnd, RoundFeedback
 from controller.workspace import bundles
 from controller.workspace.checkout import CRUCIBLE_REF_PREFIX
 from controller.workspace.git import run_git
@@ -139,28 +140,28 @@ def run_worker(
     ledger: HttpLedger | None = None
     try:
         inputs = api.job()
-        job = RoundJob.from_json(inputs["job"])
+        job = inputs.job.job()
         if job.key != (config.run_id, config.round):
             raise CrucibleError(f"the token is for round {job.round} of run {job.run_id}, not {config.round}")
-        if inputs.get("hypothesis") is not None:
-            return _run_hypothesis(config, api, inputs, job, environ, cancel, observer)
+        if inputs.hypothesis is not None:
+            return _run_hypothesis(config, api, inputs, inputs.hypothesis, job, environ, cancel, observer)
         spec = _fetch_components(api, config.workdir, inputs)
         uploads = _Uploads(api, config.workdir / "outgoing", job)
         ledger = HttpLedger(config.controller_url, config.token, before_keep=uploads)
         ctx = _context(config, spec, job, inputs, ledger, environ, cancel, observer)
         uploads.ctx = ctx
         if job.round == 0:
-            result = run_loop(ctx, then=_stay if inputs.get("hand_over") else None)
+            result = run_loop(ctx, then=_stay if inputs.hand_over else None)
             outcome = RoundOutcome(result.status, result.stop_reason, result.message)
         else:
             outcome = _refine(ctx, job, api.feedback())
         api.finish(
-            {
-                "run_status": str(outcome.run_status),
-                "stop_reason": str(outcome.stop_reason) if outcome.stop_reason else None,
-                "message": outcome.message,
-                "kept": outcome.kept,
-            }
+            RoundEnd(
+                run_status=outcome.run_status,
+                stop_reason=outcome.stop_reason,
+                message=outcome.message,
+                kept=outcome.kept,
+            )
         )
         return outcome
     finally:
@@ -172,7 +173,8 @@ def run_worker(
 def _run_hypothesis(
     config: WorkerConfig,
     api: WorkerApi,
-    inputs: Mapping[str, Any],
+    inputs: JobInputs,
+    scope: HypothesisScope,
     job: RoundJob,
     environ: Mapping[str, str],
     cancel: threading.Event | None,
@@ -180,8 +182,7 @@ def _run_hypothesis(
 ) -> RoundOutcome:
     """A hypothesis pod (ADR-0018): one hypothesis of one turn, proposed and measured against the
     champion here, its commits sent as a bundle, its report sent; the controller decides the turn."""
-    scope = inputs["hypothesis"]
-    number, index = int(scope["turn"]), int(scope["index"])
+    number, index = scope.turn, scope.index
     spec = _fetch_components(api, config.workdir, inputs)
     uploads = _Uploads(api, config.workdir / "outgoing", job)
     ledger = HttpLedger(config.controller_url, config.token)
@@ -194,7 +195,7 @@ def _run_hypothesis(
             arm = SampleArm.BASELINE if turn == 0 else SampleArm.CANDIDATE
             ctx.champion_arm = ctx.arm_from_store(turn, arm)
         write_candidate_file(ctx, 0, run=run)
-        report = try_hypothesis(ctx, number, index, _proposal(ctx, scope.get("proposal")))
+        report = try_hypothesis(ctx, number, index, _proposal(ctx, scope.proposal))
         report = with_base_samples(ctx, number, report)
         if report.commits:
             uploads(config.run_id, number, report.commits)
@@ -203,13 +204,13 @@ def _run_hypothesis(
         ledger.close()
     message = f"hypothesis {index} of turn {number}: {report.reason}"
     outcome = RoundOutcome(RunStatus.RUNNING, None, message)
-    api.finish({"run_status": str(outcome.run_status), "stop_reason": None, "message": message})
+    api.finish(RoundEnd(run_status=outcome.run_status, message=message))
     return outcome
 
 
-def _proposal(ctx: RunContext, data: Any) -> Proposal | None:
+def _proposal(ctx: RunContext, data: Mapping[str, Any] | None) -> Proposal | None:
     """The knobs proposal the controller computed for this hypothesis; None for a real agent."""
-    if not isinstance(data, Mapping):
+    if data is None:
         return None
     found = knob_proposer(ctx)
     knobs = {k.ident: k for k in found[1]} if found else {}
@@ -219,12 +220,12 @@ def _proposal(ctx: RunContext, data: Any) -> Proposal | None:
     return Proposal(knob, data["old"], data["new"], str(data.get("hypothesis") or ""))
 
 
-def _refine(ctx: RunContext, job: RoundJob, feedback: Mapping[str, Any]) -> RoundOutcome:
+def _refine(ctx: RunContext, job: RoundJob, feedback: RoundFeedback) -> RoundOutcome:
     """A refinement round's turns (ADR-0019): the controller began the round (PR refreshed, feedback
     consumed) and ends it (replies, push); the worker plays the turns with the feedback quoted, from
     the PR head the job names, until one holds the score."""
-    component = feedback.get("component") or next(iter(job.heads))
-    items = [QuotedItem(**item) for item in feedback.get("items", [])]
+    component = feedback.component or next(iter(job.heads))
+    items = feedback.items
     ctx.ensure_arm("champion", dict(job.heads))  # the quotes read the lines a comment points at there
     kept = play_job(ctx, job, items, str(component))
     if kept is None:  # a cancel cut it off; the run stays in the round for a resume
@@ -237,12 +238,12 @@ def _stay(ctx: RunContext, searched: LoopResult) -> LoopResult:
     return searched
 
 
-def _fetch_components(api: WorkerApi, workdir: Path, inputs: Mapping[str, Any]) -> Spec:
+def _fetch_components(api: WorkerApi, workdir: Path, inputs: JobInputs) -> Spec:
     """A local repository per component holding its start commits and base; the spec pointed at them."""
     repos = workdir / "repos"
     paths: dict[str, Path] = {}
-    for comp in inputs["components"]:
-        name = str(comp["name"])
+    for comp in inputs.components:
+        name = comp.name
         bundle = workdir / "incoming" / f"{name}.bundle"
         bundle.parent.mkdir(parents=True, exist_ok=True)
         api.start_bundle(name, bundle)
@@ -255,7 +256,7 @@ def _fetch_components(api: WorkerApi, workdir: Path, inputs: Mapping[str, Any]) 
             bundles.pin(repo, ref, sha)
         paths[name] = repo
     # The spec's repositories are the controller host's; each component's is its clone here.
-    spec = parse_spec(str(inputs["spec"]), repos, repos=paths)
+    spec = parse_spec(inputs.spec, repos, repos=paths)
     missing = [c.name for c in spec.components if c.name not in paths]
     if missing:
         raise CrucibleError(f"the controller sent no commits for component(s) {', '.join(missing)}")
@@ -266,7 +267,7 @@ def _context(
     config: WorkerConfig,
     spec: Spec,
     job: RoundJob,
-    inputs: Mapping[str, Any],
+    inputs: JobInputs,
     ledger: HttpLedger,
     environ: Mapping[str, str],
     cancel: threading.Event | None,
@@ -274,7 +275,7 @@ def _context(
 ) -> RunContext:
     # No database: the URL below is never opened (the worker's record is the ledger).
     settings = Settings(home=config.workdir / "home", database_url="sqlite://")
-    bases = {str(c["name"]): str(c["base_sha"]) for c in inputs["components"]}
+    bases = {c.name: c.base_sha for c in inputs.components}
     ctx = build_context(
         settings,
         cast(Store, _NoStore()),
