@@ -6,13 +6,13 @@ A round executed away from the controller still reads and writes its run's recor
 each call with the SQL store inside one transaction, so atomicity and the exactly-once decision
 stay where they were: a ``decide_turn`` whose answer was lost and that is sent again is refused
 with ConflictError, never applied twice. Requests and answers are the shared schemas of
-``store.worker_protocol`` (the answers the records themselves), sent with the protocol version. ``tests/ledger`` holds this class to the same suite as
-the store.
+``store.worker_protocol`` (the answers are the records themselves), sent with the protocol version
+(ADR-0024). ``tests/ledger`` holds this class to the same suite as the store.
 
 Errors come back as the contract names them (the routes send ``kind``): 404 NotFoundError, 409
-ConflictError, 400 ValueError (422 too: a body its schema refused), 401/403 Unauthenticated/ForbiddenError, 503 and transport failures
-RetryLaterError. Measurements that are not finite never leave the process (``allow_nan=False``
-raises ValueError before anything is sent).
+ConflictError, 400 ValueError (and 422: a body its schema refused), 401/403
+Unauthenticated/ForbiddenError, 503 and transport failures RetryLaterError. Measurements that are
+not finite never leave the process (``allow_nan=False`` raises ValueError before anything is sent).
 """
 
 from __future__ import annotations
