@@ -56,6 +56,16 @@ def process_environment() -> dict[str, str]:
     return dict(os.environ)
 
 
+def withdraw_from_environment(name: str) -> None:
+    """Remove ``name`` from this process's environment once it was read: from ``os.environ`` and, its
+    bytes overwritten, from the block ``/proc/<pid>/environ`` shows (``workspace.selfguard``), so
+    nothing this process starts, and nothing that reads its ``/proc``, finds it there."""
+    from controller.workspace.selfguard import wipe_environment_value
+
+    wipe_environment_value(name)
+    os.environ.pop(name, None)
+
+
 def configured_database(environ: Mapping[str, str]) -> str:
     """The database URL the settings of ``environ`` name, without building them (pydantic): for
     ``crucible runs list``'s read of the default SQLite file (ADR-0013)."""

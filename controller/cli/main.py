@@ -373,13 +373,21 @@ def worker_cmd(
     CRUCIBLE_WORKER_TOKEN. Exit 0 once the round ran to its end and the controller accepted it."""
     import threading
 
-    from controller.services.remote.worker import run_worker, worker_config
-    from controller.wiring import process_environment
+    from controller.services.remote.worker import TOKEN_VARIABLE, run_worker, worker_config
+    from controller.wiring import process_environment, withdraw_from_environment
+    from controller.workspace.selfguard import make_undumpable
 
+    # The agent runs as this user, often without a sandbox (a restricted pod cannot run bubblewrap):
+    # close this process's /proc/<pid>/environ and mem to it before the token is anywhere else, and
+    # take the token out of the environment once read (ADR-0026).
+    if not make_undumpable():
+        click.echo("warning: could not make the worker non-dumpable (not Linux?)", err=True)
     environ = process_environment()
     config = worker_config(
         environ, controller=controller_url, run_id=run_id, round=round_number, workdir=workdir
     )
+    withdraw_from_environment(TOKEN_VARIABLE)
+    environ.pop(TOKEN_VARIABLE, None)
     config.workdir.mkdir(parents=True, exist_ok=True)
     cancel = threading.Event()
 

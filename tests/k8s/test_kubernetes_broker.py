@@ -307,6 +307,29 @@ def test_a_job_deleted_by_someone_else_is_a_failed_round(
     broker.close()
 
 
+@pytest.mark.parametrize("hypothesis", [None, (3, 1)])
+def test_the_token_reaches_the_worker_only_as_an_environment_variable_never_a_volume(
+    hypothesis: tuple[int, int] | None,
+) -> None:
+    """Issue 21: a file in the pod is readable by the agent; the worker takes its token out of its own
+    environment and closes its /proc (``workspace.selfguard``), which a mounted file would defeat."""
+    env = {"CRUCIBLE_CONTROLLER_URL": "http://c", "CRUCIBLE_WORKER_TOKEN": "t0k3n-of-the-round-0123456789"}
+    spec = loop_spec("ns").model_copy(update={"agent_secret": "agent-keys"})
+    created = manifest.job_manifest(job(), spec, env, hypothesis=hypothesis)
+    pod = created["spec"]["template"]["spec"]
+    assert "t0k3n" not in json.dumps(pod)
+    assert all(set(volume) == {"name", "emptyDir"} for volume in pod["volumes"]), pod["volumes"]
+    (container,) = pod["containers"]
+    token_refs = [e for e in container["env"] if e["name"] == manifest.TOKEN_VARIABLE]
+    assert token_refs == [
+        {
+            "name": manifest.TOKEN_VARIABLE,
+            "valueFrom": {"secretKeyRef": {"name": created["metadata"]["name"] + "-token", "key": "token"}},
+        }
+    ]
+    assert container["envFrom"] == [{"secretRef": {"name": "agent-keys"}}]  # the agent's keys, not the token
+
+
 def test_round_job_names_are_dns_labels_and_stable() -> None:
     assert manifest.job_name("rsm2k4f-3fa9c1", 2) == "crucible-rsm2k4f-3fa9c1-2"
     odd = manifest.job_name("Run_With.Odd/Chars" * 5, 12)
