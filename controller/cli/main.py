@@ -1,6 +1,6 @@
 """The ``crucible`` command: parse arguments, call one service function, format the answer.
 
-Errors become exit codes here and nowhere else (DESIGN §2): 0 a normal stop, 1 a failure or a
+Errors become exit codes here and nowhere else (docs/cli.md): 0 a normal stop, 1 a failure or a
 refusal, 2 bad usage or a bad spec, 130 cancelled with Ctrl-C.
 """
 
@@ -82,10 +82,22 @@ def init(force: bool, preset: str | None) -> None:
 )
 @click.option("--dry-run", is_flag=True, help="validate, resolve and print what would run; run nothing")
 @click.option("--json", "as_json", is_flag=True, help="print the run as one JSON object on stdout")
-@click.option("--publish-prs", is_flag=True, help="publish kept candidates as draft PRs (not available yet)")
-@click.option("--watch-feedback", is_flag=True, help="refine on review feedback (not available yet)")
+@click.option(
+    "--publish-prs",
+    is_flag=True,
+    help="publish each kept candidate as a draft PR per changed component (a forge token, docs/github.md)",
+)
+@click.option(
+    "--watch-feedback",
+    is_flag=True,
+    help="after the search, refine the PRs on trusted review feedback until stopped (with --publish-prs)",
+)
 @click.option("--listen", default=None, help="HOST:PORT for webhooks (with --watch-feedback)")
-@click.option("--live-steer", is_flag=True)
+@click.option(
+    "--live-steer",
+    is_flag=True,
+    help="hand feedback arriving mid-round to the running agent (with --watch-feedback)",
+)
 @click.option(
     "--dashboard",
     default=None,
