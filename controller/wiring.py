@@ -1,6 +1,6 @@
 """The composition root: the one place that builds settings, store, forge clients, broker and services.
 
-STYLE.md ("one composition root") and ADR-0003. ``crucible loop``/``resume``/``cancel``/``demo``
+CONTRIBUTING.md (rule 7) and ADR-0003. ``crucible loop``/``resume``/``cancel``/``demo``
 and ``crucible serve`` each call ``build`` once and receive what they need from the ``Root``; no
 command or route assembles a store, a forge client or a broker itself. This is also the only
 module of ``controller`` that reads the process environment: once, into the settings and into the

@@ -1,1 +1,1 @@
-"""api layer (see DESIGN.md section 9)."""
+"""api layer (see docs/architecture.md, "Layers")."""

@@ -50,7 +50,7 @@ def create_app(
     app = FastAPI(
         title="crucible controller",
         version=API_VERSION,
-        description="The operator REST API of crucible (DESIGN §8). Bearer token: CRUCIBLE_API_TOKEN "
+        description="The operator REST API of crucible. Bearer token: CRUCIBLE_API_TOKEN "
         "(everything) or CRUCIBLE_API_READONLY_TOKEN (GET only).",
         redoc_url=None,
     )

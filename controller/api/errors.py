@@ -1,4 +1,4 @@
-"""Errors to HTTP, in this one place (STYLE.md rule 6): the routes raise crucible's own errors.
+"""Errors to HTTP, in this one place (CONTRIBUTING.md, rule 6): the routes raise crucible's own errors.
 
 Every error answer is ``{"detail": message, "kind": …}``, plus ``"key"`` (the dotted field) for 422,
 so a client (``cli/remote.py``) can turn it back into the same error, and a person can read it.

@@ -1,4 +1,4 @@
-"""``/api/runs…``: the operator routes of DESIGN §8 over the run services.
+"""``/api/runs…``: the operator routes of docs/api.md over the run services.
 
 Each route parses, calls one service function and returns a typed view (``services.views.schemas``), so the
 OpenAPI document is the contract; errors are crucible's own, mapped in ``errors.py``. Routes are plain

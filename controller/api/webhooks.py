@@ -1,4 +1,4 @@
-"""``POST /webhooks/github``: the HTTP edge of the feedback intake (DESIGN.md section 8).
+"""``POST /webhooks/github``: the HTTP edge of the feedback intake (docs/api.md).
 
 It only authenticates, bounds and stores: the signature is verified over the raw body before any
 parsing (constant time), the delivery is stored durably, and the answer (202) goes out once it is;

@@ -1,1 +1,1 @@
-"""brokers layer (see DESIGN.md section 9)."""
+"""brokers layer (see docs/architecture.md, "Layers")."""

@@ -1,4 +1,4 @@
-"""The broker seam: where a round's turns execute (ADR-0003, DESIGN §8).
+"""The broker seam: where a round's turns execute (ADR-0003, docs/architecture.md, "Ports").
 
 A broker launches one round of one run (a ``RoundJob``), reports where it is, waits for it, and
 cancels it. That is all: scheduling, leases, retries and feedback belong to the run service above.

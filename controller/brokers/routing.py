@@ -1,4 +1,4 @@
-"""One broker per kind, chosen per run by its spec's ``[broker] kind`` (DESIGN §3, ADR-0015).
+"""One broker per kind, chosen per run by its spec's ``[broker] kind`` (docs/spec.md, ADR-0015).
 
 A process drives runs of both kinds (``crucible serve`` with some specs local and some on Kubernetes),
 but the run service holds one broker. This broker is that one: it launches each round through the

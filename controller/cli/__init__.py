@@ -1,1 +1,1 @@
-"""cli layer (see DESIGN.md section 9)."""
+"""cli layer (see docs/architecture.md, "Layers")."""

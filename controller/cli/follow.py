@@ -27,7 +27,7 @@ def submit_and_follow(
     watch_feedback: bool,
     as_json: bool,
 ) -> int:
-    """Submit, follow to the run's end, print the result; the exit code of the run (DESIGN §2)."""
+    """Submit, follow to the run's end, print the result; the exit code of the run (docs/cli.md)."""
     run_id = client.submit(
         spec_path.read_text(),
         str(spec_path.resolve().parent),

@@ -23,7 +23,7 @@ MAX_RECONNECTS = 30  # consecutive failed reconnects before giving up on an even
 
 
 class ApiClient:
-    """A thin, typed wrapper over the routes of DESIGN §8 (one method per route the CLI uses)."""
+    """A thin, typed wrapper over the routes of docs/api.md (one method per route the CLI uses)."""
 
     def __init__(self, base_url: str, token: str | None, *, timeout: float = 30.0) -> None:
         headers = {"Authorization": f"Bearer {token}"} if token else {}

@@ -1,4 +1,4 @@
-"""config layer (see DESIGN.md section 9): the run spec (``spec``), its value units (``units``), process-wide
+"""config layer (docs/architecture.md): the run spec (``spec``), its value units (``units``), process-wide
 settings (``settings``) and the ``crucible init`` template (``template``).
 
 Nothing is re-exported here: importing ``controller.config.settings`` must not import pydantic and the

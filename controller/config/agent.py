@@ -1,6 +1,6 @@
 """The ``[agent]`` table of ``crucible.toml``: what proposes changes.
 
-Three kinds, exactly one per spec: ``command`` (any program, DESIGN §4's protocol), ``preset`` (a coding-agent
+Three kinds, exactly one per spec: ``command`` (any program, docs/agent.md), ``preset`` (a coding-agent
 CLI crucible knows how to drive headless: ``controller.agents``), or ``builtin = "knobs"`` (the deterministic
 walker over ``[[agent.knob]]``). The preset names live here, below the agents package, so the spec can refuse
 an unknown one with the list of known ones; ``controller.agents.registry`` has one preset per name (a test

@@ -1,4 +1,4 @@
-"""The spec's ``[broker]`` table: where a run's rounds execute (DESIGN.md §3 and §8).
+"""The spec's ``[broker]`` table: where a run's rounds execute (docs/spec.md, docs/kubernetes.md).
 
 ``kind = "local"`` (the default) runs rounds on the controller's machine; ``"kubernetes"`` runs each
 round in a Job whose pod runs ``crucible worker``, and the rest of the table describes that pod: image,

@@ -1,6 +1,6 @@
 """Process-wide settings: one typed tree, read from the environment once at the edge and passed in.
 
-STYLE.md rule 7 and ADR-0003: the composition root (``controller.wiring``) calls ``Settings.from_env``
+CONTRIBUTING.md, rule 7 and ADR-0003: the composition root (``controller.wiring``) calls ``Settings.from_env``
 with the process environment exactly once; every other module receives the settings (or the one
 group it needs). Nothing else in ``controller`` reads the environment. The groups follow kopf's
 settings: one small frozen model per concern, each field documented with its unit and its reason.

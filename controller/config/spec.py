@@ -1,4 +1,4 @@
-"""The run spec, ``crucible.toml`` (DESIGN.md §3), as frozen, validated pydantic models.
+"""The run spec, ``crucible.toml`` (docs/spec.md), as frozen, validated pydantic models.
 
 A spec is read once, at the edge (CLI, API), and everything downstream gets typed values: seconds instead
 of ``"20m"``, bytes instead of ``"20GB"``, a Tolerance instead of ``"5%"``. Nothing starts on a bad spec, so
@@ -73,7 +73,7 @@ HostPath = Annotated[str, AfterValidator(_host_path)]
 
 
 class SandboxSpec(_Model):
-    """Where agent, validation and metric commands run (DESIGN.md §4)."""
+    """Where agent, validation and metric commands run (docs/agent.md)."""
 
     mode: Literal["auto", "bwrap", "none"] = "auto"
     network: bool = True
@@ -98,7 +98,7 @@ class GuardSpec(_Model):
 
 
 class MetricSpec(_Model):
-    """The benchmark and the keep rule's thresholds (DESIGN.md §5)."""
+    """The benchmark and the keep rule's thresholds (docs/keep-rule.md)."""
 
     command: NonBlank
     name: MetricName
@@ -188,7 +188,7 @@ class WorkspaceSpec(_Model):
 
 
 class FeedbackSpec(_Model):
-    """How review feedback on published PRs turns into refinement rounds (DESIGN.md §7)."""
+    """How review feedback on published PRs turns into refinement rounds (docs/github.md)."""
 
     poll_interval: Interval = 30.0
     turns: int = Field(default=3, ge=1, le=MAX_TURNS)

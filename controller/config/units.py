@@ -1,6 +1,6 @@
 """Durations, sizes and tolerances as people write them in ``crucible.toml``.
 
-The spec lets users write ``timeout = "20m"``, ``disk = "20GB"`` and ``tolerance = "5%"`` (DESIGN.md §3).
+The spec lets users write ``timeout = "20m"``, ``disk = "20GB"`` and ``tolerance = "5%"`` (docs/spec.md).
 These parsers turn such values into plain numbers once, at the edge, so nothing downstream ever sees a
 unit string. Each public parser raises ``SpecError`` naming the key it was given; the ``*_value``
 variants raise ``ValueError`` so the spec models can use them as pydantic validators.

@@ -1,1 +1,1 @@
-"""domain layer (see DESIGN.md section 9)."""
+"""domain layer (see docs/architecture.md, "Layers")."""

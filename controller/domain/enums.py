@@ -1,4 +1,4 @@
-"""The vocabulary of outcomes and states, as data (STYLE.md rule 4).
+"""The vocabulary of outcomes and states, as data (CONTRIBUTING.md, rule 4).
 
 Every state enum has exactly one transition table and one function that enforces it, so a
 redelivered event or a resumed controller can never move a finished run backwards.
@@ -221,7 +221,7 @@ class EventKind(StrEnum):
 
 
 class TurnStep(StrEnum):
-    """Where a running turn is (the ``turn_step`` event): the steps of DESIGN §4-5, in order."""
+    """Where a running turn is (the ``turn_step`` event): the steps of a turn, in order (docs/agent.md)."""
 
     PROPOSING = "proposing"
     VALIDATING = "validating"

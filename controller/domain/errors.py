@@ -1,4 +1,4 @@
-"""One root error, split by what the caller should do about it (STYLE.md rule 6).
+"""One root error, split by what the caller should do about it (CONTRIBUTING.md, rule 6).
 
 The CLI maps these to exit codes and the API to HTTP statuses, each in exactly one place;
 nothing below those edges knows about either.

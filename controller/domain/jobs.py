@@ -29,7 +29,7 @@ class RoundKind(StrEnum):
 
 @dataclass(frozen=True)
 class HoldRule:
-    """A refinement round's keep rule (DESIGN §7): the candidate may be worse than the PR head, and
+    """A refinement round's keep rule (docs/keep-rule.md): the candidate may be worse than the PR head, and
     than the first published score, by at most ``tolerance`` (a fraction when ``relative``)."""
 
     tolerance: float

@@ -1,1 +1,1 @@
-"""engine layer (see DESIGN.md section 9)."""
+"""engine layer (see docs/architecture.md, "Layers")."""

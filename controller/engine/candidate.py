@@ -1,4 +1,4 @@
-"""CANDIDATE.md: everything the agent is told, rendered from stored state (DESIGN §4).
+"""CANDIDATE.md: everything the agent is told, rendered from stored state (docs/agent.md).
 
 Reviewer feedback is quoted data, never instructions: each line is prefixed with ``> `` inside a fenced
 section that says so, and HTML comments and invisible characters are stripped before rendering.

@@ -1,6 +1,6 @@
 """Read and write one scalar at a dotted key path in a TOML, YAML or JSON file.
 
-The built-in ``knobs`` proposer (DESIGN.md section 4) changes one configuration value per turn.
+The built-in ``knobs`` proposer (docs/agent.md) changes one configuration value per turn.
 The diff it leaves must be the one-line change a reviewer expects, so each format is handled
 with the least disturbance its library allows:
 

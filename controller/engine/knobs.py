@@ -1,4 +1,4 @@
-"""The built-in deterministic proposer, ``builtin = "knobs"`` (DESIGN.md sections 3 and 4).
+"""The built-in deterministic proposer, ``builtin = "knobs"`` (docs/spec.md, docs/agent.md).
 
 Instead of running an agent, a run may walk a declared surface of configuration knobs, one
 knob changed per turn. The walk must be reproducible: the same seed and the same keep/reject

@@ -1,4 +1,4 @@
-"""The path policy: which changed files a turn may leave behind (DESIGN.md section 4).
+"""The path policy: which changed files a turn may leave behind (docs/agent.md).
 
 After the agent runs, the turn's changed paths are checked before anything is measured:
 "outside ``mutable`` nothing may change; inside it, ``protected`` paths and any file named in

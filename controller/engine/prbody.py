@@ -1,4 +1,4 @@
-"""The crucible block of a pull request body (DESIGN §7), rendered purely from run facts.
+"""The crucible block of a pull request body (docs/github.md), rendered purely from run facts.
 
 Crucible owns only the text between the two markers; whatever people wrote around it is kept as they
 wrote it. The whole body is clamped to GitHub's 65,536 characters: first the block drops its chart and

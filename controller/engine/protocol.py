@@ -1,4 +1,4 @@
-"""Parsing the line protocols of DESIGN §4-5: what agents and metric commands print on stdout.
+"""Parsing the line protocols (docs/agent.md, docs/metric.md): what agents and metric commands print.
 
 Pure functions over lines, so the rules ("a missing metric is never zero", "exactly once, finite") are
 tested without running anything.

@@ -1,4 +1,4 @@
-"""When a run stops, and the one sentence that says why (DESIGN §3, §5).
+"""When a run stops, and the one sentence that says why (docs/spec.md, docs/keep-rule.md).
 
 Pure: the run loop passes in counters, this module answers with a stop reason or None. The same checks
 run before every turn, so a resumed run stops for exactly the reasons an uninterrupted one would.

@@ -1,1 +1,1 @@
-"""services layer (see DESIGN.md section 9)."""
+"""services layer (see docs/architecture.md, "Layers")."""

@@ -1,4 +1,4 @@
-"""stats layer (DESIGN.md section 9): the noise-aware keep rule, decided purely over measured samples.
+"""stats layer (docs/architecture.md): the noise-aware keep rule, decided purely over measured samples.
 
 The engine measures and stores samples; this package only decides, so its rules are tested with numbers
 in and verdicts out.

@@ -1,4 +1,4 @@
-"""The noise-aware keep rule (DESIGN.md §5) and the refinement "hold the score" test (§7), as pure functions.
+"""The noise-aware keep rule (docs/keep-rule.md) and the refinement "hold the score" test, as pure functions.
 
 A turn is kept only when the candidate is better by more than noise: its median beats the champion's by
 more than ``min_improvement``, a one-sided Mann-Whitney test says the difference is significant, and no
@@ -116,8 +116,8 @@ def needs_base_arm(rule: KeepRule) -> bool:
 def holds_score(
     direction: Direction, candidate: Sequence[float], reference: Sequence[float], hold: Tolerance
 ) -> bool:
-    """DESIGN §7 "holding the score": the candidate's median is not worse than the reference's median by
-    more than ``hold.allowed(reference median)``."""
+    """Holding the score (docs/keep-rule.md): the candidate's median is not worse than the reference's
+    median by more than ``hold.allowed(reference median)``."""
     reference_median = median(reference)
     return _worsening(direction, median(candidate), reference_median) <= hold.allowed(reference_median)
 
@@ -142,7 +142,7 @@ def guard_check(rule: KeepRule, candidate: Arm, champion: Arm, base: Arm | None)
 
 
 def decide_keep(rule: KeepRule, candidate: Arm, champion: Arm, base: Arm | None = None) -> KeepVerdict:
-    """Apply the keep rule of DESIGN §5. Reasons are checked in order: not improved, not significant,
+    """Apply the keep rule of docs/keep-rule.md. Reasons are checked in order: not improved, not significant,
     guard regressed; the p-value and guard failures are reported whichever reason wins."""
     candidate_median = median(candidate.primary)
     champion_median = median(champion.primary)
@@ -230,7 +230,7 @@ def decide_hold(
     first_published: float,
     base: Arm | None = None,
 ) -> KeepVerdict:
-    """The refinement-round rule (DESIGN §7): keep iff the candidate's median is not worse than the PR
+    """The refinement-round rule (docs/keep-rule.md): keep iff the candidate's median is not worse than the PR
     head's (measured beside it) by more than ``hold``, nor worse than the first published score by more
     than ``hold`` (so rounds cannot slide the score down step by step), and no guard regresses against
     the PR head or the base. An improvement is not required: a round addresses review feedback."""

@@ -1,4 +1,4 @@
-"""The one-sided Mann-Whitney U test behind the keep rule's significance check (DESIGN.md §5).
+"""The one-sided Mann-Whitney U test behind the keep rule's significance check (docs/keep-rule.md).
 
 Benchmarks give a handful of samples per side (often 3 to 10), with ties whenever a metric is rounded or
 quantised. A normal approximation is badly wrong there, so small samples get the exact permutation

@@ -1,4 +1,4 @@
-"""The order in which an interleaved turn measures the champion and the candidate (DESIGN.md §5).
+"""The order in which an interleaved turn measures the champion and the candidate (docs/keep-rule.md).
 
 A shared machine drifts (thermal state, other tenants, caches). Measuring A B B A A B B A … puts each
 arm's samples symmetrically around the same instants, so a steady linear drift shifts both arms alike

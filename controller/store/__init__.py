@@ -1,4 +1,4 @@
-"""The store layer (DESIGN.md sections 6 and 9): the only code that talks to the database.
+"""The store layer (docs/architecture.md): the only code that talks to the database.
 
 Everything above it sees ``Store`` and the frozen records below, never SQLAlchemy or Alembic.
 ``Store`` is imported on first use, so the records and ``listing`` cost no SQLAlchemy (ADR-0013).

@@ -1,4 +1,4 @@
-"""Database errors become domain errors here, in one place (STYLE.md rules 6 and 8).
+"""Database errors become domain errors here, in one place (CONTRIBUTING.md, rules 6 and 8).
 
 No caller of the store ever imports SQLAlchemy to handle its exceptions.
 """

@@ -1,4 +1,4 @@
-"""Connecting to the database and keeping its schema current (STYLE.md rule 8).
+"""Connecting to the database and keeping its schema current (CONTRIBUTING.md, rule 8).
 
 Alembic is configured in code, with ``script_location`` inside the package, so migrations run the
 same from a checkout and from an installed wheel, without an ``alembic.ini``. Migrations are their

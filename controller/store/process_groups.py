@@ -1,4 +1,4 @@
-"""The store's record of running commands' process groups (for writers on other hosts; DESIGN §6).
+"""The store's record of running commands' process groups (for writers on other hosts).
 
 A mixin of ``Store`` in its own module; the session scope and transaction rules are ``Store``'s.
 """

@@ -1,4 +1,4 @@
-"""The store's pull-request, webhook-delivery and feedback methods (DESIGN.md sections 7 and 8).
+"""The store's pull-request, webhook-delivery and feedback methods (docs/github.md, docs/api.md).
 
 A mixin of ``Store`` kept in its own module so each file stays readable; the contract, the session
 scope and the transaction rules are ``Store``'s (see its docstring). Every method is one transaction.
@@ -108,7 +108,7 @@ class PullsAndFeedback:
             get_run_row(s, run_id)
             return [row.to_record() for row in s.scalars(query)]
 
-    # -- webhook deliveries and feedback (DESIGN.md sections 7 and 8) --------------------------
+    # -- webhook deliveries and feedback (docs/github.md, docs/api.md) --------------------------
 
     def save_delivery(
         self, delivery_id: str, event: str, action: str | None, payload: Mapping[str, Any]

@@ -1,4 +1,4 @@
-"""The store's paged reads for pages and API routes (STYLE.md: ``limit`` and filters in SQL).
+"""The store's paged reads for pages and API routes (CONTRIBUTING.md, rule 8: ``limit`` and filters in SQL).
 
 A run may hold tens of thousands of turns; an API page of them must cost the page, not the run. These
 reads take a cursor (``after``), a ``limit`` and filters that become WHERE clauses, and return the

@@ -1,4 +1,4 @@
-"""The durable record of runs, turns, samples and events (DESIGN.md section 6).
+"""The durable record of runs, turns, samples and events (docs/architecture.md, "Record and recovery").
 
 ``Store`` is the only door to the database: every method is one transaction through one session
 scope, takes and returns crucible types (``records.py``, domain enums), and raises domain errors.

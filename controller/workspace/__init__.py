@@ -1,4 +1,4 @@
-"""workspace layer (DESIGN.md §4, §6, §9): where crucible touches git, processes and the sandbox.
+"""workspace layer (docs/architecture.md): where crucible touches git, processes and the sandbox.
 
 Isolated per-run checkouts (shared clones under CRUCIBLE_HOME) with exact restore, commands run in
 their own process group with timeouts and capped output, the scrubbed environment, and bubblewrap.

@@ -2,7 +2,7 @@
 
 These commands are untrusted code: an agent is a language model with a shell. The controller's
 environment may hold forge tokens, cloud keys and crucible's own configuration, so commands get a
-copy with everything secret-looking removed (DESIGN §4), and the removed values are remembered so
+copy with everything secret-looking removed (docs/security.md), and the removed values are remembered so
 that logs and stored output can be redacted. Scrubbing alone does not stop same-user code from
 reading ``/proc/<pid>/environ``; that is the sandbox's job (``sandbox.py``).
 """
@@ -25,7 +25,7 @@ PROTOCOL_VARS = frozenset(
     }
 )
 
-# Name fragments (case-insensitive) that mark a variable as secret. DESIGN §4 names the first five;
+# Name fragments (case-insensitive) that mark a variable as secret. The first five are the original list;
 # PASSWD, AUTH, PASSPHRASE, COOKIE, PRIVATE and SESSION catch common spellings of the same thing
 # (SSH_AUTH_SOCK, NPM_CONFIG__AUTH, XAUTHORITY, GPG_PASSPHRASE, GPG_PRIVATE_KEY, DBUS_SESSION_BUS …).
 SECRET_NAME_PARTS = (

@@ -1,4 +1,4 @@
-"""The bubblewrap sandbox for agent, validation and metric commands (DESIGN §4).
+"""The bubblewrap sandbox for agent, validation and metric commands (docs/security.md).
 
 A scrubbed environment does not hide secrets from code running as the same user: it can read the
 controller's ``/proc/<pid>/environ``, ``~/.git-credentials``, or talk to an ssh-agent, gpg-agent or

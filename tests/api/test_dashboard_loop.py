@@ -22,7 +22,7 @@ from controller.api.dashboard.session import COOKIE
 from tests.api.gated_loop import SAMPLES, GatedLoop, start_gated_loop
 
 pytestmark = pytest.mark.slow
-EXIT_S = 20  # SIGTERM and Ctrl-C end the process within this (DESIGN §2)
+EXIT_S = 20  # SIGTERM and Ctrl-C end the process within this (docs/cli.md)
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""``POST /api/runs/{id}/rounds`` with a steer (DESIGN §8, ADR-0012), over real HTTP against the local forge.
+"""``POST /api/runs/{id}/rounds`` with a steer (ADR-0012), over real HTTP against the local forge.
 
 A run submitted to the server publishes its draft PR and watches feedback; the operator's steer is
 stored as a feedback item, and the run's watch starts a refinement round for it through the broker,

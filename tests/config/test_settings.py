@@ -94,7 +94,7 @@ def test_every_setting_is_documented_with_its_variable() -> None:
 
 
 def test_nothing_else_in_controller_reads_the_environment() -> None:
-    """STYLE.md rule 7: the composition root reads it once; everything else is handed a mapping.
+    """CONTRIBUTING.md, rule 7: the composition root reads it once; everything else is handed a mapping.
 
     Allowed: ``wiring.py`` (the one read), ``localforge`` (its own application with its own edge),
     the bundled example agent (a user program), and ``workspace/git.py``: crucible's own git

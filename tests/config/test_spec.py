@@ -1,4 +1,4 @@
-"""The run spec: the DESIGN.md §3 example, defaults, every key's validation and the error naming its key."""
+"""The run spec: a full example, defaults, every key's validation and the error naming its key."""
 
 from __future__ import annotations
 
@@ -25,8 +25,8 @@ from controller.domain.enums import Direction
 from controller.domain.errors import NotFoundError, SpecError
 from controller.engine.policy import check_paths
 
-# Copied verbatim from DESIGN.md §3.
-DESIGN_EXAMPLE = r"""
+# A spec that sets every table (the example the spec reference, docs/spec.md, grew from).
+FULL_EXAMPLE = r"""
 objective = "Cut p50 latency of the router"   # required; goes to the agent verbatim
 turns = 10                                     # turns in round 0 (CLI --turns overrides)
 
@@ -160,7 +160,7 @@ def spec_error(doc: dict[str, Any], spec_dir: Path) -> SpecError:
 
 
 def test_the_design_example_parses(tmp_path: Path) -> None:
-    spec = parse_spec(DESIGN_EXAMPLE, tmp_path)
+    spec = parse_spec(FULL_EXAMPLE, tmp_path)
     assert spec.objective == "Cut p50 latency of the router"
     assert spec.agent.command == 'my-agent --prompt-file "$CRUCIBLE_CANDIDATE"'
     assert spec.agent.timeout == 1200.0

@@ -178,7 +178,7 @@ class Project:
         return self.home / "runs" / run_id
 
     def checkout(self, run_id: str, arm: str = "candidate") -> Path:
-        """The controller-owned checkout of the component for ``arm`` (DESIGN §6 layout)."""
+        """The controller-owned checkout of the component for ``arm`` (docs/architecture.md)."""
         return self.run_dir(run_id) / "arms" / arm / COMPONENT
 
     def base_sha(self) -> str:

@@ -1,4 +1,4 @@
-"""The CLI contract of DESIGN §2 and §6, end to end: ``--json``, exit codes, ``--dry-run``, ``init``,
+"""The CLI contract of docs/cli.md, end to end: ``--json``, exit codes, ``--dry-run``, ``init``,
 ``runs show --events/--tsv``, ``patch``, ``accept``, COST accounting and the cost budget, and the knobs
 proposer's ``exhausted`` stop."""
 

@@ -1,4 +1,4 @@
-"""What is measured is the committed tree (issue 11, section 1; DESIGN §5 "What is measured").
+"""What is measured is the committed tree (issue 11, section 1; docs/metric.md).
 
 An agent cannot change the evaluator, so it changes what the evaluator *reads*: ``git status`` does not show
 ignored files, and a planted ``__pycache__/evallib.cpython-311.pyc`` whose header carries the protected

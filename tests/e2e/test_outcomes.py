@@ -23,7 +23,7 @@ esac
 
 CHECK_SH = "test ! -e src/broken\n"
 
-# The metric prints what src/value.txt says, or one of the invalid outputs DESIGN §5 names.
+# The metric prints what src/value.txt says, or one of the invalid outputs docs/metric.md names.
 MODAL_BENCH = """\
 v=$(cat src/value.txt)
 case "$v" in

@@ -1,4 +1,4 @@
-"""``TrustPolicy`` with ``FakeForge``: who may steer (DESIGN §7 "Trust"), and the permission cache."""
+"""``TrustPolicy`` with ``FakeForge``: who may steer (docs/security.md), and the permission cache."""
 
 from __future__ import annotations
 

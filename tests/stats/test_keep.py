@@ -1,4 +1,4 @@
-"""The keep rule of DESIGN.md §5, reason by reason, the guard-vs-base rule, and "holding the score" (§7)."""
+"""The keep rule of docs/keep-rule.md, reason by reason, the guard-vs-base rule, and "holding the score"."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The keep rule on a simulated noisy, drifting machine (DESIGN.md §5).
+"""The keep rule on a simulated noisy, drifting machine (docs/keep-rule.md).
 
 Each simulated turn measures a champion whose true value is 100 and a candidate, with Gaussian noise as large
 as the effect (sigma = EFFECT = 1) plus a linear drift of the machine: every slot of the measurement window

@@ -509,7 +509,7 @@ class RunService:
     # -- views --------------------------------------------------------------------------------
 
     def view(self, run_id: str, *, with_diffs: bool = True) -> schemas.Run:
-        """One run as in ``--json`` (DESIGN §6)."""
+        """One run as in ``--json`` (docs/cli.md, "--json")."""
         return run_view(self.settings, self.store, run_id, with_diffs=with_diffs)
 
     def list_runs(self, *, limit: int = 50) -> list[schemas.RunSummary]:

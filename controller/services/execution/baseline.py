@@ -1,4 +1,4 @@
-"""The baseline: validation and measurement of the base state before any turn (DESIGN §5).
+"""The baseline: validation and measurement of the base state before any turn (docs/metric.md).
 
 A baseline that cannot be measured, fails validation, or whose evaluator changes tracked files stops
 the run with ``baseline_failed`` and a message that names the cause (and the offending paths).

@@ -1,4 +1,4 @@
-"""Runs the user's commands (agent, validation, metric) the way DESIGN §4 demands.
+"""Runs the user's commands (agent, validation, metric) the way docs/agent.md demands.
 
 Every command gets the scrubbed environment plus the protocol variables, runs in its own process group
 (recorded in the run directory before it can do anything, so ``resume`` can kill it after a

@@ -1,4 +1,4 @@
-"""A turn of N parallel hypotheses (``broker.parallel = N``, DESIGN §5, ADR-0016).
+"""A turn of N parallel hypotheses (``broker.parallel = N``, docs/keep-rule.md, ADR-0016).
 
 Each hypothesis runs the steps of a single turn (``turn.try_candidate``): the agent proposes with
 ``CRUCIBLE_PARALLEL_INDEX`` set (the knobs proposer takes a distinct step per index), and the candidate

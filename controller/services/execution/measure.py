@@ -1,4 +1,4 @@
-"""Measurement: warmups, then the interleaved A B B A … schedule across arms (DESIGN §5).
+"""Measurement: warmups, then the interleaved A B B A … schedule across arms (docs/keep-rule.md).
 
 Each arm is a workspace root (a checkout, or a directory of checkouts for a composite run). Samples are
 parsed from the whole output, an invalid sample makes the measurement invalid, and the caller stores every

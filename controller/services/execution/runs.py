@@ -1,8 +1,9 @@
 """Creating a run and (re)building its live context from the store.
 
-``create_run`` resolves every component's base sha once, before anything is committed (DESIGN §1), and
-records the user's checkout state for ``accept``; ``open_context`` turns stored facts back into
-checkouts at the recorded heads, which is also how a resumed run reconciles its workspaces.
+``create_run`` resolves every component's base sha once, before anything is committed
+(docs/architecture.md, "Vocabulary"), and records the user's checkout state for ``accept``;
+``open_context`` turns stored facts back into checkouts at the recorded heads, which is also how a
+resumed run reconciles its workspaces.
 """
 
 from __future__ import annotations
@@ -34,8 +35,8 @@ def resolve_bases(spec: Spec, forge: Forge | None = None) -> dict[str, str]:
     """Each component's base sha, resolved now (the run's one and only resolution).
 
     With a forge and an ``upstream``, the base comes from the upstream repository's branch, so
-    commits the user has not pushed never leak into a PR (DESIGN §1); the local repository must
-    already have that commit (crucible never fetches into the user's repository).
+    commits the user has not pushed never leak into a PR (docs/architecture.md, "Vocabulary"); the
+    local repository must already have that commit (crucible never fetches into the user's repository).
     """
     shas: dict[str, str] = {}
     for i, comp in enumerate(spec.components):

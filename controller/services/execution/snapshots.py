@@ -1,6 +1,6 @@
 """What an evaluator may not change: HEAD, status and content digests of each checkout of an arm.
 
-Validation and metric commands must leave tracked files and HEAD alone (DESIGN §5). Comparing a
+Validation and metric commands must leave tracked files and HEAD alone (docs/metric.md). Comparing a
 snapshot taken before them with one taken after names the offending paths, at the cost of a status
 scan per checkout rather than a hash of the whole tree.
 """

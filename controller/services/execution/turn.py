@@ -1,4 +1,4 @@
-"""One turn: propose → policy check → validation → measurement → decision → keep or restore (DESIGN §4-5).
+"""One turn: propose → policy check → validation → measurement → decision → keep or restore (docs/agent.md).
 
 The decisions themselves are pure functions (``controller.engine``, ``controller.stats``); this module
 performs the steps in order and stops at the first one that settles the turn. Whatever happens, the
@@ -399,7 +399,7 @@ def base_arm(ctx: RunContext, work: TurnWork, champion: Arm) -> Arm:
 def _evaluate_round(
     ctx: RunContext, work: TurnWork, rule: KeepRule, candidate: Arm, pr_head: Arm
 ) -> tuple[bool, str, Settled | None]:
-    """A refinement turn is kept when it holds the score (DESIGN §7), not only when it improves it."""
+    """A refinement turn is kept when it holds the score (docs/keep-rule.md), not only when it improves it."""
     assert ctx.round_rule is not None
     hold, first = ctx.round_rule.hold, ctx.round_rule.first_published
     verdict = decide_hold(rule, hold, candidate, pr_head, first)
@@ -483,7 +483,7 @@ def write_candidate_file(
     decided_total: int | None = None,
     run: RunRecord | None = None,
 ) -> None:
-    """CANDIDATE.md for the next turn: objective, scores and the bounded history (DESIGN §4).
+    """CANDIDATE.md for the next turn: objective, scores and the bounded history (docs/agent.md).
 
     ``turns`` (the most recent ones) and ``decided_total`` save queries when the caller has them."""
     if run is None or turns is None or decided_total is None:  # the caller's reads are current

@@ -1,4 +1,4 @@
-"""Validation with retries, shared by the baseline and every turn (DESIGN §5).
+"""Validation with retries, shared by the baseline and every turn (docs/metric.md).
 
 Retries exist for flaky suites: validation passes if any attempt exits 0. A cancel stops at once.
 """

@@ -1,4 +1,4 @@
-"""Keeping a PR's history intact when its base or its branch moved under crucible (DESIGN §7).
+"""Keeping a PR's history intact when its base or its branch moved under crucible (docs/github.md).
 
 Two things can move under a published champion, and both are handled the same way: the champion's
 change is applied three-way onto the moved commit, crucible makes a commit whose parents are the PR

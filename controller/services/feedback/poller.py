@@ -1,4 +1,4 @@
-"""The feedback poller: the safety net under webhooks (DESIGN §7 "Feedback sources", issue 4).
+"""The feedback poller: the safety net under webhooks (docs/github.md, "Feedback", issue 4).
 
 GitHub never retries a failed webhook delivery, and a laptop is usually unreachable from GitHub,
 so feedback must also be *read*. Reading cheaply is the point of this module. Per repository, each

@@ -1,4 +1,4 @@
-"""Publishing: each kept candidate becomes one draft PR per changed component (DESIGN §7).
+"""Publishing: each kept candidate becomes one draft PR per changed component (docs/github.md).
 
 For every component whose champion differs from its base: push the champion to ``crucible/<run-id>``
 (fast-forward only, credentials in the environment), find the PR by ``owner:branch`` or open it as a

@@ -1,4 +1,4 @@
-"""Who may steer a refinement round (DESIGN §7 "Trust", issue 4 deliverable 3).
+"""Who may steer a refinement round (docs/security.md, "Trust in review feedback", issue 4 deliverable 3).
 
 Review feedback becomes text an agent reads, so it is a prompt-injection channel: only people who
 could change the code anyway may steer. ``author_association`` OWNER is proof enough; MEMBER and

@@ -1,4 +1,4 @@
-"""``crucible worker``: one round of a run, executed away from the controller (ADR-0014, DESIGN §8).
+"""``crucible worker``: one round of a run, executed away from the controller (ADR-0014, docs/kubernetes.md).
 
 A loop pod (or the subprocess broker's child) knows nothing but a controller URL, a token for one
 round and an empty directory. The worker fetches its round (job, spec, the components' bases) and

@@ -29,7 +29,7 @@ class RunLayout:
         return self.arm_dir(arm) / component
 
     def workspace_root(self, arm: str) -> Path:
-        """The agent's and the evaluator's working directory for ``arm`` (DESIGN §4)."""
+        """The agent's and the evaluator's working directory for ``arm`` (docs/agent.md)."""
         if self.composite:
             return self.arm_dir(arm)
         return self.checkout(arm, self.components[0])

@@ -1,4 +1,4 @@
-"""Read models: a run as the ``--json`` object of DESIGN §6, its turns as TSV, its events as JSONL.
+"""Read models: a run as the ``--json`` object (docs/cli.md), its turns as TSV, its events as JSONL.
 
 Everything is computed from the store, and each view is a typed model from ``schemas.py`` (the same
 models the REST API declares), so ``crucible runs show`` and ``GET /api/runs/{id}`` tell the same story

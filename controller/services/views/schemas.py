@@ -1,4 +1,4 @@
-"""The one typed schema of what a run shows (DESIGN §6), shared by ``--json`` and the REST API.
+"""The one typed schema of what a run shows (docs/cli.md, "--json"), shared by ``--json`` and the REST API.
 
 Before, ``reads.py`` assembled dicts in several places and the API would have had to copy them; now
 each shape is a pydantic model, the CLI prints ``model_dump(mode="json")`` and FastAPI declares the
