@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from controller.config.fields import MAX_TURNS
 from controller.services.views.reads import run_summary
 from controller.services.views.schemas import RunSummary, Turn
 from controller.store.records import RunSummaryRecord
@@ -42,14 +43,23 @@ ERRORS: dict[int | str, dict[str, object]] = {
 }
 
 
+MAX_SPEC_CHARS = 1_000_000  # a spec is a page of TOML; a megabyte is a mistake or an attack
+
+
 class RunCreate(_Body):
-    spec: str = Field(description="the crucible.toml text", min_length=1)
+    spec: str = Field(description="the crucible.toml text", min_length=1, max_length=MAX_SPEC_CHARS)
     spec_dir: str | None = Field(
         default=None,
+        max_length=4096,
         description="absolute directory on the controller that relative paths in the spec resolve "
         "against (default: the controller's working directory)",
     )
-    turns: int | None = Field(default=None, ge=0, description="turns in round 0 (overrides the spec)")
+    turns: int | None = Field(
+        default=None,
+        ge=0,
+        le=MAX_TURNS,
+        description="turns in round 0 (overrides the spec; bounded as there)",
+    )
     publish_prs: bool = False
     watch_feedback: bool = False
 

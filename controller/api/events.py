@@ -13,11 +13,12 @@ import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Header, HTTPException, Query
+from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from controller.api.bodies import ERRORS
+from controller.api.streams import LimitedStream, StreamSlots
 from controller.domain.enums import FINISHED_STATUSES
 from controller.services.views.reads import event_view
 from controller.store.store import Store
@@ -64,15 +65,26 @@ async def event_stream(
         idle += poll_s
 
 
-def events_router(store: Store, auth: Callable[..., Awaitable[None]], *, poll_s: float = 0.5) -> APIRouter:
+def events_router(
+    store: Store,
+    auth: Callable[..., Awaitable[None]],
+    slots: StreamSlots,
+    *,
+    poll_s: float = 0.5,
+) -> APIRouter:
+    """The route; ``slots`` caps the streams open per token and in all (429 beyond)."""
     router = APIRouter(prefix="/api/runs", tags=["runs"], dependencies=[Depends(auth)], responses=ERRORS)
 
     @router.get(
         "/{run_id}/events",
         response_class=StreamingResponse,
-        responses={200: {"content": {"text/event-stream": {}}, "description": "Server-Sent Events"}},
+        responses={
+            200: {"content": {"text/event-stream": {}}, "description": "Server-Sent Events"},
+            429: {"description": "too many event streams open with this token or on this server"},
+        },
     )
     def events(
+        request: Request,
         run_id: str,
         after: Annotated[int, Query(ge=0, le=2**62, description="send events with a larger id")] = 0,
         follow: Annotated[bool, Query(description="keep the stream open until the run finishes")] = True,
@@ -81,10 +93,12 @@ def events_router(store: Store, auth: Callable[..., Awaitable[None]], *, poll_s:
         """The run's events from ``after`` (or ``Last-Event-ID``) on, as Server-Sent Events."""
         start = _last_event_id(last_event_id, after)
         store.get_run(run_id)  # 404 before the stream starts
-        return StreamingResponse(
+        release = slots.take(request.headers.get("authorization", ""))
+        return LimitedStream(
             event_stream(store, run_id, start, follow, poll_s),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+            release=release,
         )
 
     return router

@@ -78,7 +78,10 @@ def init(force: bool, preset: str | None) -> None:
 @cli.command()
 @click.option("--spec", "spec_path", type=click.Path(path_type=Path), default=Path("crucible.toml"))
 @click.option(
-    "--turns", type=click.IntRange(min=0), default=None, help="turns in round 0 (overrides the spec)"
+    "--turns",
+    type=click.IntRange(min=0, max=100_000),
+    default=None,
+    help="turns in round 0 (overrides the spec)",
 )
 @click.option("--dry-run", is_flag=True, help="validate, resolve and print what would run; run nothing")
 @click.option("--json", "as_json", is_flag=True, help="print the run as one JSON object on stdout")

@@ -134,6 +134,12 @@ class ApiSettings(SettingsGroup):
     """CRUCIBLE_API_TOKEN: bearer token for every route (and what ``--server`` sends)."""
     api_readonly_token: SecretStr | None = None
     """CRUCIBLE_API_READONLY_TOKEN: bearer token for GET routes only (dashboards, monitoring)."""
+    max_event_streams: int = Field(default=64, ge=1)
+    """CRUCIBLE_MAX_EVENT_STREAMS, streams: live event streams (API and dashboard) one server keeps open
+    at once; each polls the database every half second, so past this a new one gets 429."""
+    max_event_streams_per_token: int = Field(default=8, ge=1)
+    """CRUCIBLE_MAX_EVENT_STREAMS_PER_TOKEN, streams: of those, how many one bearer token or one
+    dashboard session may hold (a few browser tabs), so one reader cannot take them all."""
     allow_unsandboxed: bool = False
     """CRUCIBLE_ALLOW_UNSANDBOXED: let ``crucible serve`` take submitted specs whose commands would run
     on the controller without bubblewrap (``sandbox.mode = "none"``, or ``"auto"`` where bubblewrap

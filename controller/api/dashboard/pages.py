@@ -18,7 +18,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, FastAPI, Form, HTTPException, Query, Request
 from fastapi import Path as PathParam
 from fastapi.exception_handlers import http_exception_handler
-from fastapi.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -28,6 +28,7 @@ from controller.api.dashboard.chart import Point, render_chart
 from controller.api.dashboard.session import COOKIE, TTL_S, Role, Session, Sessions
 from controller.api.events import event_stream
 from controller.api.runs import RunControl
+from controller.api.streams import LimitedStream, StreamSlots
 from controller.config.settings import Settings
 from controller.domain.enums import Direction, EventKind, RunStatus
 from controller.domain.errors import NotFoundError
@@ -89,8 +90,13 @@ class Dashboard:
         control: RunControl | None,
         *,
         link_login: str | None = None,
+        slots: StreamSlots | None = None,
     ) -> None:
         self.settings, self.store, self.control = settings, store, control
+        api = settings.api
+        self.slots = slots or StreamSlots(
+            per_credential=api.max_event_streams_per_token, total=api.max_event_streams
+        )
         self.link_login = link_login
         self.sessions = Sessions(tokens)
         self.env = _environment()
@@ -174,8 +180,10 @@ def dashboard_router(
     control: RunControl | None,
     *,
     link_login: str | None = None,
+    slots: StreamSlots | None = None,
 ) -> APIRouter:
-    dash = Dashboard(settings, store, tokens, control, link_login=link_login)
+    """The pages; ``slots`` caps live streams, shared with the API's (default: the settings' own)."""
+    dash = Dashboard(settings, store, tokens, control, link_login=link_login, slots=slots)
     router = APIRouter(include_in_schema=False)
     _session_routes(router, dash)
     _read_routes(router, dash)
@@ -221,7 +229,10 @@ def _session_routes(router: APIRouter, dash: Dashboard) -> None:
         return _logged_in(request, dash, role, "/")
 
     @router.post("/logout")
-    def logout() -> RedirectResponse:
+    def logout(request: Request) -> RedirectResponse:
+        session = dash.sessions.check(request.cookies.get(COOKIE))
+        if session is not None:
+            dash.sessions.revoke(session)
         response = _login_redirect()
         response.delete_cookie(COOKIE, path="/")
         return response
@@ -310,10 +321,12 @@ def _read_routes(router: APIRouter, dash: Dashboard) -> None:
         dash.store.get_run(run_id)
         header = request.headers.get("last-event-id", "")
         start = max(after, int(header)) if header.isdigit() else after
-        return StreamingResponse(
+        credential = request.cookies.get(COOKIE) or request.headers.get("authorization", "")
+        return LimitedStream(
             event_stream(dash.store, run_id, start, True, 0.5),
             media_type="text/event-stream",
             headers={**HEADERS, "X-Accel-Buffering": "no"},
+            release=dash.slots.take(credential),
         )
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ class Role(StrEnum):
 class Session:
     role: Role
     nonce: str
+    expires: int = 0  # epoch seconds
 
     @property
     def can_write(self) -> bool:
@@ -47,6 +49,10 @@ class Sessions:
         material = f"{tokens.admin}\0{tokens.readonly or ''}".encode()
         self._key = hmac.new(material, b"crucible dashboard session v1", hashlib.sha256).digest()
         self._clock = clock
+        # Logged-out sessions' nonces until their cookies would have expired anyway: logout ends the
+        # session here, not only in the browser that held the cookie (a copied cookie dies too).
+        self._revoked: dict[str, int] = {}
+        self._lock = threading.Lock()
 
     def _sign(self, text: str) -> str:
         return hmac.new(self._key, text.encode(), hashlib.sha256).hexdigest()
@@ -75,7 +81,17 @@ class Sessions:
         role, expires, nonce = body.split(".")
         if not expires.isdigit() or int(expires) < self._clock() or role not in Role.__members__.values():
             return None
-        return Session(Role(role), nonce)
+        with self._lock:
+            if nonce in self._revoked:
+                return None
+        return Session(Role(role), nonce, int(expires))
+
+    def revoke(self, session: Session) -> None:
+        """End ``session`` for good (logout): its cookie is refused from now on, wherever it is."""
+        now = self._clock()
+        with self._lock:
+            self._revoked = {n: e for n, e in self._revoked.items() if e >= now}  # drop what expired
+            self._revoked[session.nonce] = session.expires
 
     def csrf(self, session: Session) -> str:
         return self._sign(f"csrf.{session.nonce}")
