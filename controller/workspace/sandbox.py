@@ -72,6 +72,11 @@ def bwrap_path() -> str | None:
     return _probe()[0]
 
 
+def sandbox_unusable() -> str:
+    """Why bubblewrap cannot build the sandbox here ("" when it can)."""
+    return _probe()[1]
+
+
 def resolve_sandbox(mode: str) -> bool:
     """Whether commands run sandboxed for ``sandbox.mode``.
 
@@ -139,7 +144,8 @@ class Sandbox:
         self.network = network
         self.home = home
         self.homes = tuple(homes)
-        self.hide = tuple(dict.fromkeys([*self.homes, *hide]))
+        # A home that does not exist (HOME=/nonexistent) has nothing to hide, and no mount point.
+        self.hide = tuple(dict.fromkeys([*(h for h in self.homes if h.is_dir()), *hide]))
         self.private = tuple(private)
         self.readonly = tuple(readonly)
         self.secret_files = tuple(secret_files)

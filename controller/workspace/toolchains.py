@@ -162,8 +162,14 @@ def pyenv_extra_roots(root: Path, host: Host) -> list[Path]:
 
 
 def resolve_pyenv_shim(program: Path, host: Host) -> Path | None:
-    """What a pyenv shim runs: ``<root>/versions/<selected>/bin/<name>``, the first that exists."""
-    for root in host.roots("PYENV_ROOT", ".pyenv"):
+    """What a pyenv shim runs: ``<root>/versions/<selected>/bin/<name>``, the first that exists. The
+    root is ``$PYENV_ROOT`` (else ``~/.pyenv``), or the shim's own when it sits beside ``libexec/pyenv``
+    (a second pyenv, or ``PYENV_ROOT`` inherited from another one: pyenv's shims name their root)."""
+    roots = host.roots("PYENV_ROOT", ".pyenv")
+    own = program.parent.parent
+    if program.parent.name == "shims" and (own / "libexec" / "pyenv").is_file() and own not in roots:
+        roots.append(own)
+    for root in roots:
         if program.parent == root / "shims":
             for version in pyenv_selection(root, host)[0]:
                 target = root / "versions" / version / "bin" / program.name

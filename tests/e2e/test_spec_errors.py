@@ -23,7 +23,9 @@ CASES: dict[str, tuple[dict[str, Any], str]] = {
     ),
     "missing-repo": ({"component": [{"name": COMPONENT, "repo": "nowhere"}]}, "component[0].repo"),
     "unknown-preset": ({"agent": {"command": None, "preset": "cursor"}}, "agent.preset"),
-    "preset-and-command": ({"agent": {"preset": "claude-code"}}, "agent.preset"),
+    "preset-and-command": ({"agent": {"preset": "claude-code"}}, "agent.command or agent.preset, not both"),
+    "readonly-missing": ({"sandbox": {"readonly": ["/opt", "/no/such/dir"]}}, "sandbox.readonly[1]"),
+    "readonly-covers-denied": ({"sandbox": {"readonly": ["~"]}}, "sandbox.readonly[0]"),
 }
 
 

@@ -19,7 +19,7 @@ import pytest
 from controller.workspace.denylist import home_dirs, passwd_home
 from controller.workspace.process import CommandResult, run_command
 from controller.workspace.sandbox import Sandbox
-from controller.workspace.toolchains import Host, find_toolchains
+from controller.workspace.toolchains import Host, find_toolchains, resolve_pyenv_shim
 from tests import toolchainkit
 from tests.toolchainkit import FakeTool, shell_path
 
@@ -207,3 +207,17 @@ def test_the_machines_own_pyenv_shim_runs_inside_the_sandbox(
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == outside.stdout.strip()
     assert result.stdout.strip().startswith(str(real / ".pyenv"))
+
+
+def test_a_pyenv_shim_resolves_in_its_own_root_when_pyenv_root_names_another(
+    home: Path, tmp_path: Path
+) -> None:
+    # pytest started through a machine's pyenv inherits PYENV_ROOT; a second pyenv (a user's HOME
+    # elsewhere) still resolves through its own root, named by its shim, down to the version's program.
+    tool = toolchainkit.pyenv(home)
+    shim = tool.path[0] / "python3"
+    environ = {"PATH": shell_path(tool), "PYENV_ROOT": str(tmp_path / "another-pyenv")}
+
+    target = resolve_pyenv_shim(shim, make_sandbox(home, environ).host)
+
+    assert target == tool.root / "versions" / "3.99.0" / "bin" / "python3"

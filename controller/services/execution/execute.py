@@ -19,7 +19,7 @@ from controller.services.execution.pgroups import GroupRegistry
 from controller.workspace.envscrub import ScrubbedEnv, redact
 from controller.workspace.gitguard import control_state, restore_control, tampered
 from controller.workspace.process import CommandResult, run_command
-from controller.workspace.sandbox import wrap_command
+from controller.workspace.sandbox import Sandbox, wrap_command
 from controller.workspace.sandboxpaths import start_problem
 
 DISK_CHECK_S = 5.0  # how often a running command's run directory is measured against budget.disk
@@ -52,6 +52,10 @@ class Executor:
     # Never re-exposed inside the sandbox, even when a command names a path there (CRUCIBLE_HOME).
     private: list[Path] = field(default_factory=list)
     cancel: threading.Event = field(default_factory=threading.Event)
+    # The run's sandbox (``sandboxhost.run_sandbox``: homes and deny list, sandbox.readonly, secret
+    # files), one per run so each command's exposure is computed once; None: one made per command
+    # from ``hide`` and ``private`` alone.
+    box: Sandbox | None = None
     command_seconds: float = 0.0  # wall time spent inside commands, for the overhead benchmark
     # The .git directories of the run's checkouts: any change a command makes to their control files
     # (config, hooks, refs …) is undone right after it and reported through ``take_violations``.
@@ -82,17 +86,26 @@ class Executor:
         argv: list[str] = ["/bin/sh", "-c", command]
         if self.sandbox:
             env["HOME"] = self.sandbox_home
-            argv = wrap_command(
-                argv,
-                writable=list(writable),
-                readonly=list(self.readonly),
-                hide=list(self.hide),
-                network=self.network,
-                home=self.sandbox_home,
-                private=list(self.private),
-                search_path=env.get("PATH"),
-                tmpfs_bytes=self.disk_budget,
-            )
+            if self.box is not None:
+                argv = self.box.wrap(
+                    argv,
+                    writable=list(writable),
+                    readonly=list(self.readonly),
+                    search_path=env.get("PATH"),
+                    environ=env,
+                )
+            else:
+                argv = wrap_command(
+                    argv,
+                    writable=list(writable),
+                    readonly=list(self.readonly),
+                    hide=list(self.hide),
+                    network=self.network,
+                    home=self.sandbox_home,
+                    private=list(self.private),
+                    search_path=env.get("PATH"),
+                    tmpfs_bytes=self.disk_budget,
+                )
         guarded = {git_dir: control_state(git_dir) for git_dir in self.guarded}
         groups: list[int] = []
 
@@ -117,7 +130,8 @@ class Executor:
                 self.groups.clear(pgid)
             self._undo_git_changes(guarded)
         if self.sandbox and result.returncode in (126, 127):
-            result = replace(result, start_problem=start_problem(result.stderr, env.get("PATH")))
+            denied = self.box.denied if self.box is not None else ()
+            result = replace(result, start_problem=start_problem(result.stderr, env.get("PATH"), denied))
         self.last_start_problem = result.start_problem
         if result.survivors:
             pids = ", ".join(str(pid) for pid in result.survivors)

@@ -8,6 +8,7 @@ resumed run reconciles its workspaces.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Mapping
 from pathlib import Path
@@ -29,6 +30,7 @@ from controller.store.store import Store
 from controller.workspace.envscrub import scrub_env
 from controller.workspace.git import resolve_ref
 from controller.workspace.sandbox import resolve_network
+from controller.workspace.sandboxhost import readonly_paths, run_sandbox
 
 
 def resolve_bases(spec: Spec, forge: Forge | None = None) -> dict[str, str]:
@@ -115,9 +117,19 @@ def create_run(
     return run_id
 
 
-def check_sandbox(spec: Spec) -> None:
-    """SpecError when the spec asks for what no sandbox here can enforce (``sandbox.network = false``)."""
+def check_sandbox(spec: Spec, environ: Mapping[str, str] | None = None) -> None:
+    """SpecError when the spec asks for what no sandbox here can enforce (``sandbox.network = false``),
+    or names a ``sandbox.readonly`` entry that does not exist here or would show a credential.
+    ``environ``: the controller's (whose ``HOME`` expands ``~``); default this process's, which is the
+    one that will run the commands."""
     resolve_network(spec.sandbox.mode, spec.sandbox.network)
+    readonly_paths(spec.sandbox.readonly, os.environ if environ is None else environ)
+
+
+def secret_files(settings: Settings) -> list[Path]:
+    """The controller's own secret files (a GitHub App key, a kubeconfig): masked in every sandbox."""
+    found = [settings.forge.github_app_private_key_file, settings.kubernetes.kubeconfig]
+    return [p for p in found if p is not None]
 
 
 def open_context(
@@ -165,16 +177,23 @@ def build_context(
     layout.agent_dir.mkdir(parents=True, exist_ok=True)
     layout.logs.mkdir(parents=True, exist_ok=True)
     sandbox, network_warning = resolve_network(spec.sandbox.mode, spec.sandbox.network)
-    hide = [settings.home]
-    real_home = environ.get("HOME")
-    if real_home and Path(real_home).is_dir() and Path(real_home).resolve() != Path("/"):
-        hide.insert(0, Path(real_home).resolve())
+    box = None
+    if sandbox:
+        box = run_sandbox(
+            network=spec.sandbox.network,
+            home=layout.sandbox_home,
+            environ=environ,
+            readonly=readonly_paths(spec.sandbox.readonly, environ),
+            private=[settings.home],
+            projects=[comp.repo_path(spec.spec_dir) for comp in spec.components],
+            secret_files=secret_files(settings),
+            tmpfs_bytes=spec.budget.disk,
+        )
     executor = Executor(
         groups=GroupRegistry(layout.process_groups),
         run_id=run_id,
         scrubbed=scrub_env(environ, spec.agent.env_allow),
-        hide=hide,
-        private=[settings.home],
+        box=box,
         disk_budget=spec.budget.disk,
         disk_root=layout.root,
         sandbox=sandbox,
