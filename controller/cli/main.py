@@ -268,9 +268,13 @@ def _dry(spec: Any, turns: int | None) -> bool:
     m = plan["metric"]
     click.echo(f"metric: {m['command']}  ({m['name']}, {m['direction']}, {m['samples']} samples)")
     click.echo(f"validation: {plan['validation'] or '-'}")
-    click.echo(f"sandbox: {plan['sandbox']}")
+    click.echo(f"sandbox: {plan['sandbox']} ({plan['sandbox_why']})")
+    for chain in plan["sandbox_bound"]:
+        click.echo(f"  shows read-only: {chain['kind']} {chain['root']} (for {', '.join(chain['for'])})")
     for problem in plan["sandbox_problems"]:  # reported, not fatal: init's placeholder agent is one
         click.echo(f"  cannot start: {problem}")
+    if plan["sandbox_on"] and not plan["sandbox_problems"]:
+        click.echo("  every command's programs start inside it")
     click.echo("budget: " + ", ".join(f"{k}={v}" for k, v in plan["budget"].items() if v is not None))
     if plan["publish"] is not None:
         pub = plan["publish"]

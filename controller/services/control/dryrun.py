@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import shlex
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -9,40 +11,69 @@ from typing import Any
 from controller.agents.command import agent_command, find_cli
 from controller.agents.registry import preset
 from controller.brokers.kubernetes.manifest import TOKEN_VARIABLE, job_manifest, secret_manifest
+from controller.config.paths import home_dir
 from controller.config.spec import Spec
 from controller.domain.jobs import RoundJob
 from controller.engine.policy import check_paths, evaluator_paths
 from controller.services.execution.runs import resolve_bases
+from controller.workspace.envscrub import scrub_env
 from controller.workspace.git import run_git
-from controller.workspace.sandbox import preflight, resolve_network
+from controller.workspace.sandbox import resolve_network, sandbox_unusable
+from controller.workspace.sandboxhost import readonly_paths, run_sandbox
+from controller.workspace.sandboxprobe import preflight
 
 SURFACE_LIMIT = 200  # files listed per component; the count is always exact
+SANDBOX_HOME = "/tmp/crucible-home"  # a run's (RunLayout.sandbox_home)
 DRY_RUN_ID = "r0-dry-run"  # a run id is made when the run is created; the dry run shows the shape
 
 
-def sandbox_problems(spec: Spec, environ: Mapping[str, str]) -> list[str]:
-    """What would keep the agent, validation or metric command from starting inside the sandbox
-    (issue 13), as a turn would report it; [] without a sandbox."""
+def sandbox_check(spec: Spec, environ: Mapping[str, str]) -> dict[str, Any]:
+    """Whether commands run sandboxed here, what the sandbox shows them of the hidden directories
+    (toolchain roots), and what would keep the agent, validation or metric command from starting
+    inside it, each a sentence naming the path and the fix, as a turn would report it.
+
+    Each command's programs are started (interpreters with a no-op: ``python3 -c pass``) in the
+    sandbox a run would build here (``sandboxhost.run_sandbox``: the same homes, deny list,
+    ``sandbox.readonly`` and scrubbed environment), in the first component's repository, without
+    running the command's work; a preset's CLI is started the same way."""
     sandboxed, _ = resolve_network(spec.sandbox.mode, spec.sandbox.network)
     if not sandboxed:
-        return []
-    home = Path(environ.get("HOME") or "/").resolve()
-    hide = [home] if home.is_dir() and home != Path("/") else []
-    agent = spec.agent.command
+        why = "" if spec.sandbox.mode == "none" else f" ({sandbox_unusable()})"
+        return {"on": False, "why": f"commands run without a sandbox{why}", "problems": [], "bound": []}
+    repos = [comp.repo_path(spec.spec_dir) for comp in spec.components]
+    box = run_sandbox(
+        network=spec.sandbox.network,
+        home=SANDBOX_HOME,
+        environ=environ,
+        readonly=readonly_paths(spec.sandbox.readonly, environ),
+        private=[home_dir(environ)],
+        projects=repos,
+    )
+    env = {**scrub_env(environ, spec.agent.env_allow).env, "HOME": SANDBOX_HOME}
+    search = env.get("PATH")
+    commands: list[tuple[str, str | None]] = [("agent", spec.agent.command)]
     if spec.agent.preset is not None:
-        agent = agent_command(spec.agent, spec.spec_dir, sandboxed=True, search_path=environ.get("PATH"))
-    commands = {"agent": agent, "metric": spec.metric.command}
+        commands = [("agent", agent_command(spec.agent, spec.spec_dir, sandboxed=True, search_path=search))]
+        cli = find_cli(spec.agent, spec.spec_dir, search)
+        if cli is not None and Path(cli).is_file():
+            commands.append(("agent", shlex.quote(os.path.realpath(cli))))
+    commands.append(("metric", spec.metric.command))
     if spec.validation is not None:
-        commands["validation"] = spec.validation.command
+        commands.append(("validation", spec.validation.command))
     problems: list[str] = []
-    for role, command in commands.items():
+    bound: dict[str, dict[str, Any]] = {}
+    for role, command in commands:
         if command is None:
             continue
-        found = preflight(
-            command, network=spec.sandbox.network, home="/tmp", hide=hide, search_path=environ.get("PATH")
-        )
-        problems += [f"{role}: {problem}" for problem in found]
-    return problems
+        found = preflight(command, box, environ=env, cwd=repos[0] if repos else None)
+        problems += [f"{role}: {problem}" for problem in found if f"{role}: {problem}" not in problems]
+        for chain in box.exposure(["/bin/sh", "-c", command], search).toolchains:
+            entry = bound.setdefault(
+                str(chain.root), {"kind": chain.kind, "root": str(chain.root), "for": []}
+            )
+            if role not in entry["for"]:
+                entry["for"].append(role)
+    return {"on": True, "why": "bubblewrap", "problems": problems, "bound": list(bound.values())}
 
 
 def preset_plan(spec: Spec, environ: Mapping[str, str]) -> dict[str, Any] | None:
@@ -71,6 +102,7 @@ def preset_plan(spec: Spec, environ: Mapping[str, str]) -> dict[str, Any] | None
 
 def dry_run(spec: Spec, environ: Mapping[str, str], turns: int | None = None) -> dict[str, Any]:
     bases = resolve_bases(spec)
+    sandbox = sandbox_check(spec, environ)
     commands = [spec.metric.command] + ([spec.validation.command] if spec.validation else [])
     components = []
     for comp in spec.components:
@@ -138,7 +170,10 @@ def dry_run(spec: Spec, environ: Mapping[str, str], turns: int | None = None) ->
         },
         "validation": spec.validation.command if spec.validation else None,
         "sandbox": spec.sandbox.mode,
-        "sandbox_problems": sandbox_problems(spec, environ),
+        "sandbox_on": sandbox["on"],
+        "sandbox_why": sandbox["why"],
+        "sandbox_bound": sandbox["bound"],
+        "sandbox_problems": sandbox["problems"],
         "budget": {
             "wall_clock_s": budget.wall_clock,
             "cost_usd": budget.cost_usd,
