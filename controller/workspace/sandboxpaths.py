@@ -154,13 +154,20 @@ def under(paths: Iterable[Path], roots: Iterable[Path]) -> list[Path]:
     return [p for p in inside if not any(p != q and p.is_relative_to(q) for q in inside)]
 
 
+HIDDEN = "exists outside but"  # how every sentence of hidden_problem says "the sandbox hides it"
+
+
+def sandbox_hides(problem: str | None) -> bool:
+    """Whether a ``start_problem`` sentence blames the sandbox (the path exists outside it): the same
+    command then fails the same way every turn, whatever the agent does."""
+    return problem is not None and f" {HIDDEN} " in problem
+
+
 def hidden_problem(path: str | Path, *, denied: bool = False) -> str:
     """The sentence for a path that exists outside the sandbox but not inside, with the fix."""
     if denied:
-        return (
-            f"{path} exists outside but stays hidden {WHERE}: it is on the sandbox's deny list of credentials"
-        )
-    return f"{path} exists outside but is not visible {WHERE}; {FIX}"
+        return f"{path} {HIDDEN} stays hidden {WHERE}: it is on the sandbox's deny list of credentials"
+    return f"{path} {HIDDEN} is not visible {WHERE}; {FIX}"
 
 
 def start_problem(stderr: str, search_path: str | None = None, denied: Sequence[Path] = ()) -> str | None:

@@ -54,14 +54,18 @@ def test_a_program_the_sandbox_cannot_show_is_named_in_the_turn_and_by_dry_run(
     env = {"LOWER_AGENT": str(agent)}
 
     dry = project.cli("loop", "--spec", str(project.spec_path), "--dry-run", env=env)
-    project.write_spec(agent={"command": '"$LOWER_AGENT"'})
-    view = ok_run(project.loop(env=env))
+    project.write_spec(turns=3, agent={"command": '"$LOWER_AGENT"'})
+    result = project.loop(env=env)
 
     assert dry.code == 0, dry.describe()
     assert "cannot start: metric: no-such-metric-tool: not found on PATH" in dry.stdout
+    # Every turn would fail the same way: the run stops after the first, saying what to fix.
+    assert result.code == 1 and isinstance(result.json, dict), result.describe()
+    view = result.json
     assert outcomes(view) == [("failed", "agent_failed")]
-    detail = view["turns"][0]["detail"]
-    assert f"{agent} exists outside but is not visible inside the sandbox (bubblewrap" in detail
+    sentence = f"{agent} exists outside but is not visible inside the sandbox (bubblewrap"
+    assert sentence in view["turns"][0]["detail"]
+    assert view["stop_reason"] == "error" and sentence in view["message"]
 
 
 def test_a_validation_that_cannot_start_names_the_path_in_the_baseline_failure(

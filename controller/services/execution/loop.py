@@ -31,6 +31,7 @@ from controller.services.execution.hypotheses import run_parallel_turn
 from controller.services.execution.liveness import Heartbeat
 from controller.services.execution.turn import notify_champion, run_turn
 from controller.store.records import RunRecord, TurnCounts, TurnRecord
+from controller.workspace.sandboxpaths import sandbox_hides
 
 
 @dataclass(frozen=True)
@@ -237,3 +238,7 @@ def _drive(ctx: RunContext, budgets: Budgets, *, hand_over: bool = False) -> Loo
         else:
             proposal = proposals[0] if proposals else None
             run_turn(ctx, number, 0, proposal, recent, sum(counts.decided.values()), latest)
+        if sandbox_hides(problem := ctx.executor.last_start_problem):
+            # The sandbox hides what a command needs: every later turn would fail the same way.
+            message = f"stopped: turn {number}: a command cannot start: {ctx.executor.redact(problem or '')}"
+            return finish(ctx, StopReason.ERROR, message)
