@@ -165,3 +165,22 @@ def test_a_gemini_endpoint_that_is_down_fails_the_turn_at_once(project: Project)
     view = ok_run(project.loop(env={"GEMINI_API_KEY": KEY}))
     assert outcomes(view) == [("failed", "agent_failed")]
     assert f"Gemini CLI: cannot reach the model endpoint {url}" in view["turns"][0]["detail"]
+
+
+@pytest.mark.slow
+def test_agent_prices_turn_gemini_tokens_into_dollars_that_the_cost_budget_counts(
+    project: Project, model_server: ModelServer
+) -> None:
+    project.make()
+    prices = {"gemini-2.5-pro": {"input": 1.25, "output": 10.0}}
+    preset_spec(project, "gemini", cli("gemini"), model_server.url, model="gemini-2.5-pro", prices=prices)
+    spec = project.spec_path.read_text() + "\n[budget]\ncost_usd = 0.000001\n"
+    project.spec_path.write_text(spec.replace("turns = 1", "turns = 3"))
+
+    view = ok_run(project.loop(env={"GEMINI_API_KEY": KEY}))
+
+    model = model_server.model
+    usd = 2 * (model.input_tokens * 1.25 + model.output_tokens * 10.0) / 1e6
+    assert outcomes(view) == [("accepted", "improved")]
+    assert view["turns"][0]["cost_usd"] == pytest.approx(usd)
+    assert view["stop_reason"] == "cost", view["message"]  # the budget stopped it after the first turn
