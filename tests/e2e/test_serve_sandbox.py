@@ -148,3 +148,22 @@ def test_a_command_that_cannot_start_stops_the_run_in_cli_api_and_dashboard(
         assert sentence in str(shown["message"]) and fix in str(shown["message"]), shown["message"]
     assert sentence in local.stderr
     assert sentence in page and fix in page, page[-3000:]
+
+
+def test_the_server_refuses_a_readonly_entry_it_cannot_show_naming_it(project: Project) -> None:
+    project.make()
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    with serving(project, {}) as url:
+        answers = []
+        for entries in (["/usr", "/no/such/dir"], ["~", "/usr"]):  # "~" holds ~/.ssh
+            project.write_spec(sandbox={"mode": "bwrap", "readonly": entries})
+            body = {"spec": project.spec_path.read_text(), "spec_dir": str(project.root)}
+            answers.append(httpx.post(f"{url}/api/runs", json=body, headers=headers, timeout=30))
+        listed = httpx.get(f"{url}/api/runs", headers=headers, timeout=30).json()
+
+    missing, denied = answers
+    assert missing.status_code == 422 and missing.json()["key"] == "sandbox.readonly[1]", missing.text
+    assert "'/no/such/dir' does not exist" in missing.json()["detail"]
+    assert denied.status_code == 422 and denied.json()["key"] == "sandbox.readonly[0]", denied.text
+    assert "which the sandbox keeps hidden (credentials)" in denied.json()["detail"]
+    assert listed["items"] == [], "a refused spec stores nothing"
