@@ -19,6 +19,9 @@ import pytest
 
 from controller.workspace.denylist import DENIED_IN_HOME
 
+# The shared fixtures (``store``, ``clock``): tests/support.
+pytest_plugins = ["tests.support.fixtures"]
+
 PG_ADMIN_URL = os.environ.get(
     "CRUCIBLE_TEST_PG_ADMIN", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 )

@@ -25,7 +25,7 @@ from tests.forge.conftest import (  # noqa: F401  (local_forge is a fixture)
     local_forge,
 )
 from tests.forge.test_feedback_reads import Scene
-from tests.store.test_store import component, new_run
+from tests.support import component, new_run
 
 INTERVAL = 30.0
 POLL_PATHS = ("/pulls", "/pulls/comments", "/issues/comments")

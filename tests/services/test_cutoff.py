@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
 from controller.domain.enums import EventKind, Outcome, Reason, RunStatus, TurnPhase
@@ -10,7 +12,7 @@ from controller.store import ComponentRecord, NewRun, Store
 
 
 @pytest.fixture
-def store(database_url: str) -> Store:
+def store(database_url: str) -> Iterator[Store]:
     opened = Store.open(database_url, upgrade=True)
     opened.create_run(
         NewRun(
@@ -31,7 +33,10 @@ def store(database_url: str) -> Store:
         )
     )
     opened.set_run_status("r1", RunStatus.RUNNING)
-    return opened
+    # Closed after the test: the copy that returned the open store left its pooled PostgreSQL
+    # connection to the garbage collector, a ResourceWarning inside some later test (issue 22).
+    with opened:
+        yield opened
 
 
 @pytest.mark.parametrize(

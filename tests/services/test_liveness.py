@@ -13,26 +13,10 @@ import pytest
 from controller.domain.errors import LeaseHeldError, LeaseLostError, RefusedError
 from controller.services.execution.liveness import Heartbeat, await_takeover, process_owner
 from controller.store import Store
-from tests.store.test_store import new_run
+from tests.support import Clock, new_run
 
 T0 = datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC)
 TTL = 30.0
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += timedelta(seconds=seconds)
-
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
 
 
 @pytest.fixture

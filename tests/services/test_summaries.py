@@ -14,7 +14,7 @@ from controller.services.views.reads import runs_list
 from controller.services.views.summaries import quick_run_list, summary_json
 from controller.store import Store
 from controller.store.records import RunSummaryRecord
-from tests.store.test_store import new_run
+from tests.support import new_run
 
 
 @pytest.mark.parametrize(

@@ -19,7 +19,7 @@ import pytest
 
 from controller.domain.errors import ConflictError
 from controller.store import NewDelivery, Store
-from tests.store.test_store import Ticker
+from tests.support import Ticker
 
 
 @pytest.fixture

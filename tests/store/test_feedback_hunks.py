@@ -6,9 +6,6 @@ own), leave it None where the forge sent none, and upgrade databases whose rows 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
 import sqlalchemy as sa
 from alembic import command
 
@@ -18,13 +15,6 @@ from tests.webhooks.helpers import comment_event, publish
 
 HUNK = "@@ -1,3 +1,3 @@\n a = 1\n-b = 2\n+b = 3"
 EDITED_HUNK = "@@ -1,4 +1,4 @@\n a = 1\n b = 3\n-c = 4\n+c = 5"
-
-
-@pytest.fixture
-def store(database_url: str) -> Iterator[Store]:
-    s = Store.open(database_url, upgrade=True)
-    yield s
-    s.close()
 
 
 def test_each_version_keeps_its_own_hunk(store: Store) -> None:

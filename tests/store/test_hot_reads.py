@@ -13,7 +13,7 @@ from controller.domain.errors import NotFoundError, RetryLaterError
 from controller.store import Store
 from controller.store.hot_reads import PgHotReads, hot_reads
 from tests.store.test_page_reads import _decide
-from tests.store.test_store import new_run
+from tests.support import new_run
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from controller.domain.enums import RunStatus, StopReason
 from controller.store import Store
 from controller.store.listing import sqlite_file, sqlite_run_summaries
 from controller.store.migrate import VERSION_TABLE
-from tests.store.test_store import new_run
+from tests.support import new_run
 
 
 def test_it_reads_what_the_store_reads(tmp_path: Path) -> None:

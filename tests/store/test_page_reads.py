@@ -11,7 +11,7 @@ from controller.domain.enums import Outcome, Reason, RunStatus, SampleArm, StopR
 from controller.domain.errors import NotFoundError
 from controller.store import Store, TurnDecision
 from controller.store.records import Sample
-from tests.store.test_store import component, new_run
+from tests.support import component, new_run
 
 
 @pytest.fixture

@@ -2,21 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from alembic import command
 
 from controller.domain.errors import NotFoundError, SchemaOutdatedError
 from controller.store import PullRecord, Store, migrate
-from tests.store.test_store import component, new_run
-
-
-@pytest.fixture
-def store(database_url: str) -> Iterator[Store]:
-    s = Store.open(database_url, upgrade=True)
-    yield s
-    s.close()
+from tests.support import component, new_run
 
 
 def _pull(**changes: object) -> PullRecord:

@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import pytest
 
@@ -27,24 +25,12 @@ from controller.domain.enums import (
 from controller.domain.errors import ConflictError, NotFoundError, RetryLaterError, SchemaOutdatedError
 from controller.store import (
     ChampionUpdate,
-    ComponentRecord,
-    NewRun,
     Store,
     TurnDecision,
 )
+from tests.support import Ticker, component, new_run
 
 T0 = datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC)
-
-
-class Ticker:
-    """A clock that advances one second per reading, so order by time is deterministic."""
-
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> datetime:
-        self.now += timedelta(seconds=1)
-        return self.now
 
 
 @pytest.fixture
@@ -52,37 +38,6 @@ def store(database_url: str) -> Iterator[Store]:
     s = Store.open(database_url, upgrade=True, clock=Ticker())
     yield s
     s.close()
-
-
-def new_run(run_id: str = "r1", **changes: Any) -> NewRun:
-    run = NewRun(
-        id=run_id,
-        spec_text='objective = "x"\n',
-        spec_fingerprint="fp-1",
-        spec_path="/tmp/crucible.toml",
-        objective="Cut latency",
-        metric_name="p50_ms",
-        direction="minimize",
-        turns_planned=10,
-        options={"publish_prs": False, "nested": {"a": [1, 2]}},
-    )
-    return replace(run, **changes)
-
-
-def component(name: str = "router", run_id: str = "r1", **changes: Any) -> ComponentRecord:
-    rec = ComponentRecord(
-        run_id=run_id,
-        name=name,
-        repo="/src/router",
-        base_ref="main",
-        base_sha="a" * 40,
-        head_sha="a" * 40,
-        user_head="a" * 40,
-        user_state="digest-1",
-        upstream="acme/router",
-        extra={"fork": None},
-    )
-    return replace(rec, **changes)
 
 
 ACCEPT = TurnDecision(

@@ -9,7 +9,7 @@ import pytest
 from controller.domain.enums import Outcome, Reason, RunStatus
 from controller.domain.errors import NotFoundError
 from controller.store import Store, TurnDecision
-from tests.store.test_store import component, new_run
+from tests.support import component, new_run
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ import httpx
 from controller.forge.base import FeedbackEvent
 from controller.forge.webhooks import signature_for
 from controller.store import PullRecord, Store
-from tests.store.test_store import component, new_run
+from tests.support import component, new_run
 from tests.testdata import WEBHOOKS
 
 ORACLES = WEBHOOKS

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 
 import pytest
 from alembic import command
@@ -15,13 +14,6 @@ from controller.services.feedback.intake import process_deliveries
 from controller.store import FeedbackSource, FeedbackVerdict, Store, migrate
 from tests.store.old_rows import insert_old_run
 from tests.webhooks.helpers import PR, REPO, comment_event, publish
-
-
-@pytest.fixture
-def store(database_url: str) -> Iterator[Store]:
-    s = Store.open(database_url, upgrade=True)
-    yield s
-    s.close()
 
 
 def test_a_delivery_is_stored_once_and_processed_once(store: Store) -> None:

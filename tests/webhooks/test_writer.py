@@ -11,7 +11,7 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
@@ -24,32 +24,16 @@ from controller.api.delivery_writer import THREAD_NAME, DeliveryWriter, Outcome,
 from controller.api.webhooks import webhook_router
 from controller.localforge.server import serve_in_thread
 from controller.store import Store
-from tests.store.test_store import Ticker
+from tests.support import Ticker, wait_until
 from tests.webhooks.helpers import ORACLE_FILES, SECRET, Client, Wakeups, encode, event_of, post
 
 EVENT = "issue_comment"
-
-
-def wait_until(condition: Callable[[], bool], what: str, timeout: float = 15.0) -> None:
-    """Poll ``condition`` (bounded): the writer's progress is observed, never assumed from time."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting until {what}")
-        time.sleep(0.01)
 
 
 def in_background(
     pool: ThreadPoolExecutor, client: httpx.Client, delivery: str, body: bytes
 ) -> Future[httpx.Response]:
     return pool.submit(post, client, EVENT, body, delivery=delivery)
-
-
-@pytest.fixture
-def store(database_url: str) -> Iterator[Store]:
-    s = Store.open(database_url, upgrade=True)
-    yield s
-    s.close()
 
 
 @pytest.fixture

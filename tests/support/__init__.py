@@ -1,0 +1,16 @@
+"""What many tests need, written once (issue 22: the ``store`` fixture was copied 17 times, a clock 5, a
+polling helper about 10).
+
+- ``clock``: ``Clock``, a datetime clock moved by hand, and ``Ticker``, one that advances a second per
+  reading (order by time is then deterministic).
+- ``waiting``: ``wait_until``, polling a condition with a deadline instead of sleeping a guessed time.
+- ``records``: builders of the records tests store (``new_run``, ``component``), keyword arguments only.
+- ``fixtures``: the ``store`` fixture (an upgraded ``Store`` over ``database_url``, closed after the
+  test) and ``clock``; ``tests/conftest.py`` loads them for every test.
+"""
+
+from tests.support.clock import T0, Clock, Ticker
+from tests.support.records import SHA_A, SHA_B, component, new_run
+from tests.support.waiting import wait_until
+
+__all__ = ["SHA_A", "SHA_B", "T0", "Clock", "Ticker", "component", "new_run", "wait_until"]

@@ -1,0 +1,33 @@
+"""Clocks for the code that takes one (the store, leases, the scheduler): time moves only when a test
+says so, so a lease expires, or a quiet window closes, without a test sleeping for it."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+T0 = datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC)
+
+
+class Clock:
+    """A clock that reads ``now`` and moves only by ``advance``."""
+
+    def __init__(self, now: datetime = T0) -> None:
+        self.now = now
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
+
+    def sleep(self, seconds: float) -> None:
+        """For code that takes a ``sleep``: returns at once, the time moved by ``seconds``."""
+        self.advance(seconds)
+
+
+class Ticker(Clock):
+    """A clock that advances one second per reading, so rows written in order have distinct times."""
+
+    def __call__(self) -> datetime:
+        self.now += timedelta(seconds=1)
+        return self.now
