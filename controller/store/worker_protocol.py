@@ -21,8 +21,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from controller.domain import events
 from controller.domain.enums import EventKind, Reason, RunStatus, StopReason
 from controller.domain.jobs import HoldRule, RoundJob
 from controller.store.records import ChampionUpdate, FeedbackSource, Sample, TurnDecision
@@ -39,10 +40,17 @@ class _Wire(BaseModel):
 
 
 class EventSpec(_Wire):
-    """An event to record with a ledger write, in the same transaction."""
+    """An event to record with a ledger write, in the same transaction. Its payload must match its
+    kind's model (``domain.events``): a 422 naming the field otherwise, so no malformed event is
+    stored through the worker routes."""
 
     kind: EventKind
     payload: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _payload_of_its_kind(self) -> EventSpec:
+        events.validate(self.kind, self.payload)
+        return self
 
     @classmethod
     def of(cls, event: tuple[EventKind, Mapping[str, Any]]) -> EventSpec:
@@ -57,6 +65,11 @@ class BaselineReport(_Wire):
 
     value: float
     event_payload: dict[str, Any]
+
+    @model_validator(mode="after")
+    def _payload_of_its_kind(self) -> BaselineReport:
+        events.validate(EventKind.BASELINE, self.event_payload)
+        return self
 
 
 class SamplesReport(_Wire):

@@ -33,6 +33,11 @@ KEEP = TurnDecision(
 FAIL = TurnDecision(Outcome.FAILED, Reason.AGENT_FAILED, cost_usd=0.25, tokens=7, detail="exit 1")
 
 
+def _decided(turn: int, decision: TurnDecision) -> dict[str, object]:
+    """A decision event's payload as the turn path writes it (``domain.events.TurnDecidedPayload``)."""
+    return {"turn": turn, "round": 0, "outcome": str(decision.outcome), "reason": str(decision.reason)}
+
+
 def _samples(arm: SampleArm, *values: float) -> list[tuple[SampleArm, int, dict[str, float], bool]]:
     return [(arm, i, {"p50_ms": v}, True) for i, v in enumerate(values)]
 
@@ -44,7 +49,7 @@ def _keep(h: LedgerHarness, run_id: str, number: int) -> None:
         KEEP,
         champion=ChampionUpdate(value=90.0, turn=number),
         component_heads={"app": "b" * 40},
-        event=(EventKind.ACCEPTED, {"turn": number}),
+        event=(EventKind.ACCEPTED, _decided(number, KEEP)),
         samples=_samples(SampleArm.CANDIDATE, 90.0, 91.0, 89.0),
     )
 
@@ -58,7 +63,7 @@ def test_every_method_names_an_unknown_run(harness: LedgerHarness) -> None:
         lambda: ledger.get_run("nope"),
         lambda: ledger.turn_snapshot("nope", last=3),
         lambda: ledger.start_baseline("nope"),
-        lambda: ledger.set_baseline("nope", 1.0, {}),
+        lambda: ledger.set_baseline("nope", 1.0, {"value": 1.0}),
         lambda: ledger.add_samples("nope", 0, _samples(SampleArm.BASELINE, 1.0)),
         lambda: ledger.list_samples("nope"),
         lambda: ledger.start_turn("nope", 1, 0),
@@ -93,7 +98,7 @@ def test_the_baseline_is_recorded_once_with_its_event_and_samples(harness: Ledge
     assert [e.kind for e in ledger.list_events(run_id)] == [EventKind.BASELINE]
     assert [s.values["p50_ms"] for s in ledger.list_samples(run_id, 0)] == [100.0, 101.0, 99.0]
     with pytest.raises(ConflictError):
-        ledger.set_baseline(run_id, 50.0, {})
+        ledger.set_baseline(run_id, 50.0, {"value": 50.0})
     with pytest.raises(ConflictError):
         ledger.start_baseline(run_id)
     with pytest.raises(ConflictError):
@@ -112,7 +117,7 @@ def test_start_baseline_drops_the_samples_of_a_cut_off_attempt(harness: LedgerHa
 def test_measurements_must_be_finite(harness: LedgerHarness) -> None:
     ledger, run_id = harness.ledger, harness.seed_run()
     with pytest.raises(ValueError):
-        ledger.set_baseline(run_id, math.nan, {})
+        ledger.set_baseline(run_id, math.nan, {"value": 1.0})
     with pytest.raises(ValueError):
         ledger.add_samples(run_id, 0, _samples(SampleArm.BASELINE, math.inf))
     assert ledger.get_run(run_id).baseline_value is None
@@ -124,7 +129,7 @@ def test_measurements_must_be_finite(harness: LedgerHarness) -> None:
 
 def test_a_turn_is_started_then_decided_exactly_once(harness: LedgerHarness) -> None:
     ledger, run_id = harness.ledger, harness.seed_run()
-    started = ledger.start_turn(run_id, 1, 0, event=(EventKind.TURN_STARTED, {"turn": 1}))
+    started = ledger.start_turn(run_id, 1, 0, event=(EventKind.TURN_STARTED, {"turn": 1, "round": 0}))
     assert (started.number, started.round, started.phase) == (1, 0, TurnPhase.STARTED)
     _keep(harness, run_id, 1)
     turn = ledger.turn_snapshot(run_id, last=1).recent[0]
@@ -153,7 +158,7 @@ def test_restarting_a_started_turn_returns_it_and_drops_its_samples(harness: Led
     ledger, run_id = harness.ledger, harness.seed_run()
     ledger.start_turn(run_id, 1, 0)
     ledger.add_samples(run_id, 1, _samples(SampleArm.CANDIDATE, 1.0, 2.0))
-    again = ledger.start_turn(run_id, 1, 0, event=(EventKind.TURN_STARTED, {"turn": 1}))
+    again = ledger.start_turn(run_id, 1, 0, event=(EventKind.TURN_STARTED, {"turn": 1, "round": 0}))
     assert again.phase is TurnPhase.STARTED
     assert ledger.list_samples(run_id, 1) == []
     with pytest.raises(ConflictError):
@@ -172,10 +177,10 @@ def test_deciding_an_unknown_turn_is_not_found_and_turn_zero_is_a_caller_bug(har
 
 def test_a_failed_turn_adds_its_usage_and_keeps_the_champion(harness: LedgerHarness) -> None:
     ledger, run_id = harness.ledger, harness.seed_run()
-    ledger.set_baseline(run_id, 100.0, {})
+    ledger.set_baseline(run_id, 100.0, {"value": 100.0})
     ledger.start_turn(run_id, 1, 0)
     ledger.decide_turn(
-        run_id, 1, FAIL, champion=None, component_heads={}, event=(EventKind.FAILED, {"turn": 1})
+        run_id, 1, FAIL, champion=None, component_heads={}, event=(EventKind.FAILED, _decided(1, FAIL))
     )
     run = ledger.get_run(run_id)
     assert (run.champion_value, run.champion_turn, run.cost_usd, run.tokens) == (100.0, 0, 0.25, 7)
@@ -186,7 +191,12 @@ def test_the_snapshot_counts_rounds_and_bounds_the_recent_turns(harness: LedgerH
     for number in (1, 2, 3):
         ledger.start_turn(run_id, number, 0)
         ledger.decide_turn(
-            run_id, number, FAIL, champion=None, component_heads={}, event=(EventKind.FAILED, {})
+            run_id,
+            number,
+            FAIL,
+            champion=None,
+            component_heads={},
+            event=(EventKind.FAILED, _decided(number, FAIL)),
         )
     ledger.start_turn(run_id, 4, 1)
     snap = ledger.turn_snapshot(run_id, last=2)
@@ -206,7 +216,7 @@ def test_events_page_in_id_order(harness: LedgerHarness) -> None:
     page = ledger.list_events(run_id, after_id=ids[1], limit=2)
     assert [e.payload["n"] for e in page] == [2, 3]
     assert ledger.list_events(run_id, after_id=ids[-1]) == []
-    ledger.append_event(run_id, EventKind.BASELINE, {"n": 5})
+    ledger.append_event(run_id, EventKind.BASELINE, {"value": 5.0, "n": 5})
     assert [e.payload["n"] for e in ledger.list_events(run_id, kinds={EventKind.BASELINE})] == [5]
     assert ledger.list_events(run_id, kinds=set()) == []
 
@@ -320,7 +330,7 @@ def test_hypotheses_are_reported_one_by_one_and_finalised_with_the_decision(harn
             FAIL,
             champion=None,
             component_heads={},
-            event=(EventKind.FAILED, {}),
+            event=(EventKind.FAILED, _decided(1, FAIL)),
             hypotheses={0: (Reason.IMPROVED, "x")},
         )
     final = {0: (Reason.IMPROVED, "best of 2"), 1: (Reason.SUPERSEDED, "superseded by 0")}
@@ -330,7 +340,7 @@ def test_hypotheses_are_reported_one_by_one_and_finalised_with_the_decision(harn
         KEEP,
         champion=ChampionUpdate(value=91.0, turn=1),
         component_heads={"app": "c" * 40},
-        event=(EventKind.ACCEPTED, {"turn": 1}),
+        event=(EventKind.ACCEPTED, _decided(1, KEEP)),
         hypotheses=final,
     )
     rows = ledger.list_hypotheses(run_id, 1)

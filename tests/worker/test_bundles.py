@@ -96,7 +96,7 @@ def keep(ledger: HttpLedger, sha: str) -> None:
         decision,
         champion=ChampionUpdate(value=1.0, turn=1),
         component_heads={"app": sha},
-        event=(EventKind.ACCEPTED, {"turn": 1}),
+        event=(EventKind.ACCEPTED, {"turn": 1, "round": 0, "outcome": "accepted", "reason": "improved"}),
     )
 
 

@@ -154,6 +154,10 @@ def test_a_body_that_does_not_match_its_schema_is_422_naming_the_field(controlle
         assert answer.status_code == 422 and answer.json()["key"] == "status", answer.text
         answer = http.post("/api/worker/runs/r1/ledger/samples", json={"turn": 0, "samples": [], "x": 1})
         assert answer.status_code == 422 and answer.json()["key"] == "x", answer.text
+        forged = {"kind": "sample", "payload": {"turn": 1, "round": 0, "arm": "sideways"}}
+        answer = http.post("/api/worker/runs/r1/ledger/events", json=forged)
+        assert answer.status_code == 422 and "arm" in answer.json()["detail"], answer.text
+    assert controller.store.list_events("r1") == [], "no malformed event was stored"
     assert controller.store.get_run("r1") == before, "nothing was written"
 
 

@@ -8,11 +8,12 @@ made here, in plain typed functions a test can call without HTTP.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from controller.config.options import RunOptions
+from controller.domain import events as payloads
 from controller.domain.enums import EventKind, Outcome, RunStatus, StopReason, TurnStep
 from controller.services.feedback.steer import STEERABLE
 from controller.services.views import schemas
@@ -231,37 +232,33 @@ class RunningTurn:
         return out
 
 
-def _parallel_index(payload: Mapping[str, object]) -> int | None:
-    index = payload.get("parallel_index")
-    return index if isinstance(index, int) and not isinstance(index, bool) else None
-
-
 def running_turn(events: Sequence[EventRecord]) -> RunningTurn | None:
-    """Fold a run's events from its last ``turn_started`` on into the running turn (None: decided)."""
+    """Fold a run's events from its last ``turn_started`` on into the running turn (None: decided).
+    An event whose payload does not match its kind is left out (``domain.events``)."""
     current: RunningTurn | None = None
     for event in events:
-        p = event.payload
         if event.kind is EventKind.TURN_STARTED:
-            parallel = p.get("parallel")
-            current = RunningTurn(
-                int(p.get("turn", 0)), int(p.get("round", 0)), parallel if isinstance(parallel, int) else 0
-            )
-        elif current is None or p.get("turn") != current.turn:
+            started = payloads.read(payloads.TurnStartedPayload, event.payload)
+            if started is not None:
+                current = RunningTurn(started.turn, started.round, started.parallel or 0)
+        elif current is None or event.payload.get("turn") != current.turn:
             continue
         elif event.kind in DECISIONS:
             current = None
         elif event.kind is EventKind.TURN_STEP:
-            text = step_text(str(p.get("step", "")), [str(a) for a in p.get("arms", [])])
-            index = _parallel_index(p)
-            if index is not None:
-                current.steps[index] = text
-                text = f"hypothesis #{index}: {text}"
+            step = payloads.read(payloads.TurnStepPayload, event.payload)
+            if step is None:
+                continue
+            text = step_text(str(step.step), [str(a) for a in step.arms])
+            if step.parallel_index is not None:
+                current.steps[step.parallel_index] = text
+                text = f"hypothesis #{step.parallel_index}: {text}"
             current.step_text = text
         elif event.kind is EventKind.SAMPLE:
-            value = p.get("value")
-            index = _parallel_index(p)
-            arm = str(p.get("arm")) if index is None else f"#{index} {p.get('arm')}"
-            current.samples.setdefault(arm, []).append(
-                float(value) if isinstance(value, int | float) else None
-            )
+            sample = payloads.read(payloads.SamplePayload, event.payload)
+            if sample is None:
+                continue
+            index = sample.parallel_index
+            arm = str(sample.arm) if index is None else f"#{index} {sample.arm}"
+            current.samples.setdefault(arm, []).append(sample.value)
     return current

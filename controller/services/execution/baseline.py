@@ -7,6 +7,7 @@ the run with ``baseline_failed`` and a message that names the cause (and the off
 from __future__ import annotations
 
 from controller.domain.enums import SampleArm
+from controller.domain.events import BaselinePayload
 from controller.services.execution.context import RunContext
 from controller.services.execution.measure import ArmRoot, measure
 from controller.services.execution.snapshots import clean_snapshot, mutations, snapshot
@@ -46,7 +47,7 @@ def run_baseline(ctx: RunContext) -> str | None:
         return "the metric or validation command changed tracked files: " + ", ".join(mutated[:20])
     arm = result.arm(SampleArm.BASELINE, metric.name, ctx.guard_names())
     value = median(arm.primary)
-    ctx.ledger.set_baseline(ctx.run_id, value, {"value": value, "samples": list(arm.primary)})
+    ctx.ledger.set_baseline(ctx.run_id, value, BaselinePayload(value=value, samples=list(arm.primary)).dump())
     ctx.champion_arm = arm
     ctx.observer.baseline(value, list(arm.primary))
     return None

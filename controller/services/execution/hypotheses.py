@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
+from controller.domain import events
 from controller.domain.enums import (
     FAILURE_REASONS,
     OUTCOME_OF_REASON,
@@ -91,7 +92,7 @@ def run_parallel_turn(
 
 
 def _started(number: int, count: int) -> tuple[EventKind, dict[str, Any]]:
-    return EventKind.TURN_STARTED, {"turn": number, "round": 0, "parallel": count}
+    return EventKind.TURN_STARTED, events.TurnStartedPayload(turn=number, round=0, parallel=count).dump()
 
 
 def try_hypothesis(
@@ -269,9 +270,18 @@ def _decide(
         duration_s=duration_s,
         detail=f"{choice.details[lead.index]} [{len(reports)} hypotheses: {summary}]",
     )
-    payload: dict[str, Any] = {"turn": number, "round": 0, "outcome": str(decision.outcome)}
-    payload.update(reason=str(reason), value=lead.value, p_value=lead.p_value, hypothesis=lead.hypothesis)
-    payload.update(detail=decision.detail, parallel_index=lead.index, hypotheses=_payloads(reports, choice))
+    payload = events.TurnDecidedPayload(
+        turn=number,
+        round=0,
+        outcome=decision.outcome,
+        reason=reason,
+        value=lead.value,
+        p_value=lead.p_value,
+        hypothesis=lead.hypothesis,
+        detail=decision.detail,
+        parallel_index=lead.index,
+        hypotheses=_payloads(reports, choice),
+    ).dump()
     record = ctx.ledger.decide_turn(
         ctx.run_id,
         number,
@@ -316,18 +326,20 @@ def _proposal_payload(proposal: Proposal | None) -> dict[str, Any] | None:
     return {"file": proposal.knob.file, "key": proposal.knob.key, "old": proposal.old, "new": proposal.new}
 
 
-def _payloads(reports: Sequence[HypothesisReport], choice: ParallelChoice) -> list[Mapping[str, Any]]:
+def _payloads(reports: Sequence[HypothesisReport], choice: ParallelChoice) -> list[events.HypothesisOutcome]:
     """Each hypothesis in the decision's event: the knobs walk replays from these (``loop.knob_history``)."""
-    out: list[Mapping[str, Any]] = []
+    out: list[events.HypothesisOutcome] = []
     for r in reports:
         reason = choice.reasons[r.index]
-        item: dict[str, Any] = {
-            "index": r.index,
-            "outcome": str(OUTCOME_OF_REASON[reason]),
-            "reason": str(reason),
-        }
-        item.update(value=r.value, p_value=r.p_value, hypothesis=r.hypothesis)
+        item = events.HypothesisOutcome(
+            index=r.index,
+            outcome=OUTCOME_OF_REASON[reason],
+            reason=reason,
+            value=r.value,
+            p_value=r.p_value,
+            hypothesis=r.hypothesis,
+        )
         if r.proposal is not None:
-            item["proposal"] = dict(r.proposal)
+            item = item.model_copy(update={"proposal": events.KnobChange.model_validate(dict(r.proposal))})
         out.append(item)
     return out

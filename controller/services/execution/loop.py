@@ -12,9 +12,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from controller.domain import events
 from controller.domain.enums import (
     FAILURE_REASONS,
     EventKind,
+    Outcome,
     RunPhase,
     RunStatus,
     SampleArm,
@@ -105,17 +107,20 @@ def knob_history(ctx: RunContext, knobs: list[Knob]) -> list[tuple[Proposal, boo
     decided = {EventKind.ACCEPTED, EventKind.REJECTED, EventKind.FAILED, EventKind.NO_CHANGE}
     history: list[tuple[Proposal, bool]] = []
     for event in ctx.ledger.list_events(ctx.run_id, kinds=decided):
+        turn = events.read(events.TurnDecidedPayload, event.payload)
+        if turn is None:  # a malformed payload proposes nothing to replay
+            continue
         # A parallel turn (ADR-0016) lists each hypothesis with its own proposal; one was kept at most.
-        items = event.payload.get("hypotheses")
-        if not isinstance(items, list):
-            items = [{**event.payload, "outcome": "accepted" if event.kind == EventKind.ACCEPTED else ""}]
+        items: list[events.TurnDecidedPayload | events.HypothesisOutcome] = (
+            list(turn.hypotheses) if turn.hypotheses is not None else [turn]
+        )
         for item in items:
-            p = item.get("proposal")
-            knob = by_id.get((p["file"], p["key"])) if isinstance(p, dict) else None
-            if knob is None or not isinstance(p, dict):
+            p = item.proposal
+            knob = by_id.get((p.file, p.key)) if p is not None else None
+            if knob is None or p is None:
                 continue
-            proposal = Proposal(knob, p["old"], p["new"], str(item.get("hypothesis") or ""))
-            history.append((proposal, item.get("outcome") == "accepted"))
+            proposal = Proposal(knob, p.old, p.new, item.hypothesis or "")
+            history.append((proposal, item.outcome is Outcome.ACCEPTED))
     return history
 
 
@@ -130,11 +135,8 @@ def finish(ctx: RunContext, reason: StopReason, message: str) -> LoopResult:
     if reason not in (StopReason.BASELINE_FAILED, StopReason.CANCELLED, StopReason.ERROR):
         notify_champion(ctx)  # publishing is idempotent: this repairs anything a crash or outage left
     ctx.ledger.set_run_status(ctx.run_id, status, stop_reason=reason, stop_message=message)
-    ctx.ledger.append_event(
-        ctx.run_id,
-        EventKind.COMPLETED,
-        {"status": str(status), "stop_reason": str(reason), "message": message},
-    )
+    completed = events.CompletedPayload(status=status, stop_reason=reason, message=message)
+    ctx.ledger.append_event(ctx.run_id, EventKind.COMPLETED, completed.dump())
     return LoopResult(status, reason, message)
 
 

@@ -13,9 +13,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import TypeVar
 
+from controller.domain import events
 from controller.domain.enums import EventKind, SampleArm, TurnStep
 from controller.store.ledger import Ledger
+
+P = TypeVar("P", bound=events.EventPayload)
 
 
 class TurnProgress:
@@ -34,24 +38,24 @@ class TurnProgress:
         self.ledger, self.run_id, self.metric = ledger, run_id, metric
         self.turn, self.round, self.parallel_index = turn, round, parallel_index
 
-    def _payload(self) -> dict[str, object]:
-        payload: dict[str, object] = {"turn": self.turn, "round": self.round}
-        if self.parallel_index is not None:
-            payload["parallel_index"] = self.parallel_index
-        return payload
+    def _of_hypothesis(self, payload: P) -> P:
+        """The payload with the hypothesis it is of; a turn of one leaves the field out."""
+        if self.parallel_index is None:
+            return payload
+        return payload.model_copy(update={"parallel_index": self.parallel_index})
 
     def step(self, step: TurnStep, arms: Sequence[SampleArm] = ()) -> None:
-        payload = self._payload()
-        payload["step"] = str(step)
+        payload = events.TurnStepPayload(turn=self.turn, round=self.round, step=step)
         if arms:
-            payload["arms"] = [str(a) for a in arms]
-        self.ledger.append_event(self.run_id, EventKind.TURN_STEP, payload)
+            payload = payload.model_copy(update={"arms": list(arms)})
+        self.ledger.append_event(self.run_id, EventKind.TURN_STEP, self._of_hypothesis(payload).dump())
 
     def sample(self, arm: SampleArm, index: int, values: dict[str, float], valid: bool) -> None:
         """One measured sample (``measure``'s ``on_sample``): the primary metric's value, or null
         when the sample is invalid."""
         value = values.get(self.metric) if valid else None
-        payload = self._payload()
         finite = value if value is not None and math.isfinite(value) else None
-        payload.update(arm=str(arm), index=index, value=finite, valid=valid)
-        self.ledger.append_event(self.run_id, EventKind.SAMPLE, payload)
+        payload = events.SamplePayload(
+            turn=self.turn, round=self.round, arm=arm, index=index, value=finite, valid=valid
+        )
+        self.ledger.append_event(self.run_id, EventKind.SAMPLE, self._of_hypothesis(payload).dump())

@@ -12,10 +12,10 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
 
 from controller.agents.base import last_line
 from controller.agents.command import agent_command as preset_command
+from controller.domain import events
 from controller.domain.enums import (
     OUTCOME_OF_REASON,
     EventKind,
@@ -548,7 +548,7 @@ def run_turn(
     run: RunRecord | None = None,
 ) -> TurnRecord:
     """Run turn ``number`` from its start and write its decision exactly once."""
-    started = (EventKind.TURN_STARTED, {"turn": number, "round": round_number})
+    started = (EventKind.TURN_STARTED, events.TurnStartedPayload(turn=number, round=round_number).dump())
     ctx.ledger.start_turn(ctx.run_id, number, round_number, event=started)
     # No restore here: every turn ends restored or kept, and open_context reconciles after a crash.
     write_candidate_file(ctx, round_number, turns, decided_total, run)
@@ -581,18 +581,22 @@ def run_turn(
         pairs=work.pairs,
         sequential_stop=work.stop,
     )
-    payload: dict[str, Any] = {
-        "turn": number,
-        "round": round_number,
-        "outcome": str(outcome),
-        "reason": str(reason),
-    }
-    payload.update(value=work.value, p_value=work.p_value, hypothesis=work.hypothesis, detail=decision.detail)
+    payload = events.TurnDecidedPayload(
+        turn=number,
+        round=round_number,
+        outcome=outcome,
+        reason=reason,
+        value=work.value,
+        p_value=work.p_value,
+        hypothesis=work.hypothesis,
+        detail=decision.detail,
+    )
     if work.stop is not None:
-        payload.update(pairs=work.pairs, sequential_stop=str(work.stop))
+        payload = payload.model_copy(update={"pairs": work.pairs, "sequential_stop": work.stop})
     if work.proposal is not None:
         p = work.proposal
-        payload["proposal"] = {"file": p.knob.file, "key": p.knob.key, "old": p.old, "new": p.new}
+        change = events.KnobChange(file=p.knob.file, key=p.knob.key, old=p.old, new=p.new)
+        payload = payload.model_copy(update={"proposal": change})
     kind = EVENT_OF_OUTCOME[outcome]
     record = ctx.ledger.decide_turn(
         ctx.run_id,
@@ -600,7 +604,7 @@ def run_turn(
         decision,
         champion=champion,
         component_heads={c: heads[c] for c in work.changed} if keep else {},
-        event=(kind, payload),
+        event=(kind, payload.dump()),
         samples=work.raw_samples,
     )
     if keep:

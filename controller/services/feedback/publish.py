@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from controller.config.spec import ComponentSpec
+from controller.domain import events
 from controller.domain.enums import Direction, EventKind, SampleArm, TurnPhase
 from controller.domain.errors import ConflictError, CrucibleError, NotFoundError
 from controller.engine.conventions import kept_facts
@@ -107,17 +108,13 @@ def _cite(author: str, path: str | None, line: int | None, url: str) -> str:
 def round_notes(ctx: RunContext, component: str) -> list[str]:
     """One line per finished refinement round of ``component``: what feedback it addressed and how."""
     lines: list[str] = []
-    for event in ctx.store.list_events(ctx.run_id):
-        if event.kind != EventKind.ROUND_FINISHED or event.payload.get("component") != component:
-            continue
-        number = int(event.payload["round"])
+    for finished in _finished_rounds(ctx, component):
+        number = finished.round
         items = [i for i in ctx.store.list_feedback(ctx.run_id, round=number) if i.component == component]
         who = ", ".join(_cite(i.author, i.path, i.line, i.url) for i in items)
-        if event.payload.get("kept"):
-            head = str(event.payload.get("head") or "")[:12]
-            lines.append(
-                f"round {number} addressed feedback from {who}: {head} ({event.payload.get('detail')})"
-            )
+        if finished.kept:
+            head = (finished.head or "")[:12]
+            lines.append(f"round {number} addressed feedback from {who}: {head} ({finished.detail})")
         else:
             lines.append(f"round {number} (feedback from {who}) could not hold the score; nothing was pushed")
     return lines
@@ -411,14 +408,16 @@ def _note(ctx: RunContext, plan: _Plan) -> str | None:
 
 def _unheld_rounds(ctx: RunContext, component: str, marked: tuple[int, ...]) -> list[tuple[int, str]]:
     """The finished refinement rounds of ``component`` that kept nothing and are not marked yet."""
-    out = []
-    for event in ctx.store.list_events(ctx.run_id):
-        payload = event.payload
-        if event.kind != EventKind.ROUND_FINISHED or payload.get("component") != component:
-            continue
-        if not payload.get("kept") and int(payload["round"]) not in marked:
-            out.append((int(payload["round"]), str(payload.get("detail") or "")))
-    return out
+    return [
+        (r.round, r.detail) for r in _finished_rounds(ctx, component) if not r.kept and r.round not in marked
+    ]
+
+
+def _finished_rounds(ctx: RunContext, component: str) -> list[events.RoundFinishedPayload]:
+    """The ``round_finished`` events of ``component``, oldest first (a malformed one is skipped)."""
+    found = ctx.store.list_events(ctx.run_id, kinds={EventKind.ROUND_FINISHED})
+    payloads = [events.read(events.RoundFinishedPayload, e.payload) for e in found]
+    return [p for p in payloads if p is not None and p.component == component]
 
 
 def resume_pull(ctx: RunContext, publisher: Publisher, component: str) -> PullRecord:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Protocol
 
+from controller.domain import events
 from controller.domain.enums import EventKind, Outcome
 from controller.domain.jobs import RoundJob
 from controller.engine.candidate import FeedbackQuote
@@ -179,9 +180,10 @@ def _has_hunk(item: Quotable) -> bool:
 
 def first_published_score(ctx: RunContext) -> float | None:
     """The champion's score when the PR was first published (rounds may not slide below it)."""
-    for event in ctx.store.list_events(ctx.run_id):
-        if event.kind == EventKind.PUBLISHED and isinstance(event.payload.get("value"), int | float):
-            return float(event.payload["value"])
+    for event in ctx.store.list_events(ctx.run_id, kinds={EventKind.PUBLISHED}):
+        published = events.read(events.PublishedPayload, event.payload)
+        if published is not None and published.value is not None:
+            return published.value
     run = ctx.store.get_run(ctx.run_id)
     return run.champion_value if run.champion_value is not None else run.baseline_value
 
@@ -253,9 +255,10 @@ def resume_round(ctx: RunContext) -> bool | None:
 def round_batch(ctx: RunContext, number: int) -> Batch:
     """The feedback batch a started round ``number`` addresses, from the record."""
     items = tuple(ctx.store.list_feedback(ctx.run_id, round=number))
-    started = [e for e in ctx.store.list_events(ctx.run_id) if e.kind == EventKind.ROUND_STARTED]
-    mine = [e for e in started if e.payload.get("round") == number]
-    component = str(mine[-1].payload["component"]) if mine else items[0].component
+    started = ctx.store.list_events(ctx.run_id, kinds={EventKind.ROUND_STARTED})
+    payloads = [events.read(events.RoundStartedPayload, e.payload) for e in started]
+    mine = [p.component for p in payloads if p is not None and p.round == number and p.component]
+    component = mine[-1] if mine else items[0].component
     return Batch(component, tuple(i for i in items if i.component == component))
 
 
@@ -293,16 +296,23 @@ def end_round(ctx: RunContext, number: int, batch: Batch, kept: bool, detail: st
     round finished in the record, the PR told (its body says what the round addressed)."""
     spec = ctx.spec
     head = ctx.champion_heads.get(batch.component) if kept else None
-    events: list[tuple[EventKind, dict[str, object]]] = []
+    written: list[tuple[EventKind, dict[str, object]]] = []
     for item in batch.items:
         if item.source == FeedbackSource.STEER:
             continue  # replies are for people on the PR; the operator reads the round's outcome
         reply = draft_reply(item, kept, head, detail, spec.metric.name)
-        events.append((EventKind.REPLY_DRAFTED, {"feedback": item.id, "author": item.author, "reply": reply}))
-    ids = [item.id for item in batch.items]
-    summary = {"round": number, "component": batch.component, "feedback": ids, "kept": kept, "head": head}
-    events.append((EventKind.ROUND_FINISHED, {**summary, "detail": detail}))
-    ctx.store.finish_round(ctx.run_id, number, events)
+        drafted = events.ReplyDraftedPayload(feedback=item.id, author=item.author, reply=reply)
+        written.append((EventKind.REPLY_DRAFTED, drafted.dump()))
+    finished = events.RoundFinishedPayload(
+        round=number,
+        component=batch.component,
+        feedback=[item.id for item in batch.items],
+        kept=kept,
+        head=head,
+        detail=detail,
+    )
+    written.append((EventKind.ROUND_FINISHED, finished.dump()))
+    ctx.store.finish_round(ctx.run_id, number, written)
     notify_champion(ctx)  # the body says what the round addressed, or that it could not hold the score
 
 

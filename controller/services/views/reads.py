@@ -12,9 +12,9 @@ run's commits, written only by the controller (ADR-0005 decision 3), never a che
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
 
 from controller.config.settings import Settings
+from controller.domain import events
 from controller.domain.enums import Direction, EventKind, Outcome, RunStatus, SampleArm, TurnPhase
 from controller.domain.errors import CrucibleError
 from controller.services.views import schemas
@@ -255,9 +255,22 @@ def feedback_view(store: Store, run_id: str) -> schemas.Feedback:
     replies: list[schemas.Reply] = []
     rounds: list[schemas.Round] = []
     for e in store.list_events(run_id, kinds=kinds):
-        payload: dict[str, Any] = dict(e.payload)
+        # Through the kind's payload model: a malformed stored event is left out, never a 500.
         if e.kind == EventKind.REPLY_DRAFTED:
-            replies.append(schemas.Reply.model_validate(payload))
+            reply = events.read(events.ReplyDraftedPayload, e.payload)
+            if reply is not None:
+                replies.append(schemas.Reply(feedback=reply.feedback, author=reply.author, reply=reply.reply))
         else:
-            rounds.append(schemas.Round.model_validate(payload))
+            done = events.read(events.RoundFinishedPayload, e.payload)
+            if done is not None:
+                rounds.append(
+                    schemas.Round(
+                        round=done.round,
+                        component=done.component,
+                        feedback=done.feedback,
+                        kept=done.kept,
+                        head=done.head,
+                        detail=done.detail,
+                    )
+                )
     return schemas.Feedback(run_id=run_id, feedback=items, rounds=rounds, replies=replies)

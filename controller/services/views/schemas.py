@@ -14,7 +14,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from controller.domain.enums import (
     Direction,
@@ -286,6 +286,10 @@ def event_view(event_id: int, run_id: str, kind: str, created_at: datetime, payl
     fields as extras)."""
     models = PARALLEL_EVENT_MODELS if "parallel_index" in payload else EVENT_MODELS
     model = models.get(kind, Event)
-    return model.model_validate(
-        {"id": event_id, "run_id": run_id, "kind": kind, "created_at": created_at, **payload}
-    )
+    head = {"id": event_id, "run_id": run_id, "kind": kind, "created_at": created_at}
+    try:
+        return model.model_validate({**payload, **head})
+    except ValidationError:
+        # A stored payload that does not match its kind (``domain.events``) must not break the
+        # stream or a page: the event is shown without its payload, marked so.
+        return Event.model_validate({**head, "malformed": True})
