@@ -15,7 +15,7 @@ import re
 from decimal import Decimal, InvalidOperation
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BeforeValidator, Field, model_validator
+from pydantic import AfterValidator, BeforeValidator, Field, JsonValue, model_validator
 
 from controller.config.model import _KeyedError, _Model
 from controller.config.units import duration_value
@@ -140,9 +140,9 @@ class TolerationSpec(_Model):
             raise _KeyedError(("toleration_seconds",), 'applies only with effect = "NoExecute"')
         return self
 
-    def manifest(self) -> dict[str, Any]:
+    def manifest(self) -> dict[str, JsonValue]:
         """The toleration as the pod spec's JSON spells it."""
-        out: dict[str, Any] = {"operator": self.operator}
+        out: dict[str, JsonValue] = {"operator": self.operator}
         for name, value in (("key", self.key), ("value", self.value), ("effect", self.effect)):
             if value is not None:
                 out[name] = value

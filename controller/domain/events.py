@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
 from controller.domain.enums import (
     EventKind,
@@ -35,7 +35,7 @@ class EventPayload(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="allow")
 
-    def dump(self) -> dict[str, Any]:
+    def dump(self) -> dict[str, JsonValue]:
         """The payload as stored: JSON values, no field left at None that the writer did not set."""
         return self.model_dump(mode="json", exclude_unset=True)
 

@@ -15,6 +15,7 @@ from enum import StrEnum
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
+from pydantic import JsonValue
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -128,7 +129,7 @@ class RunRow(Base):
     metric_name: Mapped[str] = mapped_column(sa.String(200))
     direction: Mapped[str] = mapped_column(sa.String(16))
     turns_planned: Mapped[int] = mapped_column(sa.Integer)
-    options: Mapped[dict[str, Any]] = mapped_column(sa.JSON)
+    options: Mapped[dict[str, JsonValue]] = mapped_column(sa.JSON)
     status: Mapped[str] = mapped_column(sa.String(16))
     stop_reason: Mapped[str | None] = mapped_column(sa.String(32))
     stop_message: Mapped[str | None] = mapped_column(sa.Text)
@@ -334,7 +335,7 @@ class HypothesisRow(Base):
     delta: Mapped[float | None] = mapped_column(sa.Double)
     p_value: Mapped[float | None] = mapped_column(sa.Double)
     hypothesis: Mapped[str | None] = mapped_column(sa.Text)
-    proposal: Mapped[dict[str, Any] | None] = mapped_column(sa.JSON)
+    proposal: Mapped[dict[str, JsonValue] | None] = mapped_column(sa.JSON)
     changed_paths: Mapped[list[str]] = mapped_column(sa.JSON)
     commits: Mapped[dict[str, str]] = mapped_column(sa.JSON)
     samples: Mapped[list[Any]] = mapped_column(sa.JSON)
@@ -384,7 +385,7 @@ class EventRow(Base):
     id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=True)
     run_id: Mapped[str] = mapped_column(sa.String(64), _run_fk())
     kind: Mapped[str] = mapped_column(sa.String(32))
-    payload: Mapped[dict[str, Any]] = mapped_column(sa.JSON)
+    payload: Mapped[dict[str, JsonValue]] = mapped_column(sa.JSON)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
 
     def to_record(self) -> EventRecord:
@@ -418,12 +419,12 @@ class WorkerRoundRow(Base):
     round: Mapped[int] = mapped_column(sa.Integer)
     attempt: Mapped[int] = mapped_column(sa.Integer)
     token_hash: Mapped[str] = mapped_column(sa.String(64), unique=True)
-    job: Mapped[dict[str, Any]] = mapped_column(sa.JSON)
+    job: Mapped[dict[str, JsonValue]] = mapped_column(sa.JSON)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     expires_at: Mapped[datetime] = mapped_column(UTCDateTime)
     revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     heads: Mapped[dict[str, list[str]]] = mapped_column(sa.JSON)
-    outcome: Mapped[dict[str, Any] | None] = mapped_column(sa.JSON)
+    outcome: Mapped[dict[str, JsonValue] | None] = mapped_column(sa.JSON)
 
     def to_record(self) -> WorkerRoundRecord:
         return WorkerRoundRecord(
@@ -493,7 +494,7 @@ class DeliveryRow(Base):
     id: Mapped[str] = mapped_column(sa.String(100), primary_key=True)
     event: Mapped[str] = mapped_column(sa.String(64))
     action: Mapped[str | None] = mapped_column(sa.String(64))
-    payload: Mapped[dict[str, Any]] = mapped_column(sa.JSON)
+    payload: Mapped[dict[str, JsonValue]] = mapped_column(sa.JSON)
     received_at: Mapped[datetime] = mapped_column(UTCDateTime)
     processed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 

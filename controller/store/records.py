@@ -13,6 +13,8 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Protocol
 
+from pydantic import JsonValue
+
 from controller.domain.enums import (
     OUTCOME_OF_REASON,
     EventKind,
@@ -55,7 +57,7 @@ class RunRecord:
     metric_name: str
     direction: str
     turns_planned: int
-    options: dict[str, Any]
+    options: dict[str, JsonValue]
     status: RunStatus
     stop_reason: StopReason | None
     stop_message: str | None

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 
 from controller.domain import events
 from controller.domain.enums import EventKind, Reason, RunStatus, StopReason
@@ -45,7 +45,7 @@ class EventSpec(_Wire):
     stored through the worker routes."""
 
     kind: EventKind
-    payload: dict[str, Any] = Field(default_factory=dict)
+    payload: dict[str, JsonValue] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _payload_of_its_kind(self) -> EventSpec:
@@ -56,7 +56,7 @@ class EventSpec(_Wire):
     def of(cls, event: tuple[EventKind, Mapping[str, Any]]) -> EventSpec:
         return cls(kind=event[0], payload=dict(event[1]))
 
-    def pair(self) -> tuple[EventKind, dict[str, Any]]:
+    def pair(self) -> tuple[EventKind, dict[str, JsonValue]]:
         return self.kind, dict(self.payload)
 
 
@@ -64,7 +64,7 @@ class BaselineReport(_Wire):
     """``POST ledger/baseline``: the baseline's median and its event's payload."""
 
     value: float
-    event_payload: dict[str, Any]
+    event_payload: dict[str, JsonValue]
 
     @model_validator(mode="after")
     def _payload_of_its_kind(self) -> BaselineReport:
@@ -168,7 +168,7 @@ class HypothesisScope(_Wire):
 
     turn: int
     index: int
-    proposal: dict[str, Any] | None = None
+    proposal: dict[str, JsonValue] | None = None
 
 
 class ComponentBase(_Wire):

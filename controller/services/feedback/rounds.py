@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Protocol
 
+from pydantic import JsonValue
+
 from controller.domain import events
 from controller.domain.enums import EventKind, Outcome
 from controller.domain.jobs import RoundJob
@@ -296,7 +298,7 @@ def end_round(ctx: RunContext, number: int, batch: Batch, kept: bool, detail: st
     round finished in the record, the PR told (its body says what the round addressed)."""
     spec = ctx.spec
     head = ctx.champion_heads.get(batch.component) if kept else None
-    written: list[tuple[EventKind, dict[str, object]]] = []
+    written: list[tuple[EventKind, dict[str, JsonValue]]] = []
     for item in batch.items:
         if item.source == FeedbackSource.STEER:
             continue  # replies are for people on the PR; the operator reads the round's outcome
