@@ -24,7 +24,6 @@ import threading
 from typing import TYPE_CHECKING, Any, Protocol
 
 import sqlalchemy as sa
-from pydantic import JsonValue
 from sqlalchemy.dialects import postgresql
 
 from controller.domain.enums import RunStatus
@@ -143,7 +142,7 @@ class PgHotReads:
         for conn in idle:
             await conn.close()
 
-    async def _rows(self, sql: str, params: dict[str, JsonValue]) -> list[tuple[Any, ...]]:
+    async def _rows(self, sql: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
         import psycopg
 
         conn = await self._acquire()

@@ -13,7 +13,6 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from pydantic import JsonValue
 from sqlalchemy.orm import Session
 
 from controller.domain.enums import EventKind, SampleArm, TurnPhase
@@ -73,7 +72,7 @@ def new_turn_row(run_id: str, number: int, round: int, now: datetime) -> TurnRow
     )
 
 
-def decision_values(decision: TurnDecision) -> dict[str, JsonValue]:
+def decision_values(decision: TurnDecision) -> dict[str, Any]:
     return {
         "phase": TurnPhase.DECIDED.value,
         "outcome": decision.outcome.value,

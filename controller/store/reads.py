@@ -16,7 +16,6 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 import sqlalchemy as sa
-from pydantic import JsonValue
 from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 
@@ -278,9 +277,9 @@ SUMMARIES = {False: _summaries(False), True: _summaries(True)}  # by whether the
 
 def summaries_query(
     *, limit: int, offset: int, status: RunStatus | None
-) -> tuple[sa.Select[*tuple[Any, ...]], dict[str, JsonValue]]:
+) -> tuple[sa.Select[*tuple[Any, ...]], dict[str, Any]]:
     """The runs list's page, newest first: the statement and its parameters."""
-    params: dict[str, JsonValue] = {"limit": limit, "offset": offset}
+    params: dict[str, Any] = {"limit": limit, "offset": offset}
     if status is not None:
         params["status"] = status.value
     return SUMMARIES[status is not None], params
