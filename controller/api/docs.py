@@ -43,7 +43,7 @@ def openapi() -> dict[str, Any]:
     store = Store("sqlite://")
     try:
         settings = Settings(home=Path("/nonexistent"), database_url="sqlite://")
-        # With the worker routes: their schemas are the worker protocol's contract (ADR-0024).
+        # With the worker routes: their schemas are the worker protocol's contract (ADR-0028).
         remote = RemoteRounds(settings, store, controller_url="http://unused")
         app = create_app(settings, store, ApiTokens("unused"), _NoControl(), remote=remote)
         return app.openapi()

@@ -3,7 +3,7 @@
 These are not the operator API: a worker token (minted per round by ``services.remote.remote_rounds``)
 is the only credential they take, and it is good for nothing else (the operator routes compare
 against ``CRUCIBLE_API_TOKEN`` only). Every request and answer is a schema of
-``store.worker_protocol``, which ``crucible worker`` imports too (ADR-0024), so the routes are in
+``store.worker_protocol``, which ``crucible worker`` imports too (ADR-0028), so the routes are in
 ``/docs`` and ``docs/openapi.json`` under the tag ``worker``, pinned by the golden test like the rest.
 
 - ``GET  job``: the round's job, the spec text and the components' base shas.

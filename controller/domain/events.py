@@ -1,4 +1,4 @@
-"""A payload model per event kind: what each entry of a run's event stream carries (ADR-0024).
+"""A payload model per event kind: what each entry of a run's event stream carries (ADR-0028).
 
 Events are written by the turn path, the rounds, the controller and (through the worker routes) by
 ``crucible worker``, and read back by the knobs walk, publishing, the views and the dashboard. One

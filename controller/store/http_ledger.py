@@ -7,7 +7,7 @@ each call with the SQL store inside one transaction, so atomicity and the exactl
 stay where they were: a ``decide_turn`` whose answer was lost and that is sent again is refused
 with ConflictError, never applied twice. Requests and answers are the shared schemas of
 ``store.worker_protocol`` (the answers are the records themselves), sent with the protocol version
-(ADR-0024). ``tests/ledger`` holds this class to the same suite as the store.
+(ADR-0028). ``tests/ledger`` holds this class to the same suite as the store.
 
 Errors come back as the contract names them (the routes send ``kind``): 404 NotFoundError, 409
 ConflictError, 400 ValueError (and 422: a body its schema refused), 401/403

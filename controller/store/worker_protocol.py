@@ -1,4 +1,4 @@
-"""The worker protocol: one pydantic schema per request and answer of the worker routes (ADR-0024).
+"""The worker protocol: one pydantic schema per request and answer of the worker routes (ADR-0028).
 
 ``crucible worker`` (``store.http_ledger``, the client) and the controller (``api.worker``, the
 routes) both import these, so a field is declared once and both ends agree by construction; FastAPI

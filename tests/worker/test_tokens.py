@@ -126,7 +126,7 @@ def test_the_token_expires(controller: Controller) -> None:
 
 
 def test_worker_routes_are_in_the_document_under_their_own_tag(controller: Controller) -> None:
-    """The worker protocol's schemas are its contract (ADR-0024): ``/openapi.json`` declares them."""
+    """The worker protocol's schemas are its contract (ADR-0028): ``/openapi.json`` declares them."""
     with controller.client(None) as http:
         paths = http.get("/openapi.json").json()["paths"]
     worker = {p: item for p, item in paths.items() if p.startswith("/api/worker")}
