@@ -11,9 +11,11 @@ from __future__ import annotations
 import os
 import pwd
 import subprocess
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -126,12 +128,35 @@ def postgres_url() -> Iterator[str]:
     admin = sa.create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
         conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    left_open = 0
     try:
         yield PG_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
+        left_open = connections_left_open(admin, name)
     finally:
         with admin.connect() as conn:
             conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
         admin.dispose()
+    if left_open:
+        # A Store or engine the test never closed: its pooled psycopg connection would be collected
+        # later, inside whichever test runs then, as a ResourceWarning far from its cause (issue 22).
+        pytest.fail(
+            f"{left_open} connection(s) to the test's database still open after it: close every Store"
+        )
+
+
+def connections_left_open(admin: Any, database: str, grace: float = 10.0) -> int:
+    """Connections to ``database`` once the test is over, after ``grace`` seconds for processes the test
+    started to exit; ``DROP DATABASE ... WITH (FORCE)`` would end them silently."""
+    import sqlalchemy as sa
+
+    query = sa.text("SELECT count(*) FROM pg_stat_activity WHERE datname = :name")
+    deadline = time.monotonic() + grace
+    while True:
+        with admin.connect() as conn:
+            count = int(conn.execute(query, {"name": database}).scalar_one())
+        if count == 0 or time.monotonic() > deadline:
+            return count
+        time.sleep(0.1)
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
