@@ -23,6 +23,7 @@ import pytest
 from controller.domain.enums import EventKind, RunStatus, TurnPhase
 from controller.store import Store
 from tests.conftest import free_port, make_repo
+from tests.support import wait_until
 from tests.webhooks.helpers import SECRET, encode, post
 
 TOKEN = "serve-token-0123456789"
@@ -93,11 +94,7 @@ def _ready(url: str) -> bool:
 
 
 def _until(check: Callable[[], bool], what: str, proc: subprocess.Popen[bytes], timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert proc.poll() is None, f"the server exited ({proc.returncode}) while waiting for {what}"
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
+    wait_until(check, what, proc=proc, timeout=timeout, interval=0.1)
 
 
 def _started_turn(store: Store, run_id: str, number: int) -> bool:

@@ -10,7 +10,6 @@ run 404; several PRs without a ``component`` 422 naming it (covered by the servi
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -35,6 +34,7 @@ from tests.forgekit import (
     review_round_spec,
     write_agent,
 )
+from tests.support import wait_until
 
 ADMIN = "admin-token-0123456789"
 READER = "reader-token-0123456789"
@@ -45,10 +45,7 @@ pytestmark = pytest.mark.slow
 
 
 def _until(check: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + BOUND_S
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
+    wait_until(check, what, timeout=BOUND_S)
 
 
 @pytest.fixture

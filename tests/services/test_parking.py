@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -36,6 +35,7 @@ from tests.forgekit import (
     write_agent,
     write_spec,
 )
+from tests.support import wait_until
 
 BOUND_S = 120.0  # a bound for a broken scheduler, never reached by a working one
 
@@ -43,10 +43,7 @@ pytestmark = pytest.mark.slow
 
 
 def _until(check: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + BOUND_S
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
+    wait_until(check, what, timeout=BOUND_S)
 
 
 @pytest.fixture

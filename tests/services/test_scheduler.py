@@ -9,7 +9,6 @@ conflict), so the run never went on. Real parts: git, SQLite, the agent and metr
 from __future__ import annotations
 
 import os
-import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -27,6 +26,7 @@ from controller.services.control.scheduler import Scheduler
 from controller.store.store import Store
 from controller.wiring import Root, build
 from tests.conftest import make_repo
+from tests.support import wait_until
 
 SPEC = """
 objective = "count up"
@@ -54,10 +54,7 @@ BOUND_S = 120.0  # a bound for a broken scheduler, never reached by a working on
 
 
 def _until(check: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + BOUND_S
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
+    wait_until(check, what, timeout=BOUND_S)
 
 
 @pytest.fixture
