@@ -29,11 +29,12 @@ protocol version.
 from collections.abc import Callable, Coroutine
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Header, Query, Request, Response
+from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.routing import APIRoute
 
+from controller.api.uploads import stream_to_file
 from controller.domain.enums import EventKind
 from controller.services.remote.remote_rounds import RemoteRounds
 from controller.store.records import (
@@ -150,8 +151,11 @@ def _round_routes(router: APIRouter, remote: RemoteRounds, grant: Any) -> None:
     async def receive_bundle(
         request: Request, turn: int | None = None, g: WorkerRoundRecord = grant
     ) -> BundleHeads:
-        data = await request.body()
-        heads = await run_in_threadpool(remote.receive_bundle, g, data, turn)
+        with remote.upload(g) as path:  # 409 while this token has another upload in flight
+            if not await stream_to_file(request, path, remote.max_bundle_bytes):
+                refused = await run_in_threadpool(remote.refuse_oversized, g, turn)
+                raise HTTPException(status_code=413, detail=str(refused))
+            heads = await run_in_threadpool(remote.receive_bundle, g, path, turn)
         return BundleHeads(heads=heads)
 
     @router.post("/outcome")

@@ -15,6 +15,11 @@ from pathlib import Path
 
 from controller.workspace.git import run_git, run_git_bytes
 
+# Seconds any git command over a bundle a worker sent may run: git's bundle parsing costs ~0.6 s of CPU
+# per MiB of junk, so a bad bundle must not hold a thread for as long as its size makes it.
+INPUT_TIMEOUT_S = 120.0
+GITLINK, SYMLINK = "160000", "120000"
+
 
 def create_bundle(repo: Path, out: Path, refs: Mapping[str, str], *, exclude: tuple[str, ...] = ()) -> None:
     """Write a bundle of ``refs`` (full ref name -> sha) from ``repo`` to ``out``; commits reachable
@@ -28,7 +33,7 @@ def create_bundle(repo: Path, out: Path, refs: Mapping[str, str], *, exclude: tu
 
 def list_heads(bundle: Path, cwd: Path) -> dict[str, str]:
     """The refs a bundle carries (ref name -> sha); GitError if it is not a bundle."""
-    out = run_git(["bundle", "list-heads", str(bundle)], cwd)
+    out = run_git(["bundle", "list-heads", str(bundle)], cwd, timeout=INPUT_TIMEOUT_S)
     heads: dict[str, str] = {}
     for line in out.splitlines():
         sha, _, name = line.partition(" ")
@@ -39,14 +44,16 @@ def list_heads(bundle: Path, cwd: Path) -> dict[str, str]:
 
 def verify(bundle: Path, repo: Path) -> str | None:
     """None when ``repo`` has every commit the bundle presumes; otherwise git's complaint."""
-    code, _, stderr = run_git_bytes(["bundle", "verify", "-q", str(bundle)], repo, check=False)
+    args = ["bundle", "verify", "-q", str(bundle)]
+    code, _, stderr = run_git_bytes(args, repo, check=False, timeout=INPUT_TIMEOUT_S)
     return None if code == 0 else stderr.strip() or f"git bundle verify exited {code}"
 
 
 def fetch(bundle: Path, repo: Path, refs: Sequence[str]) -> None:
     """Bring the objects behind the bundle's ``refs`` into ``repo`` (no local ref is written: the
     caller pins what it accepts with ``pin``; the rest is unreachable and left to gc)."""
-    run_git(["fetch", "-q", "--no-tags", "--no-write-fetch-head", str(bundle), *refs], repo)
+    args = ["fetch", "-q", "--no-tags", "--no-write-fetch-head", str(bundle), *refs]
+    run_git(args, repo, timeout=INPUT_TIMEOUT_S)
 
 
 def pin(repo: Path, ref: str, sha: str) -> None:
@@ -57,10 +64,35 @@ def pin(repo: Path, ref: str, sha: str) -> None:
 def paths_by_commit(repo: Path, start: str, head: str) -> dict[str, list[str]]:
     """Every commit in ``start..head`` with the paths it changes (against each of its parents, so
     a merge cannot hide a change)."""
-    commits = run_git(["rev-list", f"{start}..{head}"], repo).split()
+    commits = run_git(["rev-list", f"{start}..{head}"], repo, timeout=INPUT_TIMEOUT_S).split()
     changed: dict[str, list[str]] = {}
     for sha in commits:
         args = ["diff-tree", "-r", "-m", "--no-commit-id", "--name-only", "-z", "--no-renames", sha]
-        _, raw, _ = run_git_bytes(args, repo)
+        _, raw, _ = run_git_bytes(args, repo, timeout=INPUT_TIMEOUT_S)
         changed[sha] = sorted({os.fsdecode(item) for item in raw.split(b"\0") if item})
     return changed
+
+
+def unsafe_entries(repo: Path, start: str, head: str) -> list[str]:
+    """What the commits of ``start..head`` add that the local path refuses too: a submodule link
+    (gitlink), or a symlink whose target leaves the repository (absolute, or climbing above its root).
+    Each as ``"<commit>: <path>: why"``; [] when there is none."""
+    problems: list[str] = []
+    for sha in run_git(["rev-list", f"{start}..{head}"], repo, timeout=INPUT_TIMEOUT_S).split():
+        args = ["diff-tree", "-r", "-m", "--no-commit-id", "-z", "--no-renames", sha]
+        _, raw, _ = run_git_bytes(args, repo, timeout=INPUT_TIMEOUT_S)
+        fields = raw.split(b"\0")
+        for meta, name in zip(fields[0::2], fields[1::2], strict=False):
+            parts = meta.decode("ascii", "replace").lstrip(":").split()
+            if len(parts) < 5:
+                continue
+            mode, blob, path = parts[1], parts[3], os.fsdecode(name)
+            if mode == GITLINK:
+                problems.append(f"{sha[:12]}: {path}: a submodule link (gitlink)")
+            elif mode == SYMLINK:
+                _, target, _ = run_git_bytes(["cat-file", "blob", blob], repo, timeout=INPUT_TIMEOUT_S)
+                where = os.fsdecode(target)
+                inside = os.path.normpath(os.path.join(os.path.dirname(path), where))
+                if os.path.isabs(where) or inside == ".." or inside.startswith("../"):
+                    problems.append(f"{sha[:12]}: {path}: a symlink to {where!r} leaves the repository")
+    return problems

@@ -121,20 +121,27 @@ def run_git_bytes(
     env: Mapping[str, str] | None = None,
     input: bytes | None = None,
     check: bool = True,
+    timeout: float | None = None,
 ) -> tuple[int, bytes, str]:
     """Run ``git *args`` in ``cwd``; return (returncode, raw stdout, stderr text).
 
-    Raises GitError on a non-zero exit when ``check`` (the default).
+    Raises GitError on a non-zero exit when ``check`` (the default), and always when ``timeout``
+    seconds pass first (the command is killed): git over input a worker sent must not run for as long
+    as the input makes it.
     """
-    proc = subprocess.run(
-        ["git", *pinned_config(), *args],
-        cwd=cwd,
-        env=dict(env) if env is not None else git_env(),
-        input=input,
-        stdin=None if input is not None else subprocess.DEVNULL,
-        capture_output=True,
-        check=False,
-    )
+    try:
+        proc = subprocess.run(
+            ["git", *pinned_config(), *args],
+            cwd=cwd,
+            env=dict(env) if env is not None else git_env(),
+            input=input,
+            stdin=None if input is not None else subprocess.DEVNULL,
+            capture_output=True,
+            check=False,
+            timeout=timeout,
+        )
+    except subprocess.TimeoutExpired:
+        raise GitError(list(args), -9, f"timed out after {timeout:g} s") from None
     stderr = proc.stderr.decode("utf-8", "replace")
     if check and proc.returncode != 0:
         raise GitError(list(args), proc.returncode, stderr)
@@ -148,6 +155,7 @@ def run_git(
     env: Mapping[str, str] | None = None,
     input: bytes | None = None,
     check: bool = True,
+    timeout: float | None = None,
 ) -> str:
     """Run ``git *args`` in ``cwd`` and return stdout as text.
 
@@ -156,7 +164,7 @@ def run_git(
     environment (build it with ``git_env(extra)``); None means ``git_env()``. Raises GitError on
     a non-zero exit unless ``check=False``.
     """
-    _, out, _ = run_git_bytes(args, cwd, env=env, input=input, check=check)
+    _, out, _ = run_git_bytes(args, cwd, env=env, input=input, check=check, timeout=timeout)
     text = out.decode("utf-8", "surrogateescape")
     return text[:-1] if text.endswith("\n") else text
 

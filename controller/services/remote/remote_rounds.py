@@ -10,10 +10,13 @@ record only through the worker routes, with a bearer token minted here for that 
   expired, revoked: the round ended) / ForbiddenError (another run) / NotFoundError (no such run).
 - ``feedback``: the feedback items a refinement round addresses (only those of its job).
 - ``start_bundle``: the round's start commits (and the base) of one component, as a git bundle.
-- ``receive_bundle``: a bundle the worker sends before deciding a kept turn. It is verified before
-  anything is recorded: only refs ``refs/crucible/<run>/<component>``, every commit descending from
+- ``upload`` / ``receive_bundle``: a bundle the worker sends before deciding a kept turn, streamed
+  to a file of the run's scratch directory (the route enforces ``MAX_BUNDLE_BYTES`` while reading;
+  one upload at a time per token). It is verified before anything is recorded, every git command on
+  it bounded in time: only refs ``refs/crucible/<run>/<component>``, every commit descending from
   the round's start head of its component, every path any commit changes inside the component's
-  mutable surface and outside its protected paths and evaluator files. A refused bundle is recorded
+  mutable surface and outside its protected paths and evaluator files, no submodule link and no
+  symlink leaving the repository (as on the local path). A refused bundle is recorded
   as ``policy_violation`` (the turn it was for is decided so), the attempt's token is revoked, and
   nothing from it is published. Accepted heads are pinned under ``refs/crucible/`` in the run's
   candidate clone, where publishing finds them, and remembered for ``decide_turn``.
@@ -29,7 +32,8 @@ import contextlib
 import hashlib
 import hmac
 import secrets
-from collections.abc import Callable, Mapping, Sequence
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -111,6 +115,9 @@ class RemoteRounds:
         self.token_ttl_s = token_ttl_s
         self._hand_over = hand_over or (lambda _run: False)
         self._clock = clock
+        self.max_bundle_bytes = MAX_BUNDLE_BYTES  # an upload past it is refused while it is read
+        self._uploading: set[str] = set()  # token hashes with an upload in flight
+        self._uploads_lock = threading.Lock()
 
     # -- the broker's side --------------------------------------------------------------------
 
@@ -254,19 +261,37 @@ class RemoteRounds:
         )
         return out
 
-    def receive_bundle(self, grant: WorkerRoundRecord, data: bytes, turn: int | None) -> dict[str, str]:
-        """Verify and import a bundle of the worker's commits; the heads it proved (module docstring).
-        PolicyViolation (recorded) when it is refused."""
-        self._require_scope(grant, turn)
-        if len(data) > MAX_BUNDLE_BYTES:
-            raise self._refuse(grant, turn, f"the bundle is larger than {MAX_BUNDLE_BYTES} bytes")
-        scratch = self._scratch(grant.run_id)
-        path = scratch / f"upload-{grant.round}-{grant.attempt}-{secrets.token_hex(4)}.bundle"
-        path.write_bytes(data)
+    @contextlib.contextmanager
+    def upload(self, grant: WorkerRoundRecord) -> Iterator[Path]:
+        """A file for one bundle upload of ``grant``'s token, removed afterwards; ConflictError while
+        another upload of the same token is in flight (uploads do not queue up on a token)."""
+        with self._uploads_lock:
+            if grant.token_hash in self._uploading:
+                raise ConflictError("an upload with this token is in progress; one at a time")
+            self._uploading.add(grant.token_hash)
+        path = (
+            self._scratch(grant.run_id)
+            / f"upload-{grant.round}-{grant.attempt}-{secrets.token_hex(4)}.bundle"
+        )
         try:
-            return self._import(grant, path, turn)
+            yield path
         finally:
             path.unlink(missing_ok=True)
+            with self._uploads_lock:
+                self._uploading.discard(grant.token_hash)
+
+    def refuse_oversized(self, grant: WorkerRoundRecord, turn: int | None) -> PolicyViolation:
+        """Record an upload that passed ``max_bundle_bytes`` (it was not read further) as refused."""
+        self._require_scope(grant, turn)
+        return self._refuse(grant, turn, f"the bundle is larger than {self.max_bundle_bytes} bytes")
+
+    def receive_bundle(self, grant: WorkerRoundRecord, path: Path, turn: int | None) -> dict[str, str]:
+        """Verify and import the bundle of the worker's commits at ``path``; the heads it proved
+        (module docstring). PolicyViolation (recorded) when it is refused."""
+        self._require_scope(grant, turn)
+        if path.stat().st_size > self.max_bundle_bytes:
+            raise self.refuse_oversized(grant, turn)
+        return self._import(grant, path, turn)
 
     def decide_turn(
         self,
@@ -356,6 +381,9 @@ class RemoteRounds:
                 if not verdict.ok:
                     detail = "; ".join(verdict.violations[:10])
                     raise self._refuse(grant, turn, f"{name}: commit {commit[:12]} changes {detail}")
+            unsafe = bundles.unsafe_entries(repo, start, sha)
+            if unsafe:
+                raise self._refuse(grant, turn, f"{name}: {'; '.join(unsafe[:10])}")
             proved[name] = sha
         for name, sha in proved.items():
             bundles.pin(self._repo(components[name]), f"{CRUCIBLE_REF_PREFIX}{run_id}/worker/{name}", sha)
