@@ -38,10 +38,10 @@ from controller.services.control.recovery import cancel as cancel_stored
 from controller.services.control.recovery import check_resumable, kill_leftovers, stored_spec
 from controller.services.control.roundjobs import LocalRounds, refinement_job, search_job
 from controller.services.execution.context import Detached, Observer, RunContext
+from controller.services.execution.keep import notify_champion
 from controller.services.execution.liveness import Heartbeat
 from controller.services.execution.loop import LoopResult, finish, heartbeat_for
 from controller.services.execution.runs import create_run, open_context
-from controller.services.execution.turn import notify_champion
 from controller.services.feedback.hub import FeedbackHub
 from controller.services.feedback.publish import Publisher, resume_pull
 from controller.services.feedback.rounds import (

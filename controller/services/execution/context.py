@@ -17,7 +17,6 @@ from controller.config.settings import Settings
 from controller.config.spec import ComponentSpec, Spec
 from controller.config.units import Tolerance
 from controller.domain.enums import Direction, SampleArm
-from controller.engine.candidate import FeedbackQuote
 from controller.services.execution.execute import Executor
 from controller.services.execution.liveness import Heartbeat
 from controller.services.execution.observer import Observer
@@ -67,10 +66,6 @@ class RunContext:
     champion_heads: dict[str, str]
     observer: Observer = field(default_factory=Observer)
     champion_arm: Arm | None = None
-    # Refinement rounds (round >= 1) keep a turn that holds the score instead of improving it.
-    round_rule: RoundRule | None = None
-    # Extra quoted feedback for CANDIDATE.md during a refinement round.
-    feedback: tuple[FeedbackQuote, ...] = ()
     # Called after every keep and at the end of the run (publishing); None: keep results local.
     on_champion: Callable[[RunContext], object] | None = None
     # The lease this process holds on the run while it drives it (``liveness.Heartbeat``).

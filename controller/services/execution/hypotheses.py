@@ -27,21 +27,14 @@ from controller.domain.enums import (
     Reason,
     SampleArm,
 )
-from controller.engine.conventions import author_identity, commit_message, kept_facts
 from controller.engine.knobs import Proposal
 from controller.services.execution.context import RunContext
 from controller.services.execution.hypothesis_pods import try_in_pods
+from controller.services.execution.keep import champion_moved, champion_refs, commit_changed, settle_arms
 from controller.services.execution.progress import TurnProgress
-from controller.services.execution.turn import (
-    EVENT_OF_OUTCOME,
-    TurnStop,
-    TurnWork,
-    base_arm,
-    notify_champion,
-    settle_arms,
-    try_candidate,
-    write_candidate_file,
-)
+from controller.services.execution.turn import try_candidate, write_candidate_file
+from controller.services.execution.verdict import base_arm
+from controller.services.execution.work import EVENT_OF_OUTCOME, TurnStop, TurnWork
 from controller.services.views.reads import hypothesis_view, turn_view
 from controller.stats import Arm, KeepVerdict, guard_check
 from controller.stats.holm import Contender, ParallelChoice, choose
@@ -147,19 +140,9 @@ def with_base_samples(ctx: RunContext, number: int, report: HypothesisReport) ->
 
 def _commit(ctx: RunContext, work: TurnWork) -> dict[str, str]:
     """Commit the hypothesis in each changed component and pin it with a ref (restores move HEAD)."""
-    out: dict[str, str] = {}
-    baseline = ctx.ledger.get_run(ctx.run_id).baseline_value
-    for comp in ctx.components:
-        if comp.name not in work.changed:
-            continue
-        co = ctx.checkout("candidate", comp.name)
-        hypothesis = work.hypothesis or f"turn {work.number}, hypothesis {work.index}"
-        facts = kept_facts(ctx.spec, ctx.run_id, comp.name, baseline, work.value, hypothesis, work.number)
-        message = commit_message(ctx.spec.publish, facts)
-        sha = co.commit_paths(work.changed[comp.name], message, author_identity(ctx.spec.publish))
-        co.set_refs({HYPOTHESIS_REF.format(turn=work.number, index=work.index): sha})
-        out[comp.name] = sha
-    return out
+    ref = HYPOTHESIS_REF.format(turn=work.number, index=work.index)
+    hypothesis = work.hypothesis or f"turn {work.number}, hypothesis {work.index}"
+    return commit_changed(ctx, work, hypothesis, lambda sha: {ref: sha})
 
 
 def _verdict(report: HypothesisReport) -> KeepVerdict | None:
@@ -248,12 +231,7 @@ def _decide(
             if comp.name in winner.commits:
                 co = ctx.checkout("candidate", comp.name)
                 co.restore(winner.commits[comp.name], ctx.spec.workspace.keep_ignored)
-                co.set_refs(
-                    {
-                        "refs/crucible/champion": heads[comp.name],
-                        f"refs/crucible/turns/{number}": heads[comp.name],
-                    }
-                )
+                co.set_refs(champion_refs(number, heads[comp.name]))
         assert winner.value is not None
         champion = ChampionUpdate(value=winner.value, turn=number)
     summary = "; ".join(f"#{i}: {choice.reasons[i]}" for i in sorted(choice.reasons))
@@ -293,10 +271,7 @@ def _decide(
         hypotheses={i: (choice.reasons[i], ctx.executor.redact(choice.details[i])) for i in choice.reasons},
     )
     if winner is not None:
-        ctx.champion_heads = heads
-        notify_champion(ctx)
-        if ctx.spec.metric.interleave is False:
-            ctx.champion_arm = ctx.arm_from_store(number, SampleArm.CANDIDATE)
+        champion_moved(ctx, number, heads)
     cand = [v[ctx.spec.metric.name] for a, _i, v, ok in lead.samples if a == SampleArm.CANDIDATE and ok]
     ref = [v[ctx.spec.metric.name] for a, _i, v, ok in lead.samples if a == SampleArm.CHAMPION and ok]
     stored = ctx.ledger.list_hypotheses(ctx.run_id, number)

@@ -30,8 +30,9 @@ from controller.engine.stopping import Budgets, Progress, check_stop, explain_st
 from controller.services.execution.baseline import run_baseline
 from controller.services.execution.context import Detached, RunContext
 from controller.services.execution.hypotheses import run_parallel_turn
+from controller.services.execution.keep import notify_champion
 from controller.services.execution.liveness import Heartbeat
-from controller.services.execution.turn import notify_champion, run_turn
+from controller.services.execution.turn import run_turn
 from controller.store.records import RunRecord, TurnCounts, TurnRecord
 from controller.workspace.sandboxpaths import sandbox_hides
 

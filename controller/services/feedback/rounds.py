@@ -21,7 +21,8 @@ from controller.domain.enums import EventKind, Outcome
 from controller.domain.jobs import RoundJob
 from controller.engine.candidate import FeedbackQuote
 from controller.services.execution.context import RoundRule, RunContext
-from controller.services.execution.turn import notify_champion, run_turn
+from controller.services.execution.keep import notify_champion
+from controller.services.execution.turn import play_turns
 from controller.store.records import FeedbackRecord, FeedbackSource
 from controller.workspace.git import is_ancestor
 
@@ -268,27 +269,16 @@ def _play(ctx: RunContext, number: int, batch: Batch) -> bool | None:
     spec = ctx.spec
     assert spec.feedback is not None
     first = first_published_score(ctx)
-    ctx.round_rule = RoundRule(spec.feedback.hold, first) if first is not None else None
-    ctx.feedback = quotes(ctx, batch)
+    rule = RoundRule(spec.feedback.hold, first) if first is not None else None
     decided = [t for t in ctx.store.list_turns(ctx.run_id) if t.round == number and t.outcome is not None]
     kept = any(t.outcome == Outcome.ACCEPTED for t in decided)
-    done = len(decided)
     detail = decided[-1].detail if decided else "no turn ran"
-    try:
-        while not kept and done < spec.feedback.turns:
-            if ctx.executor.cancel.is_set():
-                return None
-            counts = ctx.store.turn_counts(ctx.run_id)
-            turn = counts.started[0] if counts.started else counts.highest + 1
-            record = run_turn(ctx, turn, number, None)
-            done += 1
-            detail = record.detail
-            kept = record.outcome == Outcome.ACCEPTED
-    finally:
-        ctx.round_rule = None
-        ctx.feedback = ()
-    if ctx.executor.cancel.is_set() and not kept:
-        return None
+    if not kept:  # a resumed round plays only the turns it has left
+        left = spec.feedback.turns - len(decided)
+        played = play_turns(ctx, number, left, round_rule=rule, feedback=quotes(ctx, batch))
+        if played is None:
+            return None
+        kept, detail = played.kept, played.detail or detail
     end_round(ctx, number, batch, kept, detail)
     return kept
 
@@ -328,25 +318,11 @@ def round_result(ctx: RunContext, number: int) -> tuple[bool, str, int]:
 
 def play_job(ctx: RunContext, job: RoundJob, items: Sequence[Quotable], component: str) -> bool | None:
     """A refinement round's turns as ``crucible worker`` plays them (the controller began the round
-    and ends it): up to ``job.turns`` turns, through the ledger only, until one holds the score
-    (``job.hold``) with the feedback quoted; True when one was kept, None when a cancel cut it off."""
+    and ends it): ``play_turns`` up to ``job.turns`` turns, until one holds the score (``job.hold``)
+    with the feedback quoted; True when one was kept, None when a cancel cut it off."""
     spec = ctx.spec
     assert spec.feedback is not None
-    ctx.round_rule = RoundRule(spec.feedback.hold, job.hold.first_published) if job.hold else None
-    ctx.feedback = quote_items(ctx, component, items)
-    kept, done = False, 0
-    try:
-        while not kept and done < job.turns:
-            if ctx.executor.cancel.is_set():
-                return None
-            counts = ctx.ledger.turn_snapshot(ctx.run_id, last=1).counts
-            turn = counts.started[0] if counts.started else counts.highest + 1
-            record = run_turn(ctx, turn, job.round, None)
-            done += 1
-            kept = record.outcome == Outcome.ACCEPTED
-    finally:
-        ctx.round_rule = None
-        ctx.feedback = ()
-    if ctx.executor.cancel.is_set() and not kept:
-        return None
-    return kept
+    rule = RoundRule(spec.feedback.hold, job.hold.first_published) if job.hold else None
+    feedback = quote_items(ctx, component, items)
+    played = play_turns(ctx, job.round, job.turns, round_rule=rule, feedback=feedback)
+    return None if played is None else played.kept

@@ -1,0 +1,86 @@
+"""Keeping a candidate, once for a turn of one candidate and for a turn of N hypotheses.
+
+A kept change is committed in each component it changed (``commit_changed``), the arms are settled
+(``settle_arms``), and once the ledger has the decision the run's champion moves (``champion_moved``):
+its heads, the publisher told, and (without interleaving) its stored samples as the arm to beat.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+
+from controller.domain.enums import SampleArm
+from controller.domain.errors import CrucibleError
+from controller.engine.conventions import author_identity, commit_message, kept_facts
+from controller.services.execution.context import RunContext
+from controller.services.execution.parallel import run_all
+from controller.services.execution.work import TurnWork
+
+CHAMPION_REF = "refs/crucible/champion"
+TURN_REF = "refs/crucible/turns/{turn}"
+
+
+def champion_refs(turn: int, sha: str) -> dict[str, str]:
+    """The refs a kept turn's commit is pinned by: the champion and the turn's own."""
+    return {CHAMPION_REF: sha, TURN_REF.format(turn=turn): sha}
+
+
+def settle_arms(ctx: RunContext, new_heads: dict[str, str] | None) -> None:
+    """End a turn. After a rejection the candidate is restored exactly and the champion loses the
+    ignored files (build caches) its measurement left, except ``workspace.keep_ignored``, so both arms
+    start the next measurement alike; after a keep the champion arm moves to the new champion. The git
+    work of the arms runs side by side.
+    """
+    keep_ignored = ctx.spec.workspace.keep_ignored
+    calls: list[Callable[[], None]] = []
+    for comp in ctx.components:
+        candidate = ctx.checkout("candidate", comp.name)
+        champion = ctx.checkout("champion", comp.name)
+        old = ctx.champion_heads[comp.name]
+        if new_heads is None:
+            calls.append(partial(candidate.restore, old, keep_ignored))
+            calls.append(partial(champion.clean, keep_ignored))
+        elif new_heads[comp.name] != old:
+            # After a keep both arms keep the caches their own measurement built (alike again);
+            # only the champion moves, touching just the files that differ.
+            calls.append(partial(champion.advance, new_heads[comp.name]))
+    run_all(calls)
+
+
+def commit_changed(
+    ctx: RunContext, work: TurnWork, hypothesis: str | None, refs: Callable[[str], dict[str, str]]
+) -> dict[str, str]:
+    """Commit the candidate in each component ``work`` changed, pin each commit with ``refs(sha)``
+    (a restore moves HEAD, a ref keeps the commit), and return the commits by component."""
+    out: dict[str, str] = {}
+    baseline = ctx.ledger.get_run(ctx.run_id).baseline_value
+    for comp in ctx.components:
+        if comp.name not in work.changed:
+            continue
+        co = ctx.checkout("candidate", comp.name)
+        facts = kept_facts(ctx.spec, ctx.run_id, comp.name, baseline, work.value, hypothesis, work.number)
+        message = commit_message(ctx.spec.publish, facts)
+        sha = co.commit_paths(work.changed[comp.name], message, author_identity(ctx.spec.publish))
+        co.set_refs(refs(sha))
+        out[comp.name] = sha
+    return out
+
+
+def champion_moved(ctx: RunContext, turn: int, heads: dict[str, str]) -> None:
+    """After the ledger recorded turn ``turn`` as kept with ``heads``: the run's champion is there now,
+    the publisher is told, and without interleaving the kept samples are the arm to beat."""
+    ctx.champion_heads = heads
+    notify_champion(ctx)
+    if ctx.spec.metric.interleave is False:
+        ctx.champion_arm = ctx.arm_from_store(turn, SampleArm.CANDIDATE)
+
+
+def notify_champion(ctx: RunContext) -> None:
+    """Tell the publisher (if any) about the champion; a forge outage must not stop the search."""
+    if ctx.on_champion is None:
+        return
+    try:
+        ctx.on_champion(ctx)
+    except CrucibleError as exc:
+        ctx.observer.warn(f"publishing failed (will retry after the next keep and at the end): {exc}")

@@ -1,0 +1,206 @@
+"""A turn's steps before its verdict: propose, policy check, the measured tree, validation, measurement.
+
+Each step either records what it found in the turn's ``TurnWork`` or raises ``TurnStop`` with the
+reason that settles the turn (``Reason``), so the caller (``turn.try_candidate``) stops at the first
+step that decides; nothing here writes the record.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+
+from controller.agents.base import last_line
+from controller.agents.command import agent_command as preset_command
+from controller.domain.enums import Reason, TurnStep
+from controller.engine.knobs import Proposal, apply
+from controller.engine.policy import check_paths, evaluator_paths
+from controller.engine.protocol import parse_agent_output
+from controller.services.execution.context import RunContext
+from controller.services.execution.measure import ArmRoot, Measurement, PairCheck, measure
+from controller.services.execution.parallel import run_all
+from controller.services.execution.validate import Validation, run_validation
+from controller.services.execution.work import TurnStop, TurnWork
+from controller.workspace import ignored
+
+
+def propose(ctx: RunContext, work: TurnWork, proposal: Proposal | None) -> None:
+    """Let the agent (or the knobs proposer) change the candidate workspace."""
+    agent = ctx.spec.agent
+    root = ctx.layout.workspace_root("candidate")
+    work.step(TurnStep.PROPOSING)
+    if proposal is not None:
+        work.proposal = proposal
+        work.hypothesis = proposal.hypothesis
+        apply(proposal, root)
+        return
+    ctx.observer.step(f"turn {work.number}: agent running")
+    protocol = {**ctx.agent_env, **ctx.protocol_env(work.number, work.round)}
+    if work.index is not None:
+        protocol["CRUCIBLE_PARALLEL_INDEX"] = str(work.index)
+    result = ctx.executor.run(
+        agent_command(ctx),
+        cwd=root,
+        timeout=agent.timeout,
+        writable=[ctx.layout.arm_dir("candidate")],
+        protocol=protocol,
+        log=ctx.layout.log_file(work.number, "agent"),
+    )
+    report = parse_agent_output(result.matched_lines)
+    work.hypothesis = ctx.executor.redact(report.hypothesis) if report.hypothesis else None
+    work.cost_usd, work.tokens = report.cost_usd, report.tokens
+    refuse_violations(ctx)
+    if result.cancelled:
+        raise cancelled(ctx, "while the agent was running")
+    if result.timed_out:
+        raise TurnStop(Reason.TIMEOUT, f"the agent timed out after {agent.timeout:g}s")
+    if result.returncode != 0:
+        said = last_line(result.stderr)
+        cause = f": {result.start_problem}" if result.start_problem else f": {said}" if said else ""
+        raise TurnStop(Reason.AGENT_FAILED, f"the agent exited {result.returncode}{cause}")
+
+
+def agent_command(ctx: RunContext) -> str:
+    """The agent's shell command: ``agent.command``, or the wrapper that runs ``agent.preset``'s CLI."""
+    agent = ctx.spec.agent
+    if agent.preset is None:
+        assert agent.command is not None
+        return agent.command
+    return preset_command(
+        agent,
+        ctx.spec.spec_dir,
+        sandboxed=ctx.executor.sandbox or ctx.contained,
+        search_path=ctx.executor.scrubbed.env.get("PATH"),
+    )
+
+
+def scan_kept(ctx: RunContext, work: TurnWork) -> None:
+    """Fingerprint the kept ignored files of the candidate before the agent may touch them."""
+    keep = ctx.spec.workspace.keep_ignored
+    for comp in ctx.components:
+        root = ctx.checkout("candidate", comp.name).path
+        work.kept_before[comp.name] = ignored.scan(root, keep).kept if keep else {}
+
+
+def measured_tree_only(ctx: RunContext, work: TurnWork) -> None:
+    """Make each arm exactly its committed tree plus the kept ignored paths (ADR 0007).
+
+    Ignored files outside ``workspace.keep_ignored`` are removed from the candidate (an agent may have
+    planted them) and from the champion when it is measured beside it (so both arms are alike). A kept ignored
+    file the agent created, changed or removed cannot be undone cheaply, so the turn is refused and
+    those files are deleted (the next measurement rebuilds them) rather than kept for later turns.
+    """
+    keep = ctx.spec.workspace.keep_ignored
+    prefix = "{}/" if ctx.layout.composite else ""
+
+    def tidy(arm: str, component: str) -> list[str]:
+        root = ctx.checkout(arm, component).path
+        found = ignored.scan(root, keep)
+        ignored.remove(root, found.unkept)
+        if arm != "candidate":
+            return []
+        changes = ignored.changed(work.kept_before.get(component, {}), found.kept)
+        ignored.remove(root, changes)  # the restore keeps these: they must not poison later turns
+        return [prefix.format(component) + path for path in changes]
+
+    # The champion arm is measured only when interleaved; otherwise its stored samples stand in.
+    arms = ("candidate", "champion") if ctx.spec.metric.interleave else ("candidate",)
+    for comp in ctx.components:  # create the checkouts here, not in the threads below
+        for arm in arms:
+            ctx.checkout(arm, comp.name)
+    calls: list[Callable[[], list[str]]] = [
+        partial(tidy, arm, comp.name) for comp in ctx.components for arm in arms
+    ]
+    touched = [path for found in run_all(calls) for path in found]
+    if touched:
+        raise TurnStop(
+            Reason.EVALUATOR_MUTATED,
+            "the agent changed ignored files the measurement reads (workspace.keep_ignored): "
+            + ", ".join(touched[:20]),
+        )
+
+
+def cancelled(ctx: RunContext, when: str) -> TurnStop:
+    """A command was stopped: by a cancel of the run, or because the run directory grew past
+    ``budget.disk`` while it ran (then the loop's budget check decides whether the run goes on)."""
+    if ctx.executor.disk_exceeded:
+        ctx.executor.disk_exceeded = False
+        return TurnStop(Reason.CANCELLED, f"stopped {when}: the run directory grew past budget.disk")
+    return TurnStop(Reason.CANCELLED, f"cancelled {when}")
+
+
+def refuse_violations(ctx: RunContext) -> None:
+    """A command changed a checkout's ``.git`` (undone already) or left processes that could not be
+    killed: the turn is a policy violation, whatever it measured."""
+    violations = ctx.executor.take_violations()
+    if violations:
+        raise TurnStop(Reason.POLICY_VIOLATION, "; ".join(violations[:10]))
+
+
+def check_policy(ctx: RunContext, work: TurnWork) -> None:
+    commands = [ctx.spec.metric.command]
+    if ctx.spec.validation is not None:
+        commands.append(ctx.spec.validation.command)
+    root = ctx.layout.workspace_root("candidate")
+    named = evaluator_paths(commands, root)
+    violations: list[str] = []
+    for comp in ctx.components:
+        co = ctx.checkout("candidate", comp.name)
+        if co.head() != ctx.champion_heads[comp.name]:
+            violations.append(
+                f"{comp.name}: HEAD moved (the agent must not commit, reset or switch branches)"
+            )
+            continue
+        status = co.status()
+        work.before[comp.name] = (ctx.champion_heads[comp.name], status, co.digest(status))
+        paths = sorted(status)
+        if paths:
+            work.changed[comp.name] = paths
+        prefix = f"{comp.name}/" if ctx.layout.composite else ""
+        mine = {p[len(prefix) :] for p in named if p.startswith(prefix)}
+        verdict = check_paths(paths, mutable=comp.mutable, protected=comp.protected, evaluator_paths=mine)
+        violations += [f"{prefix}{v}" for v in verdict.violations]
+        violations += [f"{prefix}{p}: symlink leaving the repository" for p in co.escaping_symlinks(paths)]
+    if violations:
+        raise TurnStop(Reason.POLICY_VIOLATION, "; ".join(violations[:20]))
+    if not work.changed:
+        raise TurnStop(Reason.NO_DIFF, "the agent changed nothing")
+
+
+def validate_candidate(ctx: RunContext, work: TurnWork) -> None:
+    if ctx.spec.validation is not None:
+        work.step(TurnStep.VALIDATING)
+    outcome = run_validation(ctx, "candidate", work.number, work.round)
+    refuse_violations(ctx)
+    if outcome is Validation.CANCELLED:
+        raise cancelled(ctx, "during validation")
+    if outcome is Validation.FAILED:
+        retries = ctx.spec.validation.retries if ctx.spec.validation else 0
+        cause = f": {ctx.executor.last_start_problem}" if ctx.executor.last_start_problem else ""
+        raise TurnStop(Reason.VALIDATION_FAILED, f"validation failed {1 + retries} time(s){cause}")
+
+
+def measure_arms(
+    ctx: RunContext, work: TurnWork, arms: list[ArmRoot], tag: str, after_pair: PairCheck | None = None
+) -> Measurement:
+    """Measure ``arms``; the raw samples are kept in ``work`` and stored with the decision."""
+    ctx.observer.step(f"turn {work.number}: measuring {' vs '.join(a.arm for a in arms)}")
+    work.step(TurnStep.MEASURING, [a.arm for a in arms])
+    result = measure(
+        ctx.executor,
+        ctx.spec.metric,
+        arms,
+        protocol=ctx.protocol_env(work.number, work.round),
+        log_prefix=ctx.layout.log_file(work.number, tag),
+        after_pair=after_pair,
+        on_sample=None if work.progress is None else work.progress.sample,
+    )
+    work.raw_samples += result.raw
+    refuse_violations(ctx)
+    if result.cancelled:
+        raise cancelled(ctx, "during measurement")
+    if result.timed_out:
+        raise TurnStop(Reason.TIMEOUT, result.error or "metric timed out")
+    if result.error is not None:
+        raise TurnStop(Reason.METRIC_INVALID, result.error)
+    return result
