@@ -17,13 +17,14 @@ from controller.config.settings import Settings
 from controller.config.spec import ComponentSpec, Spec
 from controller.config.units import Tolerance
 from controller.domain.enums import Direction, SampleArm
+from controller.domain.errors import CrucibleError
 from controller.services.execution.execute import Executor
 from controller.services.execution.liveness import Heartbeat
 from controller.services.execution.observer import Observer
 from controller.services.views.layout import RunLayout
 from controller.stats import Arm, GuardRule, KeepRule
 from controller.store.ledger import Ledger
-from controller.store.store import Store
+from controller.store.ports import RunStore
 from controller.workspace.checkout import Checkout
 
 __all__ = ["Detached", "Observer", "Parked", "RoundRule", "RunContext"]
@@ -59,11 +60,16 @@ class RunContext:
     run_id: str
     spec: Spec
     settings: Settings
-    store: Store
     layout: RunLayout
     executor: Executor
     base_shas: dict[str, str]
     champion_heads: dict[str, str]
+    # The run's record as the turn path sees it (ADR-0003): only the ``Ledger`` methods. The store on
+    # the controller, the HTTP client of ``crucible worker`` in a worker.
+    ledger: Ledger
+    # The controller's store through the ports publishing, the watch and refinement rounds use;
+    # None in ``crucible worker``, which has no store (``store`` then says so).
+    records: RunStore | None = None
     observer: Observer = field(default_factory=Observer)
     champion_arm: Arm | None = None
     # Called after every keep and at the end of the run (publishing); None: keep results local.
@@ -76,8 +82,6 @@ class RunContext:
     # (SIGTERM): the turn cut off stays undecided and the run stays running, for a resume or a takeover.
     detach: threading.Event = field(default_factory=threading.Event)
     _checkouts: dict[tuple[str, str], Checkout] = field(default_factory=dict)
-    # Another ledger for the turn path (the HTTP client of ``crucible worker``); None: the store.
-    _ledger: Ledger | None = None
     # The controller holds the run's lease while a worker executes its round elsewhere (ADR-0014):
     # the round's loop claims none of its own.
     lease_elsewhere: bool = False
@@ -93,9 +97,12 @@ class RunContext:
     contained: bool = False
 
     @property
-    def ledger(self) -> Ledger:
-        """The run's record as the turn path sees it (ADR-0003): only the ``Ledger`` methods."""
-        return self._ledger if self._ledger is not None else self.store
+    def store(self) -> RunStore:
+        """The controller's store (``records``); CrucibleError in ``crucible worker``, where the turn
+        path reaches the record through ``ledger`` only and any use of the store is a bug."""
+        if self.records is None:
+            raise CrucibleError("crucible worker has no store; the turn path uses the ledger")
+        return self.records
 
     @property
     def direction(self) -> Direction:

@@ -25,8 +25,9 @@ from controller.services.execution.execute import Executor
 from controller.services.execution.pgroups import GroupRegistry
 from controller.services.views.layout import RunLayout
 from controller.services.views.userstate import user_head, user_state
+from controller.store.ledger import Ledger
+from controller.store.ports import RunLifecycle, RunStore
 from controller.store.records import ComponentRecord, NewRun
-from controller.store.store import Store
 from controller.workspace.envscrub import scrub_env
 from controller.workspace.git import resolve_ref
 from controller.workspace.sandbox import resolve_network
@@ -71,7 +72,7 @@ def _upstream_base(forge: Forge, repo: Path, upstream: str, base: str, index: in
 
 
 def create_run(
-    store: Store,
+    store: RunLifecycle,
     spec: Spec,
     spec_text: str,
     spec_path: Path | None,
@@ -134,7 +135,7 @@ def secret_files(settings: Settings) -> list[Path]:
 
 def open_context(
     settings: Settings,
-    store: Store,
+    store: RunStore,
     run_id: str,
     spec: Spec,
     *,
@@ -159,7 +160,7 @@ def open_context(
 
 def build_context(
     settings: Settings,
-    store: Store,
+    store: RunStore | None,
     run_id: str,
     spec: Spec,
     *,
@@ -168,10 +169,17 @@ def build_context(
     environ: Mapping[str, str],
     observer: Observer | None = None,
     cancel: threading.Event | None = None,
+    ledger: Ledger | None = None,
+    lease_elsewhere: bool = False,
+    contained: bool = False,
 ) -> RunContext:
     """A run's live context from its spec and heads (by component, in the spec's order), with candidate
     and champion checkouts at ``heads``: ``open_context`` reads them from the store, ``crucible worker``
-    from its round job."""
+    from its round job. ``ledger``: the turn path's record when it is not ``store`` (the worker's
+    HTTP ledger, with ``store`` None); ``lease_elsewhere`` and ``contained`` as on ``RunContext``."""
+    record = ledger if ledger is not None else store
+    if record is None:
+        raise ValueError("build_context needs a store or a ledger")
     names = tuple(comp.name for comp in spec.components)
     layout = RunLayout(settings.run_dir(run_id), names)
     layout.agent_dir.mkdir(parents=True, exist_ok=True)
@@ -202,19 +210,24 @@ def build_context(
     )
     if cancel is not None:
         executor.cancel = cancel
+    agent_env: dict[str, str] = {}
+    if spec.agent.preset is not None:
+        agent_env = {k: environ[k] for k in preset(spec.agent.preset).keys if environ.get(k)}
     ctx = RunContext(
         run_id=run_id,
         spec=spec,
         settings=settings,
-        store=store,
         layout=layout,
         executor=executor,
         base_shas=dict(base_shas),
         champion_heads=dict(heads),
+        ledger=record,
+        records=store,
         observer=observer or Observer(),
+        agent_env=agent_env,
+        lease_elsewhere=lease_elsewhere,
+        contained=contained,
     )
-    if spec.agent.preset is not None:
-        ctx.agent_env = {k: environ[k] for k in preset(spec.agent.preset).keys if environ.get(k)}
     ctx.ensure_arm("candidate", ctx.champion_heads)
     ctx.ensure_arm("champion", ctx.champion_heads)
     executor.readonly.append(layout.agent_dir)

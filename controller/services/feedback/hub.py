@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from controller.forge.base import Forge
 from controller.services.feedback.intake import apply_pull_state, ingest, process_deliveries
 from controller.services.feedback.poller import Poller
-from controller.store.store import Store
+from controller.store.ports import FeedbackIntake
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +56,11 @@ class FeedbackHub:
     pollers' schedules (injectable: tests never wait)."""
 
     def __init__(
-        self, store: Store, *, own_logins: Collection[str] = (), clock: Callable[[], float] = time.monotonic
+        self,
+        store: FeedbackIntake,
+        *,
+        own_logins: Collection[str] = (),
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.store = store
         self.own_logins = tuple(own_logins)

@@ -17,7 +17,8 @@ from collections.abc import Callable, Collection, Iterable
 from controller.domain.enums import EventKind
 from controller.forge.base import FeedbackEvent
 from controller.forge.webhooks import PayloadError, parse_access_change, parse_feedback, parse_pull_state
-from controller.store import DeliveryRecord, FeedbackRecord, Store
+from controller.store import DeliveryRecord, FeedbackRecord
+from controller.store.ports import FeedbackIntake
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +26,7 @@ BATCH = 100
 
 
 def process_deliveries(
-    store: Store,
+    store: FeedbackIntake,
     *,
     own_logins: Collection[str] = (),
     touched: set[str] | None = None,
@@ -56,7 +57,7 @@ def process_deliveries(
 
 
 def ingest(
-    store: Store,
+    store: FeedbackIntake,
     run_id: str,
     component: str,
     events: Iterable[FeedbackEvent],
@@ -78,7 +79,7 @@ def ingest(
     return added
 
 
-def _process(store: Store, delivery: DeliveryRecord, own_logins: Collection[str]) -> set[str]:
+def _process(store: FeedbackIntake, delivery: DeliveryRecord, own_logins: Collection[str]) -> set[str]:
     """Route one delivery to the runs that published its PR; returns those runs."""
     try:
         events = parse_feedback(delivery.event, delivery.payload)
@@ -99,7 +100,7 @@ def _process(store: Store, delivery: DeliveryRecord, own_logins: Collection[str]
 
 
 def apply_pull_state(
-    store: Store, repo: str, number: int, state: str, merged: bool, *, delivery_id: str | None
+    store: FeedbackIntake, repo: str, number: int, state: str, merged: bool, *, delivery_id: str | None
 ) -> str | None:
     """Record that PR ``number`` of ``repo`` is open or closed, as a webhook delivery (its id) or
     the poller (``delivery_id`` None) saw it; a close appends ``PR_CLOSED`` once, whoever saw it

@@ -27,7 +27,7 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NoReturn, cast
+from typing import Any
 
 from controller.brokers.base import RoundOutcome
 from controller.config.settings import Settings
@@ -43,7 +43,6 @@ from controller.services.execution.runs import build_context
 from controller.services.execution.turn import write_candidate_file
 from controller.services.feedback.rounds import play_job
 from controller.store.http_ledger import HttpLedger, WorkerApi
-from controller.store.store import Store
 from controller.store.worker_protocol import HypothesisScope, JobInputs, RoundEnd, RoundFeedback
 from controller.workspace import bundles
 from controller.workspace.checkout import CRUCIBLE_REF_PREFIX
@@ -118,14 +117,6 @@ def worker_environ(environ: Mapping[str, str]) -> dict[str, str]:
     """The environment the round's commands start from: the worker's own, without its token (the
     run's scrubbing then removes every other ``CRUCIBLE_*`` and secret-looking variable)."""
     return {name: value for name, value in environ.items() if name != TOKEN_VARIABLE}
-
-
-class _NoStore:
-    """The worker's stand-in for the controller's store: the turn path reaches the record through
-    ``ctx.ledger`` only (ADR-0003), so any use of ``ctx.store`` here is a bug and says so."""
-
-    def __getattr__(self, name: str) -> NoReturn:
-        raise CrucibleError(f"crucible worker has no store (Store.{name}); the turn path uses the ledger")
 
 
 def run_worker(
@@ -276,9 +267,9 @@ def _context(
     # No database: the URL below is never opened (the worker's record is the ledger).
     settings = Settings(home=config.workdir / "home", database_url="sqlite://")
     bases = {c.name: c.base_sha for c in inputs.components}
-    ctx = build_context(
+    return build_context(
         settings,
-        cast(Store, _NoStore()),
+        None,  # no store: the turn path reaches the record through the HTTP ledger only
         config.run_id,
         spec,
         base_shas=bases,
@@ -286,11 +277,10 @@ def _context(
         environ=worker_environ(environ),
         observer=observer,
         cancel=cancel,
+        ledger=ledger,
+        lease_elsewhere=True,
+        contained=spec.broker.kind == "kubernetes",  # this worker runs in a loop pod
     )
-    ctx._ledger = ledger
-    ctx.lease_elsewhere = True
-    ctx.contained = spec.broker.kind == "kubernetes"  # this worker runs in a loop pod
-    return ctx
 
 
 class _Uploads:

@@ -87,13 +87,15 @@ class RunStore(
     RunLeases,
     RunLifecycle,
     ComponentHeads,
+    DeliveryQueue,
     PullRecords,
     FeedbackRecords,
     RoundRecords,
     Protocol,
 ):
     """What a run's live context on the controller reaches (``execution.context.RunContext.store``):
-    the turn path's ledger, and the reads and writes of publishing, the watch and refinement rounds."""
+    the turn path's ledger, and the reads and writes of publishing, the watch (the feedback hub it
+    builds when the server shares none) and refinement rounds."""
 
 
 class RemoteRoundStore(Ledger, RunReads, TurnReads, FeedbackRecords, WorkerRoundRecords, Protocol):
