@@ -1,0 +1,193 @@
+"""``run_turn`` and ``play_turns`` called directly: every reason a single turn can end with.
+
+The round engine is driven here without the run loop, the CLI or a server: a real git repository, a
+real SQLite store (the ledger) and real shell commands without a sandbox, one turn at a time. The
+reasons a parallel turn or a remote round adds (``superseded``, ``lost``) are decided elsewhere
+(``hypotheses``, ``remote_rounds``) and tested there.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from controller.config.settings import Settings
+from controller.config.spec import load_spec
+from controller.config.units import Tolerance
+from controller.domain.enums import Outcome, Reason
+from controller.services.execution.baseline import run_baseline
+from controller.services.execution.context import RoundRule, RunContext
+from controller.services.execution.runs import create_run, open_context
+from controller.services.execution.turn import play_turns, run_turn
+from controller.store.store import Store
+
+BASE = """
+objective = "unit-test the round engine"
+turns = 5
+[agent]
+command = '''{agent}'''
+timeout = 5
+[sandbox]
+mode = "none"
+[metric]
+command = '''{metric}'''
+name = "m"
+direction = "maximize"
+samples = {samples}
+warmups = 0
+confidence = {confidence}
+sequential = false
+{extra}
+[[component]]
+name = "app"
+repo = "{repo}"
+base = "main"
+mutable = ["src/**"]
+"""
+
+# The evaluator's scripts are committed outside ``mutable``: the agent may change only src/.
+SCRIPTS = {
+    "bench.sh": 'echo "METRIC m=$(cat src/value.txt)"\n',
+    "guard.sh": 'g=1; [ -f src/guard.txt ] && g=$(cat src/guard.txt); echo "METRIC g=$g"\n',
+    "check.sh": "grep -qx 10 src/value.txt\n",
+    "tamper.sh": "grep -qx 10 src/value.txt || echo tampered >> README\n",
+}
+METRIC = "sh bench.sh"
+
+
+@pytest.fixture
+def engine(tmp_path: Path, repo_factory: Callable[..., Path]) -> Iterator[Callable[..., RunContext]]:
+    """A context opened on a fresh run whose baseline (value 10) is measured; its store closes after."""
+    stores: list[Store] = []
+
+    def make(
+        agent: str,
+        *,
+        metric: str = METRIC,
+        samples: int = 1,
+        confidence: float = 0.0,
+        extra: str = "",
+    ) -> RunContext:
+        repo = repo_factory({"src/value.txt": "10\n", "README": "hello\n", **SCRIPTS})
+        spec_path = tmp_path / "crucible.toml"
+        text = BASE.format(
+            agent=agent, metric=metric, samples=samples, confidence=confidence, extra=extra, repo=repo
+        )
+        spec_path.write_text(text)
+        spec = load_spec(spec_path)
+        settings = Settings(home=tmp_path / "home", database_url=f"sqlite:///{tmp_path / 'c.db'}")
+        store = Store.open(settings.database_url, upgrade=True)
+        stores.append(store)
+        run_id = create_run(store, spec, text, spec_path)
+        ctx = open_context(settings, store, run_id, spec, environ={"PATH": "/usr/bin:/bin"})
+        assert run_baseline(ctx) is None
+        return ctx
+
+    yield make
+    for store in stores:
+        store.close()
+
+
+CASES = [
+    pytest.param("echo 11 > src/value.txt", {}, Reason.IMPROVED, id="improved"),
+    pytest.param("echo 9 > src/value.txt", {}, Reason.NOT_IMPROVED, id="not_improved"),
+    pytest.param(
+        "echo 11 > src/value.txt", {"samples": 3, "confidence": 0.99}, Reason.NOT_SIGNIFICANT, id="not_sig"
+    ),
+    pytest.param(
+        "echo 11 > src/value.txt; echo 5 > src/guard.txt",
+        {
+            "metric": "sh bench.sh; sh guard.sh",
+            "extra": '[[metric.guard]]\nname = "g"\ndirection = "minimize"',
+        },
+        Reason.GUARD_REGRESSED,
+        id="guard_regressed",
+    ),
+    pytest.param(
+        "echo 11 > src/value.txt",
+        {"extra": '[validation]\ncommand = "sh check.sh"\nretries = 0'},
+        Reason.VALIDATION_FAILED,
+        id="validation_failed",
+    ),
+    pytest.param("echo changed > README", {}, Reason.POLICY_VIOLATION, id="policy_violation"),
+    pytest.param(
+        "echo 11 > src/value.txt",
+        {"metric": "sh bench.sh; sh tamper.sh"},
+        Reason.EVALUATOR_MUTATED,
+        id="evaluator_mutated",
+    ),
+    pytest.param("echo oops > src/value.txt", {}, Reason.METRIC_INVALID, id="metric_invalid"),
+    pytest.param("exit 3", {}, Reason.AGENT_FAILED, id="agent_failed"),
+    pytest.param("sleep 30", {}, Reason.TIMEOUT, id="timeout"),
+    pytest.param("true", {}, Reason.NO_DIFF, id="no_diff"),
+]
+
+
+@pytest.mark.parametrize(("agent", "options", "reason"), CASES)
+def test_a_turn_ends_with_each_reason(
+    engine: Callable[..., RunContext], agent: str, options: dict[str, object], reason: Reason
+) -> None:
+    ctx = engine(agent, **options)
+    base = dict(ctx.champion_heads)
+    record = run_turn(ctx, 1, 0, None)
+    assert record.reason is reason, record.detail
+    candidate = ctx.checkout("candidate", "app")
+    if reason is Reason.IMPROVED:
+        assert ctx.champion_heads != base
+        assert record.commits == {"app": ctx.champion_heads["app"]}
+        assert ctx.ledger.get_run(ctx.run_id).champion_value == 11.0
+    else:
+        # Not kept: the champion stands and the candidate is exactly at it again.
+        assert ctx.champion_heads == base and record.commits == {}
+        assert candidate.head() == base["app"] and candidate.status() == {}
+
+
+def test_a_cancelled_turn_is_a_failure_and_leaves_the_champion(
+    engine: Callable[..., RunContext], tmp_path: Path
+) -> None:
+    started = tmp_path / "agent-started"
+    ctx = engine(f"echo 11 > src/value.txt; touch {started}; sleep 30")
+
+    def cancel_once_started() -> None:
+        while not started.exists():
+            time.sleep(0.01)
+        ctx.executor.cancel.set()
+
+    canceller = threading.Thread(target=cancel_once_started, daemon=True)
+    canceller.start()
+    record = run_turn(ctx, 1, 0, None)
+    canceller.join()
+    assert (record.reason, record.outcome) == (Reason.CANCELLED, Outcome.FAILED)
+    assert ctx.ledger.get_run(ctx.run_id).champion_value == 10.0
+
+
+def test_play_turns_stops_at_the_first_turn_that_holds_the_score(engine: Callable[..., RunContext]) -> None:
+    # Turn 1 loses more than the hold allows, turn 2 holds (9.5 is within 1 of 10): the round keeps it.
+    agent = 'if [ "$CRUCIBLE_TURN" = 1 ]; then echo 5; else echo 9.5; fi > src/value.txt'
+    ctx = engine(agent)
+    rule = RoundRule(hold=Tolerance(1.0, relative=False), first_published=10.0)
+    played = play_turns(ctx, 1, 3, round_rule=rule, feedback=())
+    assert played is not None and played.kept
+    turns = ctx.ledger.turn_snapshot(ctx.run_id, last=5).recent
+    assert [(t.number, t.round, t.outcome) for t in turns] == [
+        (1, 1, Outcome.REJECTED),
+        (2, 1, Outcome.ACCEPTED),
+    ]
+
+
+def test_play_turns_without_a_keep_reports_the_last_detail(engine: Callable[..., RunContext]) -> None:
+    ctx = engine("true")
+    played = play_turns(ctx, 1, 2, round_rule=None, feedback=())
+    assert played is not None and not played.kept
+    assert played.detail == "the agent changed nothing"
+
+
+def test_play_turns_cut_off_by_a_cancel_is_none(engine: Callable[..., RunContext]) -> None:
+    ctx = engine("echo 11 > src/value.txt")
+    ctx.executor.cancel.set()
+    assert play_turns(ctx, 1, 2, round_rule=None, feedback=()) is None
+    assert list(ctx.ledger.turn_snapshot(ctx.run_id, last=5).recent) == []
