@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from controller.brokers.base import BrokerCapabilities, RoundOutcome, RoundReport
-from controller.domain.errors import ConflictError, CrucibleError, NotFoundError
-from controller.domain.jobs import RoundJob, RoundState, check_round_transition
+from controller.brokers.table import RoundTable
+from controller.domain.errors import CrucibleError
+from controller.domain.jobs import RoundJob, RoundState
 
 RoundRunner = Callable[[RoundJob, threading.Event], RoundOutcome]
 """Executes a round's turns; stops soon after the event is set, and says how the round ended."""
@@ -32,41 +33,22 @@ class _Round:
     done: threading.Event = field(default_factory=threading.Event)
 
 
-def _check_supersedes(known: _Round, job: RoundJob) -> None:
-    """A new attempt replaces a round's finished latest attempt, and nothing else (ADR-0012)."""
-    where = f"round {job.round} of run {job.run_id}"
-    if job.attempt < known.job.attempt:
-        raise ConflictError(f"{where}: attempt {job.attempt} is stale, attempt {known.job.attempt} exists")
-    if not known.report.finished:
-        raise ConflictError(
-            f"{where}: attempt {known.job.attempt} is still {known.report.state}; cancel it and wait first"
-        )
-
-
 class LocalBroker:
     """Runs rounds in this process through an injected runner (see the module docstring)."""
 
     def __init__(self, runner: RoundRunner, *, inline: bool = True) -> None:
         self._runner = runner
         self._inline = inline
-        self._rounds: dict[tuple[str, int], _Round] = {}  # (run, round) -> its latest attempt
-        self._lock = threading.Lock()
+        self._table: RoundTable[_Round] = RoundTable()  # (run, round) -> its latest attempt
+        self._lock = self._table.lock
         self.capabilities = BrokerCapabilities(remote=False, concurrent=not inline)
 
     def launch(self, job: RoundJob) -> RoundReport:
-        with self._lock:
-            known = self._rounds.get((job.run_id, job.round))
-            if known is not None and known.job.attempt == job.attempt:
-                if known.job != job:
-                    raise ConflictError(
-                        f"round {job.round} of run {job.run_id} (attempt {job.attempt}) was launched "
-                        "with a different job"
-                    )
-                return known.report
-            if known is not None:
-                _check_supersedes(known, job)
-            entry = _Round(job, RoundReport(job.run_id, job.round, RoundState.PENDING))
-            self._rounds[(job.run_id, job.round)] = entry
+        entry, new = self._table.admit(
+            job, lambda: _Round(job, RoundReport(job.run_id, job.round, RoundState.PENDING))
+        )
+        if not new:
+            return entry.report
         if self._inline:
             self._execute(entry)
         else:
@@ -78,9 +60,7 @@ class LocalBroker:
         return self._get(run_id, round).report
 
     def wait(self, run_id: str, round: int, timeout: float | None = None) -> RoundReport:
-        entry = self._get(run_id, round)
-        entry.done.wait(timeout)
-        return entry.report
+        return self._table.wait(run_id, round, timeout)
 
     def cancel(self, run_id: str, round: int) -> RoundReport:
         entry = self._get(run_id, round)
@@ -93,14 +73,10 @@ class LocalBroker:
             return entry.report
 
     def _get(self, run_id: str, round: int) -> _Round:
-        entry = self._rounds.get((run_id, round))
-        if entry is None:
-            raise NotFoundError(f"round {round} of run {run_id} was never launched here")
-        return entry
+        return self._table.get(run_id, round)
 
     def _move(self, entry: _Round, state: RoundState, **changes: object) -> None:
-        check_round_transition(entry.report.state, state)
-        entry.report = replace(entry.report, state=state, **changes)  # type: ignore[arg-type]
+        self._table.move(entry, state, **changes)
 
     def _execute(self, entry: _Round) -> None:
         with self._lock:

@@ -23,12 +23,12 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from controller.brokers.base import BrokerCapabilities, RoundOutcome, RoundReport
-from controller.domain.errors import ConflictError, NotFoundError
-from controller.domain.jobs import RoundJob, RoundState, check_round_transition
+from controller.brokers.table import RoundTable
+from controller.domain.jobs import RoundJob, RoundState
 
 MintWorkerEnv = Callable[[RoundJob], dict[str, str]]
 RemoteOutcome = Callable[[str, int], RoundOutcome | None]
@@ -73,25 +73,16 @@ class SubprocessBroker:
         self._environ = {name: value for name, value in environ.items() if name in CHILD_VARIABLES}
         self._command = tuple(command)
         self._kill_after_s = kill_after_s
-        self._rounds: dict[tuple[str, int], _Round] = {}
-        self._lock = threading.Lock()
+        self._table: RoundTable[_Round] = RoundTable()  # (run, round) -> its latest attempt
+        self._lock = self._table.lock
         self.capabilities = BrokerCapabilities(remote=True, concurrent=True)
 
     def launch(self, job: RoundJob) -> RoundReport:
-        with self._lock:
-            known = self._rounds.get(job.key)
-            if known is not None and known.job.attempt == job.attempt:
-                if known.job != job:
-                    raise ConflictError(
-                        f"round {job.round} of run {job.run_id} (attempt {job.attempt}) was launched "
-                        "with a different job"
-                    )
-                return known.report
-            if known is not None:
-                _check_supersedes(known, job)
-            workdir = self._root / job.run_id / f"round-{job.round}-{job.attempt}"
-            entry = _Round(job, RoundReport(job.run_id, job.round, RoundState.PENDING), workdir)
-            self._rounds[job.key] = entry  # (run, round) -> its latest attempt
+        workdir = self._root / job.run_id / f"round-{job.round}-{job.attempt}"
+        pending = RoundReport(job.run_id, job.round, RoundState.PENDING)
+        entry, new = self._table.admit(job, lambda: _Round(job, pending, workdir))
+        if not new:
+            return entry.report
         name = f"crucible-worker-{job.run_id}-{job.round}-{job.attempt}"
         threading.Thread(target=self._execute, args=(entry,), name=name, daemon=True).start()
         return entry.report
@@ -100,9 +91,7 @@ class SubprocessBroker:
         return self._get(run_id, round).report
 
     def wait(self, run_id: str, round: int, timeout: float | None = None) -> RoundReport:
-        entry = self._get(run_id, round)
-        entry.done.wait(timeout)
-        return entry.report
+        return self._table.wait(run_id, round, timeout)
 
     def cancel(self, run_id: str, round: int) -> RoundReport:
         entry = self._get(run_id, round)
@@ -174,25 +163,10 @@ class SubprocessBroker:
                 self._move(entry, RoundState.FAILED, error=f"worker_failed: crucible worker {why}: {tail}")
 
     def _get(self, run_id: str, round: int) -> _Round:
-        entry = self._rounds.get((run_id, round))
-        if entry is None:
-            raise NotFoundError(f"round {round} of run {run_id} was never launched here")
-        return entry
+        return self._table.get(run_id, round)
 
     def _move(self, entry: _Round, state: RoundState, **changes: object) -> None:
-        check_round_transition(entry.report.state, state)
-        entry.report = replace(entry.report, state=state, **changes)  # type: ignore[arg-type]
-
-
-def _check_supersedes(known: _Round, job: RoundJob) -> None:
-    """A new attempt replaces a round's finished latest attempt, and nothing else (ADR-0012)."""
-    where = f"round {job.round} of run {job.run_id}"
-    if job.attempt < known.job.attempt:
-        raise ConflictError(f"{where}: attempt {job.attempt} is stale, attempt {known.job.attempt} exists")
-    if not known.report.finished:
-        raise ConflictError(
-            f"{where}: attempt {known.job.attempt} is still {known.report.state}; cancel it and wait first"
-        )
+        self._table.move(entry, state, **changes)
 
 
 def _signal_group(process: subprocess.Popen[bytes], sig: signal.Signals) -> None:

@@ -7,7 +7,6 @@ an interrupted run and a resumed one behave identically.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -29,6 +28,7 @@ from controller.engine.knobs import Knob, KnobProposer, Proposal, current_values
 from controller.engine.stopping import Budgets, Progress, check_stop, explain_stop
 from controller.services.execution.baseline import run_baseline
 from controller.services.execution.context import Detached, RunContext
+from controller.services.execution.execute import disk_usage
 from controller.services.execution.hypotheses import run_parallel_turn
 from controller.services.execution.keep import notify_champion
 from controller.services.execution.liveness import Heartbeat
@@ -58,17 +58,6 @@ def budgets_of(ctx: RunContext) -> Budgets:
     )
 
 
-def _disk_usage(path: str) -> int:
-    total = 0
-    for root, _dirs, files in os.walk(path):
-        for name in files:
-            try:
-                total += os.lstat(os.path.join(root, name)).st_size
-            except OSError:
-                continue
-    return total
-
-
 def progress_of(
     ctx: RunContext, counts: TurnCounts, recent: list[TurnRecord], run: RunRecord | None = None
 ) -> Progress:
@@ -81,7 +70,7 @@ def progress_of(
         else:
             break
     elapsed = (datetime.now(UTC) - run.created_at).total_seconds()
-    disk = _disk_usage(str(ctx.layout.root)) if ctx.spec.budget.disk is not None else None
+    disk = disk_usage(ctx.layout.root) if ctx.spec.budget.disk is not None else None
     return Progress(
         turns_done=counts.decided.get(0, 0),
         elapsed_s=elapsed,
