@@ -28,6 +28,7 @@ from controller.services.control.scheduler import Scheduler
 from controller.services.control.service import RunService
 from controller.services.control.submit import ForgeFactory
 from controller.services.remote.remote_rounds import RemoteRounds
+from controller.store.store import Store
 
 log = logging.getLogger("crucible.serve")
 
@@ -37,6 +38,7 @@ SHUTDOWN_S = 10.0  # the scheduler's threads get this long to detach their runs
 
 def serve_app(
     service: RunService,
+    store: Store,
     tokens: ApiTokens,
     *,
     max_concurrent_runs: int,
@@ -50,7 +52,8 @@ def serve_app(
 ) -> tuple[FastAPI, Scheduler]:
     """The app of ``crucible serve`` over the run service the composition root built (its broker
     must run rounds concurrently), with the scheduler and the service's feedback hub tied to the
-    app's lifespan. ``forge_usage``: per forge API URL, what its client spent (``/metrics``)."""
+    app's lifespan, and ``store`` (the one the root built for both) under the API's reads.
+    ``forge_usage``: per forge API URL, what its client spent (``/metrics``)."""
     hub = service.hub
     scheduler = Scheduler(service, max_concurrent_runs=max_concurrent_runs, tick_s=tick_s, park=park_watching)
     stats = ServiceStats(
@@ -60,7 +63,7 @@ def serve_app(
     )
     app = create_app(
         service.settings,
-        service.store,
+        store,
         tokens,
         scheduler,
         webhook_secret=webhook_secret,

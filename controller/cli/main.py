@@ -362,6 +362,7 @@ def serve(host: str, port: int, max_concurrent_runs: int | None) -> None:
     remote = root.worker_api(f"http://{_reachable(host)}:{port}")
     app, _scheduler = serve_app(
         root.service(),
+        root.store(),
         ApiTokens(
             settings.api.api_token.get_secret_value(),
             readonly.get_secret_value() if readonly is not None else None,
@@ -465,6 +466,7 @@ def demo(turns: int, as_json: bool, keep_dir: Path | None, kubernetes: bool) -> 
     def services(settings: Settings, forge: Forge) -> RunService:
         settings = settings.model_copy(update={"kubernetes": root.settings.kubernetes})
         demo_root = build(root.environ, settings=settings, forge_for=lambda spec: forge)
+        stack.callback(demo_root.close)  # the demo's store, once the demo is done with it
         if kubernetes:
             from controller.api.worker_serve import serving, worker_app
 

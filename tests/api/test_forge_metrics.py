@@ -53,6 +53,7 @@ def test_forge_requests_and_rate_limit_left_follow_real_requests(forge: AppForge
     url = forge.handle.api_url
     app, _scheduler = serve_app(
         root.service(),
+        root.store(),
         ApiTokens(ADMIN),
         max_concurrent_runs=1,
         webhook_secret=None,

@@ -80,6 +80,7 @@ def test_a_steer_starts_a_refinement_round_of_a_watching_run(
     admission = root.admit_from_api()  # as crucible serve: before the service
     app, _scheduler = serve_app(
         root.service(),
+        root.store(),
         ApiTokens(ADMIN, READER),
         max_concurrent_runs=2,
         webhook_secret=None,

@@ -183,7 +183,9 @@ def test_the_composition_root_builds_the_worker_api_crucible_serve_mounts(
         assert grant is not None and 59 < (grant.expires_at - grant.created_at).total_seconds() <= 60
         root.inline = False  # as crucible serve builds it
         tokens = ApiTokens(OPERATOR)
-        app, _ = serve_app(root.service(), tokens, max_concurrent_runs=1, webhook_secret=None, remote=remote)
+        app, _ = serve_app(
+            root.service(), root.store(), tokens, max_concurrent_runs=1, webhook_secret=None, remote=remote
+        )
         with serve_in_thread(app) as url:
             served = Controller(url, store, remote, root.settings, Clock())
             with served.client(env["CRUCIBLE_WORKER_TOKEN"]) as http:

@@ -264,7 +264,6 @@ def _run(
         print(patch, end="")
         home = service.settings.home
         print(f"run {run_id}; inspect it with CRUCIBLE_HOME={home} crucible runs show {run_id}")
-    service.store.close()
     return 0 if result.status == RunStatus.COMPLETED else 1
 
 

@@ -25,11 +25,11 @@ from controller.services.execution.liveness import await_takeover, process_owner
 from controller.services.execution.pgroups import GroupRegistry
 from controller.services.execution.runs import resolve_bases
 from controller.services.views.layout import RunLayout
-from controller.store.store import Store
+from controller.store.ports import Recovery, RunReads
 from controller.workspace.process import kill_process_group
 
 
-def stored_spec(store: Store, run_id: str) -> Spec:
+def stored_spec(store: RunReads, run_id: str) -> Spec:
     """The run's spec from its stored text, resolved against the directory the spec file was in."""
     run = store.get_run(run_id)
     spec_dir = Path(run.spec_path).parent if run.spec_path else Path.cwd()
@@ -37,7 +37,7 @@ def stored_spec(store: Store, run_id: str) -> Spec:
 
 
 def check_resumable(
-    store: Store,
+    store: Recovery,
     run_id: str,
     forge: Forge | None = None,
     *,
@@ -75,14 +75,14 @@ def check_resumable(
     return spec
 
 
-def recorded_groups(settings: Settings, store: Store, run_id: str) -> list[tuple[int, str]]:
+def recorded_groups(settings: Settings, store: Recovery, run_id: str) -> list[tuple[int, str]]:
     """Every process group recorded for the run: in its directory (crucible's own commands) and in
     the store (where other writers, such as a worker reporting to the controller, record them)."""
     registry = GroupRegistry(RunLayout(settings.run_dir(run_id), ()).process_groups)
     return sorted(set(registry.list()) | set(store.list_process_groups(run_id)))
 
 
-def kill_leftovers(settings: Settings, store: Store, run_id: str) -> int:
+def kill_leftovers(settings: Settings, store: Recovery, run_id: str) -> int:
     """Kill the process groups a dead controller left running; return how many were alive."""
     killed = 0
     registry = GroupRegistry(RunLayout(settings.run_dir(run_id), ()).process_groups)
@@ -96,7 +96,7 @@ def kill_leftovers(settings: Settings, store: Store, run_id: str) -> int:
     return killed
 
 
-def cancel(settings: Settings, store: Store, run_id: str) -> str:
+def cancel(settings: Settings, store: Recovery, run_id: str) -> str:
     """Stop a run: set its cancel flag for whoever drives it (from any host), or, when nobody
     does, mark it cancelled here and kill what a dead driver left on this host."""
     run = store.get_run(run_id)

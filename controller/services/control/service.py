@@ -58,8 +58,8 @@ from controller.services.remote.cutoff import fail_cut_off_turn, relaunchable
 from controller.services.views import schemas
 from controller.services.views.patching import accept, patch_text
 from controller.services.views.reads import events_jsonl, feedback_view, run_view, runs_list
+from controller.store.ports import ControllerStore
 from controller.store.records import PullRecord
-from controller.store.store import Store
 
 ForgeFor = Callable[[Spec], Forge]
 """The forge client for a spec's ``publish.forge`` (one per forge and credential; SpecError if unusable)."""
@@ -99,7 +99,7 @@ class RunService:
     def __init__(
         self,
         settings: Settings,
-        store: Store,
+        store: ControllerStore,
         *,
         environ: Mapping[str, str],
         forge_for: ForgeFor,

@@ -20,7 +20,7 @@ from controller.domain.errors import RefusedError, SpecError
 from controller.forge.base import Forge
 from controller.services.control.admission import Admission
 from controller.services.execution.runs import check_sandbox, create_run
-from controller.store.store import Store
+from controller.store.ports import RunControl
 
 ForgeFactory = Callable[[Spec], Forge]
 
@@ -35,7 +35,7 @@ class Submission:
 
 
 def submit_run(
-    store: Store,
+    store: RunControl,
     sub: Submission,
     forge_for: ForgeFactory | None = None,
     admission: Admission | None = None,
@@ -75,7 +75,7 @@ def submit_run(
     )
 
 
-def reopen(store: Store, run_id: str) -> str:
+def reopen(store: RunControl, run_id: str) -> str:
     """Make a cancelled run claimable again (the scheduler resumes it); RefusedError for a finished
     one. A run still pending or running needs nothing: the message says so."""
     run = store.get_run(run_id)

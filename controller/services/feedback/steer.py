@@ -18,14 +18,16 @@ from controller.domain.enums import RunPhase, RunStatus
 from controller.domain.errors import ConflictError, RefusedError, SpecError
 from controller.forge.base import FeedbackEvent
 from controller.services.views import schemas
+from controller.store.ports import Steering
 from controller.store.records import FeedbackSource, PullRecord
-from controller.store.store import Store
 
 OPERATOR = "operator"  # the author a steer is quoted as (the API knows a token, not a person)
 STEERABLE = (RunPhase.WATCHING, RunPhase.ROUND)  # a round running now: the steer's round follows it
 
 
-def queue_steer(store: Store, run_id: str, text: str, component: str | None = None) -> schemas.RoundRequest:
+def queue_steer(
+    store: Steering, run_id: str, text: str, component: str | None = None
+) -> schemas.RoundRequest:
     """Store ``text`` as a steer for the run's next refinement round; what was queued.
 
     RefusedError unless the run is watching feedback (running, with ``watch_feedback``, its search

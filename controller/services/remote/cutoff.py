@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from controller.domain.enums import EventKind, Outcome, Reason, TurnPhase
 from controller.domain.errors import ConflictError
+from controller.store.ports import TurnRecords
 from controller.store.records import TurnDecision, TurnRecord
-from controller.store.store import Store
 
 # FailureReason values (brokers.kubernetes) that mean the pod, not the worker's own logic, ended the turn.
 LOST = ("evicted", "oom_killed", "deadline_exceeded", "pod_lost", "job_deleted", "start_failed", "no_outcome")
@@ -42,7 +42,7 @@ def relaunchable(error: str | None) -> bool:
     return failure_reason(error) in RELAUNCHABLE
 
 
-def fail_cut_off_turn(store: Store, run_id: str, round: int, error: str) -> TurnRecord | None:
+def fail_cut_off_turn(store: TurnRecords, run_id: str, round: int, error: str) -> TurnRecord | None:
     """Decide the round's STARTED turn (if any) ``failed`` naming ``error``; the decided turn, or None
     when no turn was in progress (or another process decided it first)."""
     named = cut_off_reason(error)

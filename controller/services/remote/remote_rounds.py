@@ -53,6 +53,7 @@ from controller.domain.errors import (
 from controller.domain.jobs import RoundJob
 from controller.engine.policy import check_paths, evaluator_paths
 from controller.services.views.layout import RunLayout
+from controller.store.ports import RemoteRoundStore
 from controller.store.records import (
     ChampionUpdate,
     ComponentRecord,
@@ -63,7 +64,6 @@ from controller.store.records import (
     TurnRecord,
     WorkerRoundRecord,
 )
-from controller.store.store import Store
 from controller.store.worker_protocol import (
     ComponentBase,
     HypothesisScope,
@@ -102,7 +102,7 @@ class RemoteRounds:
     def __init__(
         self,
         settings: Settings,
-        store: Store,
+        store: RemoteRoundStore,
         *,
         controller_url: str,
         token_ttl_s: float = 6 * 3600.0,

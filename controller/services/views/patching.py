@@ -12,11 +12,11 @@ from controller.config.settings import Settings
 from controller.domain.errors import GitError, RefusedError
 from controller.services.views.reads import component_diff
 from controller.services.views.userstate import user_head, user_state
-from controller.store.store import Store
+from controller.store.ports import RunReads
 from controller.workspace.git import run_git
 
 
-def patch_text(settings: Settings, store: Store, run_id: str) -> str:
+def patch_text(settings: Settings, store: RunReads, run_id: str) -> str:
     """One unified diff per changed component, each under a ``# component: NAME`` line."""
     parts = []
     for comp in store.list_components(run_id):
@@ -26,7 +26,7 @@ def patch_text(settings: Settings, store: Store, run_id: str) -> str:
     return "".join(parts)
 
 
-def accept(settings: Settings, store: Store, run_id: str) -> list[str]:
+def accept(settings: Settings, store: RunReads, run_id: str) -> list[str]:
     """Apply every changed component's diff to the user's checkout; return the components changed."""
     plans: list[tuple[str, Path, str]] = []
     for comp in store.list_components(run_id):

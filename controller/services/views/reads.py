@@ -12,6 +12,7 @@ run's commits, written only by the controller (ADR-0005 decision 3), never a che
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import Protocol
 
 from controller.config.settings import Settings
 from controller.domain import events
@@ -19,6 +20,7 @@ from controller.domain.enums import Direction, EventKind, Outcome, RunStatus, Sa
 from controller.domain.errors import CrucibleError
 from controller.services.views import schemas
 from controller.services.views.layout import RunLayout
+from controller.store.ports import FeedbackRecords, PullRecords, RunPages, RunReads, RunViews, TurnPages
 from controller.store.records import (
     ComponentRecord,
     EventRecord,
@@ -27,8 +29,11 @@ from controller.store.records import (
     SampleRecord,
     TurnRecord,
 )
-from controller.store.store import Store
 from controller.workspace.checkout import Checkout
+
+
+class FeedbackView(RunReads, FeedbackRecords, Protocol):
+    """What the feedback page reads: the run's feedback items and the events of its rounds."""
 
 
 def _samples_by_turn(samples: list[SampleRecord], metric: str) -> dict[tuple[int, SampleArm], list[float]]:
@@ -129,7 +134,7 @@ def _turn_views(
 
 
 def components_view(
-    settings: Settings, store: Store, run_id: str, *, with_diffs: bool = True
+    settings: Settings, store: RunReads, run_id: str, *, with_diffs: bool = True
 ) -> list[schemas.Component]:
     out = []
     for comp in store.list_components(run_id):
@@ -140,7 +145,7 @@ def components_view(
     return out
 
 
-def pulls_view(store: Store, run_id: str) -> list[schemas.PullRequest]:
+def pulls_view(store: PullRecords, run_id: str) -> list[schemas.PullRequest]:
     return [
         schemas.PullRequest(
             component=p.component,
@@ -159,7 +164,7 @@ def pulls_view(store: Store, run_id: str) -> list[schemas.PullRequest]:
     ]
 
 
-def run_view(settings: Settings, store: Store, run_id: str, *, with_diffs: bool = True) -> schemas.Run:
+def run_view(settings: Settings, store: RunViews, run_id: str, *, with_diffs: bool = True) -> schemas.Run:
     run = store.get_run(run_id)
     samples = _samples_by_turn(store.list_samples(run_id), run.metric_name)
     best = None
@@ -189,7 +194,7 @@ def run_view(settings: Settings, store: Store, run_id: str, *, with_diffs: bool 
 
 
 def turns_page(
-    store: Store,
+    store: TurnPages,
     run_id: str,
     *,
     after: int = 0,
@@ -206,13 +211,13 @@ def event_view(e: EventRecord) -> schemas.Event:
     return schemas.event_view(e.id, e.run_id, str(e.kind), e.created_at, dict(e.payload))
 
 
-def events_jsonl(store: Store, run_id: str, after_id: int = 0) -> str:
+def events_jsonl(store: RunReads, run_id: str, after_id: int = 0) -> str:
     rows = [event_view(e).model_dump_json() for e in store.list_events(run_id, after_id=after_id)]
     return "".join(r + "\n" for r in rows)
 
 
 def runs_list(
-    store: Store, limit: int = 50, offset: int = 0, status: RunStatus | None = None
+    store: RunPages, limit: int = 50, offset: int = 0, status: RunStatus | None = None
 ) -> list[schemas.RunSummary]:
     return [run_summary(r) for r in store.run_summaries(limit=limit, offset=offset, status=status)]
 
@@ -230,7 +235,7 @@ def run_summary(record: RunSummaryRecord) -> schemas.RunSummary:
     )
 
 
-def feedback_view(store: Store, run_id: str) -> schemas.Feedback:
+def feedback_view(store: FeedbackView, run_id: str) -> schemas.Feedback:
     """Feedback items with their verdicts, rounds and drafted replies (``crucible feedback``)."""
     items = [
         schemas.FeedbackItem(

@@ -6,7 +6,8 @@ imports no SQLAlchemy, and a fake of it passes the same contract suite as the SQ
 (``tests/ports``, over SQLite and PostgreSQL). The turn path's own port is ``store.ledger.Ledger``.
 
 A consumer that needs several ports names their union below (a Protocol inheriting them): a
-composite adds no method of its own, so the small Protocols stay the contracts. ``Store`` satisfies
+composite adds no method of its own, so the small Protocols stay the contracts (and, being
+structural, any implementation of the small ones is one of the composite). ``Store`` satisfies
 every one of them (``store.store.as_controller_store`` is where mypy checks that).
 
 Ports and their consumers (the methods are on each Protocol):
@@ -56,6 +57,7 @@ __all__ = [
     "Steering",
     "TurnPages",
     "TurnReads",
+    "TurnRecords",
     "WorkerRoundRecords",
 ]
 
@@ -78,6 +80,11 @@ class FeedbackIntake(DeliveryQueue, PullRecords, FeedbackRecords, Protocol):
 
 class RunViews(RunReads, TurnReads, PullRecords, FeedbackRecords, RunPages, TurnPages, Protocol):
     """What the read models of a run and of the runs list read (``views.reads``)."""
+
+
+class TurnRecords(Ledger, TurnReads, Protocol):
+    """Deciding a turn the controller cut off (a lost pod's) after reading which one it was
+    (``remote.cutoff``)."""
 
 
 class RunStore(
@@ -104,12 +111,21 @@ class RemoteRoundStore(Ledger, RunReads, TurnReads, FeedbackRecords, WorkerRound
 
 
 class ControllerStore(
-    RunStore,
-    RemoteRoundStore,
-    Recovery,
-    FeedbackIntake,
-    RunViews,
+    Ledger,
+    RunReads,
+    TurnReads,
+    RunLeases,
+    RunLifecycle,
+    ComponentHeads,
+    PullRecords,
+    FeedbackRecords,
+    RoundRecords,
+    DeliveryQueue,
+    WorkerRoundRecords,
+    ProcessGroupRecords,
     Scheduling,
+    RunPages,
+    TurnPages,
     OpsCounts,
     Protocol,
 ):
