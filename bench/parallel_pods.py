@@ -60,6 +60,7 @@ from controller.services.control.service import RunService  # noqa: E402
 from controller.services.remote.remote_rounds import RemoteRounds  # noqa: E402
 from controller.services.views.schemas import RoundRequest  # noqa: E402
 from controller.store import Store  # noqa: E402
+from controller.wiring import compose_service  # noqa: E402
 
 WORKER = (sys.executable, "-m", "controller.cli.main", "worker")
 OPERATOR = "bench-operator-token-0123456789"
@@ -232,8 +233,8 @@ def measure(tmp: Path, api: Any, ns: str, args: argparse.Namespace) -> list[Arm]
             pods = HypothesisPods(
                 api, mint_hypothesis_env=remote.mint_hypothesis_env, spec_for=spec_for, command=WORKER
             )
-            one = RunService(settings, store, environ={}, forge_for=_no_forge, broker=lambda _r: rounds)
-            four = RunService(
+            one = compose_service(settings, store, environ={}, forge_for=_no_forge, broker=lambda _r: rounds)
+            four = compose_service(
                 settings,
                 store,
                 environ={},

@@ -64,7 +64,7 @@ from controller.localforge.users import add_user  # noqa: E402
 from controller.services.control.scheduler import Scheduler  # noqa: E402
 from controller.store import NewRun, Store  # noqa: E402
 from controller.store.records import ComponentRecord, PullRecord  # noqa: E402
-from controller.wiring import build  # noqa: E402
+from controller.wiring import Mode, build  # noqa: E402
 
 RSS_TARGET_MB = 300.0
 TOKEN = "bench-scheduler-token-0123456789"
@@ -171,7 +171,7 @@ def cpu_per_turn(work: Path, runs: int, turns: int, concurrent: int) -> tuple[fl
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "base")
     settings = Settings(home=work / "home", database_url=f"sqlite:///{work / 'cpu.db'}")
-    root = build(dict(os.environ), settings=settings, inline=False)
+    root = build(dict(os.environ), settings=settings, mode=Mode.SERVE)
     service = root.service()
     spec_path = repo / "crucible.toml"
     spec = parse_spec(spec_path.read_text(), repo)

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from controller.config.paths import database_url, home_dir
@@ -24,7 +25,6 @@ from controller.domain.errors import SpecError
 
 if TYPE_CHECKING:
     from controller.brokers.base import Broker, HypothesisLauncher
-    from controller.brokers.kubernetes.broker import RemoteRoundsPort
     from controller.brokers.local import RoundRunner
     from controller.config.broker import BrokerSpec
     from controller.config.settings import ForgeSettings, Settings
@@ -32,8 +32,10 @@ if TYPE_CHECKING:
     from controller.forge.base import Forge, ForgeUsage
     from controller.forge.github import GithubForge
     from controller.services.control.admission import Admission
-    from controller.services.control.service import ForgeFor, RunService
+    from controller.services.control.reader import RunReader
+    from controller.services.control.service import ForgeFor, HypothesesFor, RunService
     from controller.services.remote.remote_rounds import RemoteRounds
+    from controller.store.ports import ControllerStore
     from controller.store.store import Store
 
 
@@ -80,9 +82,12 @@ class ForgeClients:
     ``admission`` (``crucible serve``): only its forges get a client, so the credential never goes
     to a forge a stored spec names but the operator did not configure."""
 
-    def __init__(self, settings: ForgeSettings, admission: Admission | None = None) -> None:
+    def __init__(
+        self, settings: ForgeSettings, admission: Admission | None = None, *, token: str | None = None
+    ) -> None:
         self._settings = settings
         self._admission = admission
+        self._token = token  # instead of the settings' credential (the demo's local forge)
         self._clients: dict[str, GithubForge] = {}
         self._lock = threading.Lock()
 
@@ -105,7 +110,7 @@ class ForgeClients:
 
     def for_url(self, api_url: str) -> Forge:
         # Imported here: PyGithub is slow to import and only publishing runs need it.
-        from controller.forge.auth import from_settings
+        from controller.forge.auth import ForgeCredentials, from_settings
         from controller.forge.github import GithubForge
 
         if self._admission is not None:
@@ -114,7 +119,10 @@ class ForgeClients:
             client = self._clients.get(api_url)
             if client is not None:
                 return client
-            credentials = from_settings(self._settings)
+            if self._token is not None:
+                credentials: ForgeCredentials | None = ForgeCredentials.for_token(self._token)
+            else:
+                credentials = from_settings(self._settings)
             if credentials is None:
                 raise SpecError(
                     "CRUCIBLE_GITHUB_TOKEN",
@@ -126,56 +134,140 @@ class ForgeClients:
             return client
 
 
+def compose_service(
+    settings: Settings,
+    store: ControllerStore,
+    *,
+    environ: Mapping[str, str],
+    forge_for: ForgeFor,
+    broker: Callable[[RoundRunner], Broker],
+    hypotheses: HypothesesFor | None = None,
+    reader: RunReader | None = None,
+) -> RunService:
+    """A run service with its collaborators built here: the runner of this process's rounds, the
+    broker ``broker`` builds around it, the feedback hub, the read facade. ``Root.service`` uses it;
+    so do the tests and benchmarks that drive runs through a broker of their own (a subprocess
+    broker, a Kubernetes broker on a test cluster), so no caller builds a collaborator itself."""
+    from controller.services.control.reader import RunReader
+    from controller.services.control.roundjobs import LocalRounds
+    from controller.services.control.service import RunService
+    from controller.services.feedback.hub import FeedbackHub
+
+    rounds = LocalRounds()
+    return RunService(
+        settings,
+        store,
+        environ=environ,
+        forge_for=forge_for,
+        rounds=rounds,
+        broker=broker(rounds),
+        hub=FeedbackHub(store, own_logins=settings.forge.own_logins),
+        reader=reader or RunReader(settings, store),
+        hypotheses=hypotheses,
+    )
+
+
+class Mode(StrEnum):
+    """What the process built by ``build`` is; each mode is wired once, completely, at build time.
+
+    ``loop``: ``crucible loop``/``resume``/``cancel``/``runs ...``: rounds in the caller's thread, no
+    worker API (a Kubernetes spec needs a controller that serves one). ``serve``: ``crucible serve``:
+    one thread per round, the worker API at ``listen_url``, specs admitted by the operator's rules.
+    ``demo``: ``crucible demo``: as ``loop``, publishing with the local forge's token, and with the
+    worker API when a ``listen_url`` is given (``--kubernetes``). ``worker``: ``crucible worker`` in a
+    loop pod: settings only (it talks to the controller through its HTTP ledger, never a store)."""
+
+    LOOP = "loop"
+    SERVE = "serve"
+    DEMO = "demo"
+    WORKER = "worker"
+
+
 @dataclass
+class _Parts:
+    """What a root opens on first use (the store, the service), cached here and not on the frozen
+    root, so nothing outside can replace a part and nothing depends on which was asked for first."""
+
+    store: Store | None = None
+    service: RunService | None = None
+    reader: RunReader | None = None
+    remote: RemoteRounds | None = None
+    hypothesis_pods: HypothesisLauncher | None = None
+    lock: threading.RLock = field(default_factory=threading.RLock)
+
+
+@dataclass(frozen=True)
 class Root:
-    """Everything a command or the server needs, built on first use from one settings tree."""
+    """Everything a command or the server needs, from one settings tree, for one ``Mode``.
+
+    Frozen: its mode, settings, forge clients and admission rules are fixed by ``build``. Its parts
+    (``store``, ``service``, ``reader``, ``worker_api``) are opened on first use so ``crucible runs
+    list`` does not pay for a broker, but each is fully wired whichever is asked for first."""
 
     settings: Settings
     environ: Mapping[str, str]
     forges: ForgeClients
-    forge_for: ForgeFor | None = None  # overrides forges.for_spec (the demo's local forge)
-    inline: bool = True  # rounds in the caller's thread (crucible loop) or one thread each (serve)
-    # The controller's side of remote rounds (worker tokens, the worker's outcome); Kubernetes runs need it.
-    remote_rounds: RemoteRoundsPort | None = None
-    _store: Store | None = field(default=None, repr=False)
-    _service: RunService | None = field(default=None, repr=False)
-    _hypothesis_pods: HypothesisLauncher | None = field(default=None, repr=False)
+    mode: Mode = Mode.LOOP
+    # The rules specs from API clients are held to (``serve``); None: specs come from the operator.
+    admission: Admission | None = None
+    # Where workers reach this process's worker API (``serve``, ``demo --kubernetes``); None: no API.
+    listen_url: str | None = None
+    forge_for: ForgeFor | None = None  # overrides forges.for_spec (tests that publish to a fake forge)
+    _parts: _Parts = field(default_factory=_Parts, repr=False, compare=False)
+
+    @property
+    def inline(self) -> bool:
+        """Rounds in the caller's thread (``loop``, ``demo``), or one thread each (``serve``)."""
+        return self.mode is not Mode.SERVE
 
     def store(self) -> Store:
         """The store, opened once. The default SQLite database is created and upgraded on open so a
         first run just works; any other database must be upgraded on purpose (``crucible db upgrade``)."""
-        if self._store is None:
-            from controller.store.store import Store
+        with self._parts.lock:
+            if self._parts.store is None:
+                from controller.store.store import Store
 
-            auto = self.settings.database_is_sqlite
-            if auto:
-                self.settings.home.mkdir(parents=True, exist_ok=True)
-            self._store = Store.open(self.settings.database_url, upgrade=auto)
-        return self._store
+                auto = self.settings.database_is_sqlite
+                if auto:
+                    self.settings.home.mkdir(parents=True, exist_ok=True)
+                self._parts.store = Store.open(self.settings.database_url, upgrade=auto)
+            return self._parts.store
 
     def upgraded_store(self) -> Store:
         """The store after applying every migration (``crucible db upgrade``)."""
         from controller.store.store import Store
 
-        if self.settings.database_is_sqlite:
-            self.settings.home.mkdir(parents=True, exist_ok=True)
-        self._store = Store.open(self.settings.database_url, upgrade=True)
-        return self._store
+        with self._parts.lock:
+            if self.settings.database_is_sqlite:
+                self.settings.home.mkdir(parents=True, exist_ok=True)
+            self._parts.store = Store.open(self.settings.database_url, upgrade=True)
+            return self._parts.store
+
+    def reader(self) -> RunReader:
+        """The read facade of runs: what ``crucible runs show/list/patch/feedback`` need, and no broker."""
+        with self._parts.lock:
+            if self._parts.reader is None:
+                from controller.services.control.reader import RunReader
+
+                self._parts.reader = RunReader(self.settings, self.store())
+            return self._parts.reader
 
     def service(self) -> RunService:
-        """The run service; each run's rounds go to the broker its spec's ``[broker] kind`` names."""
-        if self._service is None:
-            from controller.services.control.service import RunService
-
-            self._service = RunService(
-                self.settings,
-                self.store(),
-                environ=self.environ,
-                forge_for=self.forge_for or self.forges.for_spec,
-                broker=self._broker,
-                hypotheses=self._hypotheses_for,
-            )
-        return self._service
+        """The run service with every collaborator built here: the round runner and the broker
+        around it (each run's rounds go to the broker its spec's ``[broker] kind`` names), the
+        feedback hub, the read facade."""
+        with self._parts.lock:
+            if self._parts.service is None:
+                self._parts.service = compose_service(
+                    self.settings,
+                    self.store(),
+                    environ=self.environ,
+                    forge_for=self.forge_for or self.forges.for_spec,
+                    broker=self._broker,
+                    hypotheses=self._hypotheses_for,
+                    reader=self.reader(),
+                )
+            return self._parts.service
 
     def _broker(self, runner: RoundRunner) -> Broker:
         from controller.brokers.local import LocalBroker
@@ -197,19 +289,17 @@ class Root:
         from controller.brokers.kubernetes.connect import connect
         from controller.services.control.recovery import stored_spec
 
-        if self.remote_rounds is None:
-            raise SpecError(
-                "broker.kind",
-                "kubernetes rounds report to the controller's worker API, which this process does not "
-                "serve; run the spec with a controller that does",
-            )
+        remote = self._remote_rounds(
+            "kubernetes rounds report to the controller's worker API, which this process does not "
+            "serve; run the spec with a controller that does"
+        )
         kube = self.settings.kubernetes
         api, namespace = connect(kube.kubeconfig, kube.kube_namespace)
         return KubernetesBroker(
             api,
-            mint_worker_env=self.remote_rounds.mint_worker_env,
-            remote_outcome=self.remote_rounds.remote_outcome,
-            revoke=self.remote_rounds.revoke,
+            mint_worker_env=remote.mint_worker_env,
+            remote_outcome=remote.remote_outcome,
+            revoke=remote.revoke,
             spec_for=lambda run_id: stored_spec(self.store(), run_id).broker,
             namespace=namespace,
         )
@@ -221,83 +311,94 @@ class Root:
         broker = stored_spec(self.store(), run_id).broker
         if broker.kind != "kubernetes" or broker.parallel <= 1:
             return None
-        if self._hypothesis_pods is None:
-            self._hypothesis_pods = self._new_hypothesis_pods()
-        return self._hypothesis_pods
+        with self._parts.lock:
+            if self._parts.hypothesis_pods is None:
+                self._parts.hypothesis_pods = self._new_hypothesis_pods()
+            return self._parts.hypothesis_pods
 
     def _new_hypothesis_pods(self) -> HypothesisLauncher:
         from controller.brokers.kubernetes.connect import connect
         from controller.brokers.kubernetes.hypotheses import HypothesisPods
         from controller.services.control.recovery import stored_spec
 
-        if self.remote_rounds is None:
-            raise SpecError(
-                "broker.kind",
-                "kubernetes hypothesis pods report to the controller's worker API, which this process "
-                "does not serve; run the spec with a controller that does",
-            )
+        remote = self._remote_rounds(
+            "kubernetes hypothesis pods report to the controller's worker API, which this process "
+            "does not serve; run the spec with a controller that does"
+        )
         kube = self.settings.kubernetes
         api, namespace = connect(kube.kubeconfig, kube.kube_namespace)
         return HypothesisPods(
             api,
-            mint_hypothesis_env=self.remote_rounds.mint_hypothesis_env,
+            mint_hypothesis_env=remote.mint_hypothesis_env,
             spec_for=lambda run_id: stored_spec(self.store(), run_id).broker,
             namespace=namespace,
         )
 
-    def admit_from_api(self) -> Admission:
-        """This process takes specs from API clients (``crucible serve``): the rules they are held to
-        (the settings' over this environment), and from now on forge clients only for the operator's
-        forges. Call before the service is built, which keeps the forge factory it is given."""
-        from controller.services.control.admission import Admission
-
-        admission = Admission.of(self.settings, self.environ)
-        self.forges = ForgeClients(self.settings.forge, admission)
-        return admission
-
-    def worker_api(self, default_url: str) -> RemoteRounds:
+    def worker_api(self) -> RemoteRounds:
         """The controller's side of remote rounds (ADR-0014), which ``crucible serve`` mounts and the
         remote brokers mint tokens from; workers reach it at ``CRUCIBLE_WORKER_CONTROLLER_URL`` or,
-        unset, ``default_url`` (where this process listens)."""
-        from controller.config.options import RunOptions
-        from controller.services.remote.remote_rounds import RemoteRounds
-
-        store = self.store()
-        workers = self.settings.workers
-        remote = RemoteRounds(
-            self.settings,
-            store,
-            controller_url=workers.worker_controller_url or default_url,
-            token_ttl_s=workers.worker_token_ttl,
-            hand_over=lambda run_id: RunOptions.stored(store.get_run(run_id).options).watch_feedback,
+        unset, the root's ``listen_url``. SpecError when this root was built without one."""
+        return self._remote_rounds(
+            f"this {self.mode} process serves no worker API (build it with the address it listens on)"
         )
-        self.remote_rounds = remote
-        return remote
+
+    def _remote_rounds(self, refusal: str) -> RemoteRounds:
+        if self.listen_url is None:
+            raise SpecError("broker.kind", refusal)
+        with self._parts.lock:
+            if self._parts.remote is None:
+                from controller.config.options import RunOptions
+                from controller.services.remote.remote_rounds import RemoteRounds
+
+                store = self.store()
+                workers = self.settings.workers
+                self._parts.remote = RemoteRounds(
+                    self.settings,
+                    store,
+                    controller_url=workers.worker_controller_url or self.listen_url,
+                    token_ttl_s=workers.worker_token_ttl,
+                    hand_over=lambda run_id: RunOptions.stored(store.get_run(run_id).options).watch_feedback,
+                )
+            return self._parts.remote
 
     def close(self) -> None:
-        if self._store is not None:
-            self._store.close()
-            self._store = None
-        self._service = None
+        """Close the store; the root's parts are opened again on next use."""
+        with self._parts.lock:
+            if self._parts.store is not None:
+                self._parts.store.close()
+            self._parts.store = self._parts.service = self._parts.reader = self._parts.remote = None
 
 
 def build(
     environ: Mapping[str, str] | None = None,
     *,
+    mode: Mode = Mode.LOOP,
     settings: Settings | None = None,
+    listen_url: str | None = None,
+    forge_token: str | None = None,
     forge_for: ForgeFor | None = None,
-    inline: bool = True,
 ) -> Root:
-    """The root for this process. ``environ`` defaults to the process environment (read once);
-    ``settings`` defaults to the settings that environment names."""
+    """The root for this process in ``mode``. ``environ`` defaults to the process environment (read
+    once); ``settings`` defaults to the settings that environment names. ``listen_url``: where this
+    process serves the worker API (``serve``; ``demo`` with Kubernetes). ``forge_token``: the token
+    every forge client uses instead of the settings' credential (the demo's local forge)."""
     from controller.config.settings import Settings
 
     env = process_environment() if environ is None else dict(environ)
     resolved = settings if settings is not None else Settings.from_env(env)
+    admission = None
+    if mode is Mode.SERVE:
+        from controller.services.control.admission import Admission
+
+        # Specs from API clients: held to the operator's rules, and forge clients only for the
+        # operator's forges, so the credential never goes to a forge a stored spec names.
+        admission = Admission.of(resolved, env)
     return Root(
         settings=resolved,
         environ=env,
-        forges=ForgeClients(resolved.forge),
+        forges=ForgeClients(resolved.forge, admission, token=forge_token),
+        mode=mode,
+        admission=admission,
+        listen_url=listen_url,
         forge_for=forge_for,
-        inline=inline,
     )

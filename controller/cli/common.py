@@ -32,11 +32,12 @@ def fail(code: int, message: str) -> NoReturn:
     sys.exit(code)
 
 
-def build_root(environ: dict[str, str] | None = None) -> Root:
-    """The composition root for this command: settings read from the environment once (ADR-0003)."""
+def build_root(environ: dict[str, str] | None = None, **wiring: Any) -> Root:
+    """The composition root for this command: settings read from the environment once (ADR-0003);
+    ``wiring``: ``build``'s keywords (the mode, the address the worker API listens on)."""
     from controller.wiring import build
 
-    return build(environ)
+    return build(environ, **wiring)
 
 
 def emit_json(data: Any) -> None:
@@ -109,7 +110,7 @@ def finish_run(root: Root, run_id: str, result: LoopResult, as_json: bool) -> in
     from controller.services.views.schemas import dump
 
     click.echo(result.message, err=True)
-    view = dump(root.service().view(run_id))
+    view = dump(root.reader().view(run_id))
     if as_json:
         emit_json(view)
     else:

@@ -326,7 +326,7 @@ def resume_cmd(run_id: str, as_json: bool, dashboard: str | None, server: str | 
         return
     address = dashboard_address(dashboard)
     root = build_root()
-    result = _drive(root, run_id, root.service().options(run_id), resume=True, dashboard=address)
+    result = _drive(root, run_id, root.reader().options(run_id), resume=True, dashboard=address)
     sys.exit(finish_run(root, run_id, result, as_json))
 
 
@@ -347,9 +347,11 @@ def serve(host: str, port: int, max_concurrent_runs: int | None) -> None:
 
     from controller.api.auth import ApiTokens
     from controller.api.serve import run_server, serve_app
+    from controller.wiring import Mode
 
-    root = build_root()
-    root.inline = False  # one thread per round: the scheduler drives runs side by side
+    # One thread per round (the scheduler drives runs side by side), specs admitted by the
+    # operator's rules, and the worker API where this process listens: all fixed by the mode.
+    root = build_root(mode=Mode.SERVE, listen_url=f"http://{_reachable(host)}:{port}")
     settings = root.settings
     if settings.api.api_token is None:
         fail(EXIT_USAGE, "CRUCIBLE_API_TOKEN: required (the bearer token of the operator API)")
@@ -357,9 +359,8 @@ def serve(host: str, port: int, max_concurrent_runs: int | None) -> None:
     secret = settings.webhooks.webhook_secret
     if secret is None:
         click.echo("warning: CRUCIBLE_WEBHOOK_SECRET is not set: webhooks are refused (503)", err=True)
-    admission = root.admit_from_api()  # before the service: it keeps the (restricted) forge clients
-    # The worker API first: the Kubernetes broker of the service mints its tokens there.
-    remote = root.worker_api(f"http://{_reachable(host)}:{port}")
+    admission = root.admission
+    remote = root.worker_api()
     app, _scheduler = serve_app(
         root.service(),
         root.store(),
@@ -453,27 +454,31 @@ def demo(turns: int, as_json: bool, keep_dir: Path | None, kubernetes: bool) -> 
 
     from controller.cli.display import TableObserver
     from controller.config.settings import Settings
-    from controller.forge.base import Forge
-    from controller.services.control.demo import run_demo
-    from controller.services.control.service import RunService
-    from controller.wiring import build
+    from controller.services.control.demo import DemoParts, run_demo
+    from controller.wiring import Mode, build
 
     root = build_root()
     if kubernetes:
         _require_control_plane(root.settings)
     stack = ExitStack()
 
-    def services(settings: Settings, forge: Forge) -> RunService:
+    def services(settings: Settings, forge_url: str, forge_token: str) -> DemoParts:
         settings = settings.model_copy(update={"kubernetes": root.settings.kubernetes})
-        demo_root = build(root.environ, settings=settings, forge_for=lambda spec: forge)
+        demo_root = build(
+            root.environ,
+            mode=Mode.DEMO,
+            settings=settings,
+            forge_token=forge_token,
+            listen_url="http://127.0.0.1" if kubernetes else None,
+        )
         stack.callback(demo_root.close)  # the demo's store, once the demo is done with it
         if kubernetes:
             from controller.api.worker_serve import serving, worker_app
 
             # As ``serve`` builds it: round 0 of a watching run hands over to the review round.
-            remote = demo_root.worker_api("http://127.0.0.1")
+            remote = demo_root.worker_api()
             remote.controller_url = stack.enter_context(serving(worker_app(remote)))
-        return demo_root.service()
+        return DemoParts(demo_root.service(), demo_root.reader(), demo_root.forges.for_url(forge_url))
 
     with stack:
         code = run_demo(

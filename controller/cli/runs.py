@@ -61,7 +61,7 @@ def _local_runs(limit: int) -> list[dict[str, Any]]:
         return rows
     from controller.services.views.schemas import dump
 
-    listed: list[dict[str, Any]] = dump(build_root(environ).service().list_runs(limit=limit))
+    listed: list[dict[str, Any]] = dump(build_root(environ).reader().list_runs(limit=limit))
     return listed
 
 
@@ -83,11 +83,11 @@ def runs_show(run_id: str, as_json: bool, events: bool, tsv: bool, server: str |
     else:
         from controller.services.views.schemas import dump
 
-        service = build_root().service()
+        reader = build_root().reader()
         if events:
-            click.echo(service.events_jsonl(run_id), nl=False)
+            click.echo(reader.events_jsonl(run_id), nl=False)
             return
-        view = dump(service.view(run_id, with_diffs=not tsv))
+        view = dump(reader.view(run_id, with_diffs=not tsv))
     if tsv:
         click.echo(turns_tsv(view["turns"]), nl=False)
     elif as_json:
@@ -118,7 +118,7 @@ def feedback_cmd(run_id: str, replies: bool, as_json: bool, server: str | None) 
     else:
         from controller.services.views.schemas import dump
 
-        view = dump(build_root().service().feedback(run_id))
+        view = dump(build_root().reader().feedback(run_id))
     if as_json:
         emit_json(view)
         return
@@ -134,7 +134,7 @@ def patch(run_id: str, server: str | None) -> None:
         with api_client(server) as client:
             click.echo(client.patch(run_id), nl=False)
         return
-    click.echo(build_root().service().patch(run_id), nl=False)
+    click.echo(build_root().reader().patch(run_id), nl=False)
 
 
 @click.command("accept")

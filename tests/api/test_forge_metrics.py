@@ -16,7 +16,7 @@ from controller.api.auth import ApiTokens
 from controller.api.serve import serve_app
 from controller.config.settings import Settings
 from controller.localforge.server import serve_in_thread
-from controller.wiring import Root, build
+from controller.wiring import Mode, Root, build
 from tests.forgekit import TOKENS, AppForge, app_forge
 
 ADMIN = "admin-token-0123456789"
@@ -39,7 +39,7 @@ def root(tmp_path: Path) -> Iterator[Root]:
         "CRUCIBLE_GITHUB_TOKEN": TOKENS["alice"],
         "CRUCIBLE_FORGE_WRITE_INTERVAL": "0",
     }
-    built = build(environ, settings=Settings.from_env(environ), inline=False)
+    built = build(environ, settings=Settings.from_env(environ), mode=Mode.SERVE)
     yield built
     built.close()
 

@@ -23,7 +23,7 @@ from controller.domain.enums import EventKind, RunPhase, RunStatus
 from controller.localforge.server import serve_in_thread
 from controller.services.feedback.publish import branch_name
 from controller.store.store import Store
-from controller.wiring import Root, build
+from controller.wiring import Mode, Root, build
 from tests.conftest import git
 from tests.forgekit import (
     REVIEW_AGENT,
@@ -68,7 +68,7 @@ def root(tmp_path: Path, forge: AppForge) -> Iterator[Root]:
         "CRUCIBLE_FORGE_HOSTS": forge.handle.api_url,
         "CRUCIBLE_ALLOW_UNSANDBOXED": "1",
     }
-    built = build(environ, settings=Settings.from_env(environ), inline=False)
+    built = build(environ, settings=Settings.from_env(environ), mode=Mode.SERVE)
     yield built
     built.close()
 
@@ -77,7 +77,7 @@ def test_a_steer_starts_a_refinement_round_of_a_watching_run(
     tmp_path: Path, forge: AppForge, root: Root
 ) -> None:
     spec = review_round_spec(write_agent(tmp_path, REVIEW_AGENT), forge.handle.api_url, max_rounds=1)
-    admission = root.admit_from_api()  # as crucible serve: before the service
+    admission = root.admission  # built with the serve mode
     app, _scheduler = serve_app(
         root.service(),
         root.store(),

@@ -20,9 +20,9 @@ from controller.brokers.kubernetes.hypotheses import HypothesisPods
 from controller.brokers.local import LocalBroker
 from controller.config.settings import Settings
 from controller.services.control.recovery import stored_spec
-from controller.services.control.service import RunService
 from controller.services.remote.remote_rounds import RemoteRounds
 from controller.store import Store
+from controller.wiring import compose_service
 
 
 def main() -> None:
@@ -49,7 +49,7 @@ def main() -> None:
                 spec_for=lambda run: stored_spec(store, run).broker,
                 command=tuple(json.loads(argv)),
             )
-            service = RunService(
+            service = compose_service(
                 settings,
                 store,
                 environ={},
@@ -58,7 +58,7 @@ def main() -> None:
                 hypotheses=lambda _run: pods,
             )
         else:
-            service = RunService(settings, store, environ={}, forge_for=_no_forge, broker=broker)
+            service = compose_service(settings, store, environ={}, forge_for=_no_forge, broker=broker)
         print("driving", flush=True)
         service.drive(run_id)
 

@@ -34,6 +34,7 @@ from controller.services.control.recovery import stored_spec
 from controller.services.control.service import RunService, Signals
 from controller.services.remote.remote_rounds import RemoteRounds
 from controller.store import Store
+from controller.wiring import compose_service
 from tests.conftest import git, make_repo
 from tests.k8s.broker_harness import RESTRICTED
 from tests.k8s.conftest import ControlPlane, wait_until
@@ -97,7 +98,7 @@ def sides(
         app = create_app(settings, store, ApiTokens(OPERATOR), _Control(), remote=remote)
         with serve_in_thread(app) as url:
             remote.controller_url = url
-            local = RunService(
+            local = compose_service(
                 local_settings,
                 store,
                 environ={},
@@ -110,7 +111,7 @@ def sides(
                 spec_for=lambda run_id: stored_spec(store, run_id).broker,
                 command=WORKER,
             )
-            service = RunService(
+            service = compose_service(
                 settings,
                 store,
                 environ={},

@@ -36,6 +36,7 @@ from controller.services.control.recovery import stored_spec
 from controller.services.control.service import RunService
 from controller.services.remote.remote_rounds import RemoteRounds
 from controller.store import Store, TurnRecord
+from controller.wiring import compose_service
 from tests.conftest import git, make_repo
 from tests.forgekit import app_forge
 from tests.k8s.broker_harness import RESTRICTED
@@ -100,7 +101,7 @@ def sides(
         app = create_app(settings, store, ApiTokens(OPERATOR), _Control(), remote=remote)
         with serve_in_thread(app) as url:
             remote.controller_url = url
-            local = RunService(
+            local = compose_service(
                 local_settings,
                 store,
                 environ={},
@@ -121,7 +122,7 @@ def sides(
                 brokers.append(broker)
                 return broker
 
-            service = RunService(settings, store, environ={}, forge_for=_no_forge, broker=kubernetes)
+            service = compose_service(settings, store, environ={}, forge_for=_no_forge, broker=kubernetes)
             yield Sides(local, service, store, spec_path, ns, url, settings)
             for broker in brokers:
                 broker.close()

@@ -24,7 +24,7 @@ from controller.domain.enums import EventKind, RunPhase, RunStatus
 from controller.services.control.scheduler import Scheduler
 from controller.services.feedback.steer import queue_steer
 from controller.store.store import Store
-from controller.wiring import Root, build
+from controller.wiring import Mode, Root, build
 from tests.forgekit import (
     REVIEW_AGENT,
     TOKENS,
@@ -62,7 +62,7 @@ def root(tmp_path: Path) -> Iterator[Root]:
         "CRUCIBLE_FORGE_WRITE_INTERVAL": "0",
         "CRUCIBLE_OWN_LOGINS": "alice",
     }
-    built = build(environ, settings=Settings.from_env(environ), inline=False)
+    built = build(environ, settings=Settings.from_env(environ), mode=Mode.SERVE)
     yield built
     built.close()
 

@@ -24,7 +24,7 @@ from controller.domain.errors import NotFoundError
 from controller.domain.jobs import RoundState
 from controller.services.control.scheduler import Scheduler
 from controller.store.store import Store
-from controller.wiring import Root, build
+from controller.wiring import Mode, Root, build
 from tests.conftest import make_repo
 from tests.support import wait_until
 
@@ -61,7 +61,7 @@ def _until(check: Callable[[], bool], what: str) -> None:
 def root(tmp_path: Path) -> Iterator[Root]:
     home = tmp_path / "home"
     settings = Settings(home=home, database_url=f"sqlite:///{tmp_path / 'crucible.db'}")
-    built = build(dict(os.environ), settings=settings, inline=False)
+    built = build(dict(os.environ), settings=settings, mode=Mode.SERVE)
     yield built
     built.close()
 
@@ -109,7 +109,7 @@ def test_a_run_cancelled_and_resumed_in_one_process_is_driven_again_as_a_new_att
 
 def test_the_scheduler_needs_a_concurrent_broker(tmp_path: Path) -> None:
     settings = Settings(home=tmp_path, database_url=f"sqlite:///{tmp_path / 'c.db'}")
-    inline = build({}, settings=settings, inline=True)
+    inline = build({}, settings=settings, mode=Mode.LOOP)
     with pytest.raises(ValueError, match="concurrent broker"):
         Scheduler(inline.service(), max_concurrent_runs=1)
     inline.close()
@@ -153,7 +153,7 @@ def test_a_busy_database_inside_a_round_hands_the_run_back_and_decides_no_turn_t
     repo = make_repo(tmp_path / "app", {"src/a.txt": "0\n", "crucible.toml": spec_text})
     spec_path = repo / "crucible.toml"
     settings = Settings(home=tmp_path / "home", database_url=postgres_url, lease_ttl_s=2.0)
-    built = build(dict(os.environ), settings=settings, inline=False)
+    built = build(dict(os.environ), settings=settings, mode=Mode.SERVE)
     store = built.upgraded_store()
     service = built.service()
     run_id = service.create(load_spec(spec_path), spec_path.read_text(), spec_path, RunOptions())

@@ -27,13 +27,13 @@ from controller.config.spec import load_spec
 from controller.domain.enums import EventKind, Outcome, RunPhase, RunStatus, StopReason
 from controller.domain.jobs import RoundJob
 from controller.localforge.server import serve_in_thread
-from controller.services.control.service import RunService, Signals
+from controller.services.control.service import Signals
 from controller.services.execution.context import Detached
 from controller.services.execution.loop import LoopResult
 from controller.services.feedback.publish import branch_name
 from controller.services.remote.remote_rounds import RemoteRounds
 from controller.store import Store
-from controller.wiring import build
+from controller.wiring import Mode, build, compose_service
 from tests.conftest import git
 from tests.forgekit import (
     REVIEW_AGENT,
@@ -82,7 +82,7 @@ def run_steered(
         "CRUCIBLE_FORGE_WRITE_INTERVAL": "0",
         "CRUCIBLE_OWN_LOGINS": "alice",
     }
-    root = build(environ, settings=Settings.from_env(environ), inline=False)
+    root = build(environ, settings=Settings.from_env(environ), mode=Mode.SERVE)
     settings = root.settings
     spec_text = review_round_spec(write_agent(tmp_path, agent), forge.handle.api_url, max_rounds=1)
     spec_text += spec_tail
@@ -104,7 +104,7 @@ def run_steered(
                     launched.append((job.round, job.attempt))
                     return remote.mint_worker_env(job)
 
-                service = RunService(
+                service = compose_service(
                     settings,
                     store,
                     environ=environ,

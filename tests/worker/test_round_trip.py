@@ -28,6 +28,7 @@ from controller.localforge.server import serve_in_thread
 from controller.services.control.service import RunService
 from controller.services.remote.remote_rounds import RemoteRounds
 from controller.store import Store, TurnRecord
+from controller.wiring import compose_service
 from tests.conftest import git, make_repo
 from tests.worker.conftest import OPERATOR, _Control
 from tests.worker.knobs_round import BENCH, KNOBS_SPEC
@@ -67,7 +68,7 @@ def sides(tmp_path: Path, database_url: str) -> Iterator[Sides]:
         app = create_app(settings, store, ApiTokens(OPERATOR), _Control(), remote=remote)
         with serve_in_thread(app) as url:
             remote.controller_url = url
-            local = RunService(
+            local = compose_service(
                 local_settings,
                 store,
                 environ=environ,
@@ -85,7 +86,9 @@ def sides(tmp_path: Path, database_url: str) -> Iterator[Sides]:
                     command=(sys.executable, "-m", "controller.cli.main", "worker"),
                 )
 
-            service = RunService(settings, store, environ={}, forge_for=_no_forge, broker=subprocess_broker)
+            service = compose_service(
+                settings, store, environ={}, forge_for=_no_forge, broker=subprocess_broker
+            )
             yield Sides(local, service, remote, store, spec_path)
 
 

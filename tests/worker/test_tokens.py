@@ -15,7 +15,7 @@ from controller.localforge.server import serve_in_thread
 from controller.services.remote.remote_rounds import token_hash
 from controller.store import NewRun
 from controller.store.worker_protocol import PROTOCOL_HEADER, PROTOCOL_VERSION
-from controller.wiring import build, round_kind
+from controller.wiring import Mode, build, round_kind
 from tests.webhooks.helpers import comment_event
 from tests.worker.conftest import OPERATOR, Clock, Controller
 
@@ -170,22 +170,20 @@ def test_the_composition_root_builds_the_worker_api_crucible_serve_mounts(
         "CRUCIBLE_WORKER_CONTROLLER_URL": "http://crucible.crucible.svc:8080",
         "CRUCIBLE_WORKER_TOKEN_TTL": "60",
     }
-    root = build(environ)
+    root = build(environ, mode=Mode.SERVE, listen_url="http://127.0.0.1:8080")
     try:
         store = root.upgraded_store()
-        remote = root.worker_api("http://127.0.0.1:8080")
-        assert root.remote_rounds is remote
+        service = root.service()  # before the worker API: the root does not depend on the order
+        remote = root.worker_api()
+        assert root.worker_api() is remote, "one worker API per root"
         Controller("http://unused", store, remote, root.settings, Clock()).seed_run("r1")
         job = RoundJob(run_id="r1", round=0, turns=1, first_turn=1, heads={"app": "a" * 40})
         env = remote.mint_worker_env(job)
         assert env["CRUCIBLE_CONTROLLER_URL"] == "http://crucible.crucible.svc:8080"
         grant = store.worker_round_by_token(token_hash(env["CRUCIBLE_WORKER_TOKEN"]))
         assert grant is not None and 59 < (grant.expires_at - grant.created_at).total_seconds() <= 60
-        root.inline = False  # as crucible serve builds it
         tokens = ApiTokens(OPERATOR)
-        app, _ = serve_app(
-            root.service(), root.store(), tokens, max_concurrent_runs=1, webhook_secret=None, remote=remote
-        )
+        app, _ = serve_app(service, store, tokens, max_concurrent_runs=1, webhook_secret=None, remote=remote)
         with serve_in_thread(app) as url:
             served = Controller(url, store, remote, root.settings, Clock())
             with served.client(env["CRUCIBLE_WORKER_TOKEN"]) as http:

@@ -18,6 +18,7 @@ import tempfile
 import time
 import urllib.request
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
@@ -25,13 +26,15 @@ from controller.config.options import RunOptions
 from controller.config.settings import ForgeSettings, Settings
 from controller.config.spec import Spec, load_spec
 from controller.domain.enums import RunStatus
-from controller.forge.auth import ForgeCredentials
 from controller.forge.base import Forge
-from controller.forge.github import GithubForge
+from controller.services.control.reader import RunReader
 from controller.services.control.service import BeforeWatch, RunService
 from controller.services.execution.context import Observer, RunContext
 from controller.services.execution.loop import LoopResult
 from controller.services.views.schemas import dump
+
+# The crucible command, run by the interpreter running the demo (its console script may not be on PATH).
+CRUCIBLE = (sys.executable, "-m", "controller.cli")
 
 DEMO_FILES = ("config.toml", "router.py", "bench.py", "test_router.py", "agent.py", "crucible.toml")
 
@@ -52,7 +55,7 @@ def make_demo_repo(target: Path, environ: Mapping[str, str]) -> Path:
 
 def _crucible(*args: str) -> str:
     """Run a ``crucible`` subcommand in a child process (the local forge is its own application)."""
-    argv = [sys.executable, "-c", "from controller.cli.main import main; main()", *args]
+    argv = [*CRUCIBLE, *args]
     return subprocess.run(argv, check=True, capture_output=True, text=True).stdout
 
 
@@ -74,7 +77,7 @@ class DemoForge:
         _crucible("forge", "user", "add", "reviewer", "--root", str(root), "--token", self.reviewer_token)
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        argv = [sys.executable, "-c", "from controller.cli.main import main; main()"]
+        argv = list(CRUCIBLE)
         argv += ["forge", "serve", "--root", str(root), "--port", str(self.port)]
         self.process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self._wait_ready()
@@ -154,9 +157,19 @@ def _demo_spec(repo: Path, upstream: str, api_url: str, *, kubernetes: bool = Fa
     return text + f'\n[publish]\nforge = "{api_url}"\n' + (KUBERNETES_TABLE if kubernetes else "")
 
 
-DemoServices = Callable[[Settings, Forge], RunService]
-"""Builds the run service for the demo's settings, publishing through the given forge client
-(the composition root does it; the demo only says which home and which forge)."""
+@dataclass(frozen=True)
+class DemoParts:
+    """What the composition root builds for the demo: the driver, the read facade, and the client of
+    the local forge (the one the service publishes through; the demo reads a PR's body with it)."""
+
+    service: RunService
+    reader: RunReader
+    forge: Forge
+
+
+DemoServices = Callable[[Settings, str, str], DemoParts]
+"""Builds the demo's parts for its settings, publishing to the forge API URL with the token given
+(the composition root does it; the demo only says which home, which forge and which token)."""
 
 
 def run_demo(
@@ -184,14 +197,13 @@ def run_demo(
         say(f"demo: local forge at {forge.url}; upstream repository {upstream}")
         spec_path = root / "crucible.toml"
         spec_path.write_text(_demo_spec(repo, upstream, forge.api_url, kubernetes=kubernetes))
-        client = GithubForge(forge.api_url, ForgeCredentials.for_token(forge.token), write_interval=0)
         settings = Settings(
             home=home,
             database_url=f"sqlite:///{home / 'crucible.db'}",
             forge=ForgeSettings(own_logins=("demo",), forge_write_interval=0),
         )
-        service = services(settings, client)
-        return _run(service, spec_path, client, forge, turns=turns, as_json=as_json, observer=observer)
+        parts = services(settings, forge.api_url, forge.token)
+        return _run(parts, spec_path, forge, turns=turns, as_json=as_json, observer=observer)
     finally:
         forge.stop()
 
@@ -223,22 +235,22 @@ def _line_of(ctx: RunContext, component: str, prefix: str, *, after: str) -> int
 
 
 def _run(
-    service: RunService,
+    parts: DemoParts,
     spec_path: Path,
-    client: Forge,
     forge: DemoForge,
     *,
     turns: int,
     as_json: bool,
     observer: Observer,
 ) -> int:
+    service, reader, client = parts.service, parts.reader, parts.forge
     spec = load_spec(spec_path)
     say = print if not as_json else (lambda *a, **k: None)
     say(f"demo: objective: {spec.objective}")
     options = RunOptions(turns=turns, publish_prs=True, watch_feedback=spec.feedback is not None)
     run_id = service.create(spec, spec_path.read_text(), spec_path, options)
     result = service.drive(run_id, observer=observer, before_watch=_reviewer(forge, say))
-    view = dump(service.view(run_id))
+    view = dump(reader.view(run_id))
     if as_json:
         print(json.dumps(view, default=str))
     else:
@@ -259,7 +271,7 @@ def _run(
             print(f"refinement round {done['round']}: {outcome} ({done['detail']})")
         for reply in view["replies"]:
             print(f"drafted reply (not posted) to @{reply['author']}: {reply['reply']}")
-        patch = service.patch(run_id)
+        patch = reader.patch(run_id)
         print("final patch (crucible patch):" if patch else "no change was kept")
         print(patch, end="")
         home = service.settings.home

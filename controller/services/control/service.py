@@ -11,14 +11,11 @@ the broker as well. The server drives a watching run one step at a time (``drive
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
-from controller.brokers.base import Broker, HypothesisLauncher, RoundOutcome, RoundReport
-from controller.brokers.local import RoundRunner
+from controller.brokers.base import Broker, RoundOutcome, RoundReport
 from controller.brokers.routing import RoutedBroker
 from controller.config.options import RunOptions
 from controller.config.settings import Settings
@@ -34,9 +31,11 @@ from controller.domain.errors import (
 )
 from controller.domain.jobs import RoundJob, RoundState
 from controller.forge.base import Forge
+from controller.services.control.reader import RunReader
 from controller.services.control.recovery import cancel as cancel_stored
 from controller.services.control.recovery import check_resumable, kill_leftovers, stored_spec
 from controller.services.control.roundjobs import LocalRounds, refinement_job, search_job
+from controller.services.control.signals import BeforeWatch, ForgeFor, HypothesesFor, OnWait, Signals
 from controller.services.execution.context import Detached, Observer, RunContext
 from controller.services.execution.keep import notify_champion
 from controller.services.execution.liveness import Heartbeat
@@ -56,41 +55,13 @@ from controller.services.feedback.steer import queue_steer
 from controller.services.feedback.watch import Watch, keep_watching, watch_feedback
 from controller.services.remote.cutoff import fail_cut_off_turn, relaunchable
 from controller.services.views import schemas
-from controller.services.views.patching import accept, patch_text
-from controller.services.views.reads import events_jsonl, feedback_view, run_view, runs_list
+from controller.services.views.patching import accept
 from controller.store.ports import ControllerStore
 from controller.store.records import PullRecord
 
-ForgeFor = Callable[[Spec], Forge]
-"""The forge client for a spec's ``publish.forge`` (one per forge and credential; SpecError if unusable)."""
-
-BrokerFactory = Callable[[RoundRunner], Broker]
-"""Builds the broker around the runner of this process's rounds (the local broker uses it)."""
-
-HypothesesFor = Callable[[str], HypothesisLauncher | None]
-"""The launcher of a run's hypothesis pods (Kubernetes with ``parallel > 1``, ADR-0018); None: its
-hypotheses run where its round runs."""
-
-OnWait = Callable[[str, float], None]
-"""Told the holder and the seconds a resume waits for a silent holder's lease to run out."""
-
 ROUND_POLL_S = 0.2  # seconds between looks for a cancel while a round runs elsewhere (a thread, a pod)
 
-BeforeWatch = Callable[[RunContext, LoopResult], None]
-"""Called with round 0's result once its search is done, before the feedback watch starts (the CLI
-says so; the demo's reviewer reviews the draft PR)."""
-
-
-@dataclass(frozen=True)
-class Signals:
-    """What the edge tells a run's driver from outside (the CLI's signal handlers, the server's
-    shutdown): ``cancel`` ends the run cancelled; ``detach`` with ``cancel`` stops driving it without
-    ending it (SIGTERM: the lease is handed back, a resume continues); ``wakeup`` wakes a waiting
-    watch at once (a webhook delivery, a cancel)."""
-
-    cancel: threading.Event = field(default_factory=threading.Event)
-    detach: threading.Event = field(default_factory=threading.Event)
-    wakeup: threading.Event = field(default_factory=threading.Event)
+__all__ = ["BeforeWatch", "ForgeFor", "HypothesesFor", "OnWait", "RunService", "Signals"]
 
 
 class RunService:
@@ -103,19 +74,25 @@ class RunService:
         *,
         environ: Mapping[str, str],
         forge_for: ForgeFor,
-        broker: BrokerFactory,
+        rounds: LocalRounds,
+        broker: Broker,
+        hub: FeedbackHub,
+        reader: RunReader,
         hypotheses: HypothesesFor | None = None,
     ) -> None:
         self.settings = settings
         self.store = store
         self._environ = dict(environ)
         self._forge_for = forge_for
-        self.rounds = LocalRounds()
-        self.broker = broker(self.rounds)
+        # The runner of this process's rounds, which ``broker`` (built around it) launches them on.
+        self.rounds = rounds
+        self.broker = broker
         self._hypotheses = hypotheses
         # The process's feedback intake, shared by every run it watches (one poller per forge
         # client); the webhook endpoint wakes it (``hub.wake``).
-        self.hub = FeedbackHub(store, own_logins=settings.forge.own_logins)
+        self.hub = hub
+        # The read facade (``reader.RunReader``): the options a run is driven with, its views.
+        self.reader = reader
         self._current: dict[str, int] = {}  # run id -> round being driven here
         self._attempts: dict[str, int] = {}  # run id -> which drive of the run this is (RoundJob.attempt)
         self.rounds_launched = 0  # rounds this process launched through the broker (for /metrics)
@@ -137,13 +114,9 @@ class RunService:
             forge=forge,
         )
 
-    def options(self, run_id: str) -> RunOptions:
-        """The options the run was started with (``resume`` restores every one of them)."""
-        return RunOptions.stored(self.store.get_run(run_id).options)
-
     def forge_for_run(self, run_id: str) -> Forge | None:
         """The run's forge client when it publishes, else None."""
-        if not self.options(run_id).publish_prs:
+        if not self.reader.options(run_id).publish_prs:
             return None
         return self._forge_for(stored_spec(self.store, run_id))
 
@@ -212,7 +185,7 @@ class RunService:
         self, run_id: str, observer: Observer | None, signals: Signals, *, park: bool
     ) -> tuple[RunContext, Watch | None]:
         """The run's live context wired to ``signals``, and its watch when it watches feedback."""
-        options = self.options(run_id)
+        options = self.reader.options(run_id)
         spec = stored_spec(self.store, run_id)
         forge = self._forge_for(spec) if options.publish_prs else None
         ctx = open_context(
@@ -506,24 +479,7 @@ class RunService:
         ctx = open_context(self.settings, self.store, run_id, spec, environ=self._environ)
         return resume_pull(ctx, publisher, component)
 
-    # -- views --------------------------------------------------------------------------------
-
-    def view(self, run_id: str, *, with_diffs: bool = True) -> schemas.Run:
-        """One run as in ``--json`` (docs/cli.md, "--json")."""
-        return run_view(self.settings, self.store, run_id, with_diffs=with_diffs)
-
-    def list_runs(self, *, limit: int = 50) -> list[schemas.RunSummary]:
-        return runs_list(self.store, limit=limit)
-
-    def events_jsonl(self, run_id: str, *, after_id: int = 0) -> str:
-        return events_jsonl(self.store, run_id, after_id)
-
-    def feedback(self, run_id: str) -> schemas.Feedback:
-        return feedback_view(self.store, run_id)
-
-    def patch(self, run_id: str) -> str:
-        """The final patch, one unified diff per component (read-only)."""
-        return patch_text(self.settings, self.store, run_id)
+    # -- the run's result, and runs from the API ----------------------------------------------
 
     def accept(self, run_id: str) -> list[str]:
         """Apply the final patch to the user's checkouts; the components it was applied to."""
@@ -533,13 +489,3 @@ class RunService:
         """A run from spec text (the API's ``POST /api/runs``); SpecError naming the key if bad."""
         spec = parse_spec(spec_text, spec_dir)
         return self.create(spec, spec_text, None, options)
-
-    def refuse_unless_pending(self, run_id: str) -> None:
-        run = self.store.get_run(run_id)
-        if run.status != RunStatus.PENDING:
-            raise RefusedError(f"run {run_id} is {run.status}, not pending")
-
-    def describe(self) -> dict[str, Any]:
-        """What this service drives with (for ``/readyz`` and logs; no secrets)."""
-        caps = self.broker.capabilities
-        return {"broker": type(self.broker).__name__, "remote": caps.remote, "concurrent": caps.concurrent}
