@@ -143,7 +143,8 @@ class WorkerRounds:
         with self._session(read_only=True) as s:
             get_run_row(s, run_id)
             for row in s.scalars(query):
-                if hypothesis_scope(row.job) is None:
+                # ``outcome IS NOT NULL`` lets a JSON null through (the column stores None as JSON).
+                if row.outcome is not None and hypothesis_scope(row.job) is None:
                     return row.to_record()
             return None
 

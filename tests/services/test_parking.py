@@ -53,13 +53,16 @@ def forge(tmp_path: Path) -> Iterator[AppForge]:
 
 
 @pytest.fixture
-def root(tmp_path: Path) -> Iterator[Root]:
+def root(tmp_path: Path, forge: AppForge) -> Iterator[Root]:
     environ = {
         **os.environ,
         "CRUCIBLE_HOME": str(tmp_path / "home"),
         "CRUCIBLE_DATABASE_URL": f"sqlite:///{tmp_path / 'crucible.db'}",
         "CRUCIBLE_GITHUB_TOKEN": TOKENS["alice"],
         "CRUCIBLE_FORGE_WRITE_INTERVAL": "0",
+        # As an operator configures a controller that publishes to the local forge (serve mode).
+        "CRUCIBLE_FORGE_HOSTS": forge.handle.api_url,
+        "CRUCIBLE_ALLOW_UNSANDBOXED": "1",
         "CRUCIBLE_OWN_LOGINS": "alice",
     }
     built = build(environ, settings=Settings.from_env(environ), mode=Mode.SERVE)

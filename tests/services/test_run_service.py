@@ -84,7 +84,7 @@ def test_resume_restores_publish_and_watch_without_flags(tmp_path: Path, forge: 
 
     second = _root(tmp_path, environ)
     resumed_service = second.service()
-    assert resumed_service.options(run_id) == options, "every option came back from the store"
+    assert resumed_service.reader.options(run_id) == options, "every option came back from the store"
     resumed = resumed_service.resume(run_id)
     assert resumed.stop_reason == StopReason.FEEDBACK_CLOSED, resumed.message
     store = second.store()

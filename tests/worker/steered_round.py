@@ -80,6 +80,9 @@ def run_steered(
         "CRUCIBLE_DATABASE_URL": database_url,
         "CRUCIBLE_GITHUB_TOKEN": TOKENS["alice"],
         "CRUCIBLE_FORGE_WRITE_INTERVAL": "0",
+        # As an operator configures a controller that publishes to the local forge (serve mode).
+        "CRUCIBLE_FORGE_HOSTS": forge.handle.api_url,
+        "CRUCIBLE_ALLOW_UNSANDBOXED": "1",
         "CRUCIBLE_OWN_LOGINS": "alice",
     }
     root = build(environ, settings=Settings.from_env(environ), mode=Mode.SERVE)

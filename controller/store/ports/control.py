@@ -43,8 +43,9 @@ class WorkerRoundRecords(Protocol):
     stored), the commits its verified bundles brought in, and the outcome it reported.
 
     Only the newest attempt of a round (or of one hypothesis of a turn, ADR-0018) may write: a new
-    attempt revokes the earlier ones. NotFoundError for a token no attempt was minted for or one no
-    longer live; ConflictError for a token hash used twice."""
+    attempt revokes the earlier ones. NotFoundError for a token no attempt was minted for;
+    ConflictError for writing with a revoked token (its attempt is over) or a token hash used twice.
+    Expiry is the caller's to check (``worker_round_by_token`` returns ``expires_at``)."""
 
     def add_worker_round(
         self, run_id: str, round: int, *, token_hash: str, job: Mapping[str, Any], expires_at: datetime

@@ -1,0 +1,76 @@
+"""The ``RunPages``, ``TurnPages`` and ``OpsCounts`` contracts (``controller.store.ports.pages``) for
+every implementation: pages the API serves, limited and filtered by the backend, and the counters of
+``/metrics``."""
+
+from __future__ import annotations
+
+import pytest
+
+from controller.domain.enums import EventKind, Outcome, RunStatus, SampleArm, StopReason
+from controller.domain.errors import NotFoundError
+from controller.store.ports import OpsCounts, RunPages, TurnPages
+from tests.ports.conftest import PortHarness
+from tests.ports.test_reads import FAIL, KEEP, _play
+
+
+def test_runs_come_newest_first_in_pages_and_by_status(harness: PortHarness) -> None:
+    pages: RunPages = harness.impl
+    for run_id in ("r1", "r2", "r3"):
+        harness.seed_run(run_id, objective=f"objective {run_id}")
+        harness.clock.advance(1)
+    harness.impl.set_run_status("r2", RunStatus.COMPLETED, stop_reason=StopReason.MAX_TURNS)
+    assert [r.id for r in pages.page_runs()] == ["r3", "r2", "r1"]
+    assert [r.id for r in pages.page_runs(limit=1, offset=1)] == ["r2"]
+    assert [r.id for r in pages.page_runs(status=RunStatus.RUNNING)] == ["r3", "r1"]
+    summaries = pages.run_summaries(status=RunStatus.COMPLETED)
+    assert [(s.id, s.objective, s.stop_reason) for s in summaries] == [
+        ("r2", "objective r2", StopReason.MAX_TURNS)
+    ]
+    assert [s.id for s in pages.run_summaries(limit=2)] == ["r3", "r2"]
+
+    _play(harness, "r1", 1, KEEP)
+    _play(harness, "r1", 2, FAIL)
+    tallies = pages.run_tallies(["r1", "r3"])
+    assert (tallies["r1"].decided, tallies["r1"].kept, tallies["r1"].pulls) == (2, 1, 0)
+    assert (tallies["r3"].decided, tallies["r3"].kept) == (0, 0)
+    assert pages.run_tallies([]) == {}
+
+
+def test_turn_pages_follow_the_event_stream(harness: PortHarness) -> None:
+    pages: TurnPages = harness.impl
+    harness.seed_run("r1")
+    assert pages.turns_version("r1") == 0 and pages.last_event_id("r1") == 0
+    assert pages.last_event_of("r1", EventKind.TURN_STARTED) is None
+    _play(harness, "r1", 1, KEEP)
+    version = pages.turns_version("r1")
+    assert version > 0 and version == pages.last_event_id("r1")
+    _play(harness, "r1", 2, FAIL)
+    _play(harness, "r1", 3, KEEP)
+    assert pages.turns_version("r1") > version, "a decided turn changes the version"
+    started = pages.last_event_of("r1", EventKind.TURN_STARTED)
+    assert started is not None and started.payload == {"turn": 3}
+
+    page = pages.turn_page("r1", after=1, limit=1)
+    assert page.metric_name == "p50_ms" and [t.number for t in page.turns] == [2]
+    assert dict(page.samples) == {(2, SampleArm.CANDIDATE): [90.0, 91.0]}
+    assert [t.number for t in pages.turn_page("r1", outcome=Outcome.ACCEPTED).turns] == [1, 3]
+    assert pages.turn_page("r1", round=1).turns == []
+    with pytest.raises(NotFoundError):
+        pages.turns_version("nope")
+
+
+def test_the_counters_of_metrics(harness: PortHarness) -> None:
+    counts: OpsCounts = harness.impl
+    assert counts.count_runs_by_status() == {} and counts.count_turns_by_outcome() == {}
+    assert counts.count_deliveries() == (0, 0)
+    harness.seed_run("r1")
+    harness.seed_run("r2", status=RunStatus.PENDING)
+    _play(harness, "r1", 1, KEEP)
+    _play(harness, "r1", 2, FAIL)
+    harness.impl.start_turn("r1", 3, 0)  # undecided: not counted
+    harness.impl.save_delivery("d1", "ping", None, {})
+    harness.impl.save_delivery("d2", "ping", None, {})
+    harness.impl.mark_delivery_processed("d1")
+    assert counts.count_runs_by_status() == {RunStatus.RUNNING: 1, RunStatus.PENDING: 1}
+    assert counts.count_turns_by_outcome() == {Outcome.ACCEPTED: 1, Outcome.FAILED: 1}
+    assert counts.count_deliveries() == (2, 1)
