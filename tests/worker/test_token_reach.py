@@ -31,9 +31,9 @@ from controller.config.spec import load_spec
 from controller.domain.enums import RunStatus
 from controller.domain.jobs import RoundJob
 from controller.localforge.server import serve_in_thread
-from controller.services.control.service import RunService
 from controller.services.remote.remote_rounds import RemoteRounds
 from controller.store import Store
+from controller.wiring import compose_service
 from tests.conftest import git, make_repo
 from tests.worker.conftest import OPERATOR, _Control
 
@@ -140,7 +140,7 @@ def test_a_hostile_agent_without_a_sandbox_finds_no_worker_token(
                     command=command,
                 )
 
-            service = RunService(settings, store, environ={}, forge_for=_no_forge, broker=broker)
+            service = compose_service(settings, store, environ={}, forge_for=_no_forge, broker=broker)
             spec_path = repo / "crucible.toml"
             run_id = service.create(load_spec(spec_path), spec_text, spec_path, RunOptions())
             result = service.drive(run_id)
