@@ -1,7 +1,7 @@
 """The composition root is the only builder of the process's big parts, and it cannot be misused.
 
 ``controller.wiring`` builds the store, the forge clients and the brokers; everything else is handed
-them (ADR-0003, ADR-0029). The scan below reads every module of ``controller`` and fails on a call
+them (ADR-0003, ADR-0030). The scan below reads every module of ``controller`` and fails on a call
 that constructs one of those parts anywhere else, naming the file and line, so a command or a
 service that starts building its own store (the first sign of the god-object controller) fails here
 the day it is written. The exceptions are listed with why each process or tool builds its own.
