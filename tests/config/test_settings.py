@@ -109,6 +109,7 @@ def test_nothing_else_in_controller_reads_the_environment() -> None:
         "workspace/git.py",  # crucible's own git commands, without inherited GIT_* variables
         "agents/run.py",  # the presets' wrapper: a program of its own, run as a turn's agent command
         "agents/aider_launcher.py",  # started by that wrapper around aider: a program of its own too
+        "services/execution/runs.py",  # sandbox.readonly expands ~ against the controller HOME by default
         "workspace/selfguard.py",  # finds the worker token's bytes in the C environment to wipe them
     }
     offenders = []
