@@ -32,7 +32,7 @@ _NOT_FOUND = (
     re.compile(r"can't open file '([^']+)'"),
     re.compile(_SHELL_PREFIX + r"(\S+): (?:command )?not found", re.M),
     re.compile(_SHELL_PREFIX + r"(\S+): (?:No such file or directory|cannot execute)", re.M),
-    # A script the command ran could not exec what it names ("…/shims/python3: line 12: /root/.pyenv/
+    # A script the command ran could not exec what it names ("…/shims/python3: line 12: ~/.pyenv/
     # libexec/pyenv: No such file or directory"): the path right before the error.
     re.compile(r"(?:^|: )([^\s:]+): (?:No such file or directory|cannot execute|Permission denied)", re.M),
 )
