@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from controller.config.fields import MAX_TURNS
 from controller.services.views.reads import run_summary
 from controller.services.views.schemas import RunSummary, Turn
-from controller.store.records import RunSummaryRecord
+from controller.store.summary import RunSummaryRecord
 
 
 class _Body(BaseModel):

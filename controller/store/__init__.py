@@ -1,34 +1,34 @@
 """The store layer (docs/architecture.md): the only code that talks to the database.
 
 Everything above it sees ``Store`` and the frozen records below, never SQLAlchemy or Alembic.
-``Store`` is imported on first use, so the records and ``listing`` cost no SQLAlchemy (ADR-0013).
+Every name here is imported on first use: ``Store`` costs SQLAlchemy and the records pydantic, and
+``listing`` (``crucible runs list`` on an up-to-date SQLite file) may cost neither (ADR-0013).
 """
 
 from typing import TYPE_CHECKING
 
-from controller.store.records import (
-    ChampionUpdate,
-    ComponentRecord,
-    DeliveryRecord,
-    EventRecord,
-    FeedbackFields,
-    FeedbackRecord,
-    FeedbackSource,
-    FeedbackVerdict,
-    HypothesisRecord,
-    HypothesisReport,
-    NewDelivery,
-    NewRun,
-    PullRecord,
-    RunRecord,
-    SampleRecord,
-    TurnCounts,
-    TurnDecision,
-    TurnRecord,
-    TurnSnapshot,
-)
-
 if TYPE_CHECKING:
+    from controller.store.records import (
+        ChampionUpdate,
+        ComponentRecord,
+        DeliveryRecord,
+        EventRecord,
+        FeedbackFields,
+        FeedbackRecord,
+        FeedbackSource,
+        FeedbackVerdict,
+        HypothesisRecord,
+        HypothesisReport,
+        NewDelivery,
+        NewRun,
+        PullRecord,
+        RunRecord,
+        SampleRecord,
+        TurnCounts,
+        TurnDecision,
+        TurnRecord,
+        TurnSnapshot,
+    )
     from controller.store.store import Store
 
 __all__ = [
@@ -60,4 +60,8 @@ def __getattr__(name: str) -> object:
         from controller.store.store import Store
 
         return Store
+    if name in __all__:
+        from controller.store import records
+
+        return getattr(records, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -29,7 +29,7 @@ from sqlalchemy.dialects import postgresql
 from controller.domain.enums import RunStatus
 from controller.domain.errors import NotFoundError, RetryLaterError
 from controller.store.reads import SUMMARIES, TURNS_VERSION, summaries_query, summary_record
-from controller.store.records import RunSummaryRecord
+from controller.store.summary import RunSummaryRecord
 
 if TYPE_CHECKING:
     import psycopg

@@ -17,8 +17,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from controller.domain.enums import RunStatus, StopReason
-from controller.store.records import RunSummaryRecord
 from controller.store.revisions import head_revision
+from controller.store.summary import RunSummaryRecord
 
 _PREFIX = "sqlite:///"
 _QUERY = (

@@ -39,12 +39,12 @@ from controller.store.records import (
     EventRecord,
     HypothesisRecord,
     RunRecord,
-    RunSummaryRecord,
     RunTally,
     SampleRecord,
     TurnPage,
     TurnRecord,
 )
+from controller.store.summary import RunSummaryRecord
 
 _RUNS, _TURNS, _SAMPLES, _HYPOTHESES = (
     RunRow.__table__,

@@ -323,19 +323,6 @@ class TurnCounts:
 
 
 @dataclass(frozen=True)
-class RunSummaryRecord:
-    """The columns of a run that a line of the runs list shows (``Store.run_summaries``)."""
-
-    id: str
-    status: RunStatus
-    stop_reason: StopReason | None
-    objective: str
-    baseline_value: float | None
-    champion_value: float | None
-    created_at: datetime
-
-
-@dataclass(frozen=True)
 class RunTally:
     """What the runs list counts per run: decided turns, kept (accepted) turns, pull requests."""
 

@@ -13,7 +13,7 @@ from controller.services.views import schemas
 from controller.services.views.reads import runs_list
 from controller.services.views.summaries import quick_run_list, summary_json
 from controller.store import Store
-from controller.store.records import RunSummaryRecord
+from controller.store.summary import RunSummaryRecord
 from tests.support import new_run
 
 

@@ -25,10 +25,10 @@ from controller.store.records import (
     ComponentRecord,
     EventRecord,
     HypothesisRecord,
-    RunSummaryRecord,
     SampleRecord,
     TurnRecord,
 )
+from controller.store.summary import RunSummaryRecord
 from controller.workspace.checkout import Checkout
 
 

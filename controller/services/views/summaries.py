@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from controller.store.listing import sqlite_run_summaries
-from controller.store.records import RunSummaryRecord
+from controller.store.summary import RunSummaryRecord
 
 
 def summary_json(record: RunSummaryRecord) -> dict[str, Any]:

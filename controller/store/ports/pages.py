@@ -12,10 +12,10 @@ from controller.domain.enums import EventKind, Outcome, RunStatus
 from controller.store.records import (
     EventRecord,
     RunRecord,
-    RunSummaryRecord,
     RunTally,
     TurnPage,
 )
+from controller.store.summary import RunSummaryRecord
 
 
 class RunPages(Protocol):
