@@ -14,6 +14,8 @@ import click
 from controller.cli.display import TableObserver
 from controller.cli.remote import ApiClient
 from controller.cli.show import emit_json, print_finish
+from controller.domain import events
+from controller.domain.events import BaselinePayload
 
 TURN_EVENTS = frozenset({"accepted", "rejected", "failed", "no_change"})
 EXIT_OK, EXIT_FAILED, EXIT_CANCELLED = 0, 1, 130
@@ -61,7 +63,9 @@ def follow(client: ApiClient, run_id: str, observer: TableObserver) -> str | Non
     for event in client.events(run_id):
         kind = event.get("kind")
         if kind == "baseline":
-            observer.baseline(float(event["value"]), [float(v) for v in event.get("samples", [])])
+            baseline = events.read(BaselinePayload, event)
+            if baseline is not None:
+                observer.baseline(baseline.value, baseline.samples)
         elif kind in TURN_EVENTS:
             observer.turn_decided(_turn_row(client, run_id, event))
         elif kind == "round_started":
@@ -77,5 +81,5 @@ def _turn_row(client: ApiClient, run_id: str, event: dict[str, object]) -> dict[
     if isinstance(number, int):
         rows = client.turns(run_id, after=number - 1, limit=1)
         if rows and rows[0].get("turn") == number:
-            return rows[0]
+            return dict(rows[0])
     return dict(event)

@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 
 from controller.domain.errors import ConflictError, CrucibleError, NotFoundError, RefusedError, SpecError
+from controller.services.views.json_forms import FeedbackJson, RunJson, RunSummaryJson, TurnJson
 
 RECONNECT_DELAY_S = 1.0
 MAX_RECONNECTS = 30  # consecutive failed reconnects before giving up on an event stream
@@ -51,21 +52,29 @@ class ApiClient:
         }
         return str(self._json("POST", "/api/runs", json=body)["id"])
 
-    def runs(self, limit: int) -> list[dict[str, Any]]:
-        return list(self._json("GET", "/api/runs", params={"limit": limit})["items"])
+    # The answers are the JSON forms of the views (``json_forms``): the server validated them against
+    # the same models when it answered, so they are typed here without being parsed again.
+    def runs(self, limit: int) -> list[RunSummaryJson]:
+        rows: list[RunSummaryJson] = self._json("GET", "/api/runs", params={"limit": limit})["items"]
+        return rows
 
-    def run(self, run_id: str) -> dict[str, Any]:
-        return dict(self._json("GET", f"/api/runs/{run_id}"))
-
-    def turns(self, run_id: str, *, after: int = 0, limit: int = 100) -> list[dict[str, Any]]:
-        params = {"after": after, "limit": limit}
-        return list(self._json("GET", f"/api/runs/{run_id}/turns", params=params)["items"])
-
-    def feedback(self, run_id: str) -> dict[str, Any]:
-        view: dict[str, Any] = {"run_id": run_id}
-        for part in ("feedback", "rounds", "replies"):
-            view[part] = self._json("GET", f"/api/runs/{run_id}/{part}")
+    def run(self, run_id: str) -> RunJson:
+        view: RunJson = self._json("GET", f"/api/runs/{run_id}")
         return view
+
+    def turns(self, run_id: str, *, after: int = 0, limit: int = 100) -> list[TurnJson]:
+        params = {"after": after, "limit": limit}
+        rows: list[TurnJson] = self._json("GET", f"/api/runs/{run_id}/turns", params=params)["items"]
+        return rows
+
+    def feedback(self, run_id: str) -> FeedbackJson:
+        base = f"/api/runs/{run_id}"
+        return {
+            "run_id": run_id,
+            "feedback": self._json("GET", f"{base}/feedback"),
+            "rounds": self._json("GET", f"{base}/rounds"),
+            "replies": self._json("GET", f"{base}/replies"),
+        }
 
     def patch(self, run_id: str) -> str:
         return str(self._json("GET", f"/api/runs/{run_id}/patch")["patch"])
@@ -76,7 +85,7 @@ class ApiClient:
     def resume(self, run_id: str) -> str:
         return str(self._json("POST", f"/api/runs/{run_id}/resume")["message"])
 
-    def events(self, run_id: str, *, after: int = 0, follow: bool = True) -> Iterator[dict[str, Any]]:
+    def events(self, run_id: str, *, after: int = 0, follow: bool = True) -> Iterator[dict[str, object]]:
         """The run's events from ``after`` on, as Server-Sent Events; a dropped connection is resumed
         with ``Last-Event-ID``, so no event is missed or seen twice. Ends when the server ends the
         stream (the run finished, or ``follow`` is False and the stored events are sent)."""
@@ -110,7 +119,7 @@ class ApiClient:
         return response.json()
 
 
-def _sse(lines: Iterator[str]) -> Iterator[tuple[int, dict[str, Any]]]:
+def _sse(lines: Iterator[str]) -> Iterator[tuple[int, dict[str, object]]]:
     """(id, data) of each event in a text/event-stream (comments and keep-alives skipped)."""
     event_id: int | None = None
     data: list[str] = []

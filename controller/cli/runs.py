@@ -9,12 +9,12 @@ imports SQLAlchemy, ADR-0013).
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import click
 
 from controller.cli.common import api_client, build_root, emit_json, server_option
 from controller.cli.show import print_feedback, print_run, print_runs, turns_tsv
+from controller.services.views.json_forms import RunSummaryJson
 
 
 def register(cli: click.Group) -> None:
@@ -48,7 +48,7 @@ def runs_list_cmd(as_json: bool = False, limit: int = 50, server: str | None = N
     print_runs(rows)
 
 
-def _local_runs(limit: int) -> list[dict[str, Any]]:
+def _local_runs(limit: int) -> list[RunSummaryJson]:
     """The runs list of the local database: the default SQLite file is read directly, without
     SQLAlchemy or pydantic (a tenth of the start-up cost, ADR-0013); any other database, or one to
     create or upgrade, goes through the run service."""
@@ -61,7 +61,7 @@ def _local_runs(limit: int) -> list[dict[str, Any]]:
         return rows
     from controller.services.views.schemas import dump
 
-    listed: list[dict[str, Any]] = dump(build_root(environ).reader().list_runs(limit=limit))
+    listed: list[RunSummaryJson] = dump(build_root(environ).reader().list_runs(limit=limit))
     return listed
 
 

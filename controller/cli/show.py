@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 import click
 
 from controller.cli.display import TableObserver
+from controller.services.views.json_forms import FeedbackJson, RunJson, RunSummaryJson, TurnJson
 
 TSV_COLUMNS = (
     "turn",
@@ -35,7 +37,7 @@ def emit_json(data: Any) -> None:
     click.echo(json.dumps(data, default=str))
 
 
-def print_runs(rows: list[dict[str, Any]]) -> None:
+def print_runs(rows: list[RunSummaryJson]) -> None:
     for r in rows:
         best = "-" if r["best"] is None else f"{r['best']:.6g}"
         base = "-" if r["baseline"] is None else f"{r['baseline']:.6g}"
@@ -45,7 +47,7 @@ def print_runs(rows: list[dict[str, Any]]) -> None:
         )
 
 
-def print_finish(view: dict[str, Any]) -> None:
+def print_finish(view: RunJson) -> None:
     """The closing lines of a run (``crucible loop``, ``resume``), after the stop message."""
     run_id, best, base = view["run_id"], view["best"], view["baseline"]["value"]
     click.echo(f"run {run_id}: {view['status']} ({view['stop_reason']})")
@@ -57,20 +59,20 @@ def print_finish(view: dict[str, Any]) -> None:
     click.echo(f"see: crucible runs show {run_id}   crucible patch {run_id}")
 
 
-def _with_hypotheses(turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _with_hypotheses(turns: list[TurnJson]) -> list[Mapping[str, object]]:
     """Each turn, followed by a row per parallel hypothesis (its ``parallel_index`` set; the turn's
     own row has none), so a TSV of a parallel run lists every hypothesis measured."""
-    rows: list[dict[str, Any]] = []
+    rows: list[Mapping[str, object]] = []
     for turn in turns:
         rows.append(turn)
-        for item in turn.get("hypotheses") or []:
+        for item in turn["hypotheses"]:
             rows.append(
                 {**item, "turn": turn["turn"], "round": turn["round"], "parallel_index": item["index"]}
             )
     return rows
 
 
-def turns_tsv(turns: list[dict[str, Any]]) -> str:
+def turns_tsv(turns: list[TurnJson]) -> str:
     lines = ["\t".join(TSV_COLUMNS)]
     for row in _with_hypotheses(turns):
         cells = []
@@ -82,7 +84,7 @@ def turns_tsv(turns: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def print_run(view: dict[str, Any]) -> None:
+def print_run(view: RunJson) -> None:
     click.echo(f"run {view['run_id']}: {view['status']} ({view['stop_reason'] or '-'})")
     click.echo(f"objective: {view['objective']}")
     if view["message"]:
@@ -92,7 +94,7 @@ def print_run(view: dict[str, Any]) -> None:
     observer = TableObserver(sys.stdout)
     observer.champion = base["value"]
     for row in view["turns"]:
-        observer.turn_decided(row)
+        observer.turn_decided(dict(row))
     for comp in view["components"]:
         click.echo(f"component {comp['name']}: base {comp['base_sha'][:12]} head {comp['head_sha'][:12]}")
     for pull in view["pull_requests"]:
@@ -108,14 +110,14 @@ def print_run(view: dict[str, Any]) -> None:
         verdict = item["verdict"] or "pending"
         click.echo(f"feedback #{item['id']} by @{item['author']}{where}: {verdict} ({item['reason'] or '-'})")
     for done in view["rounds"]:
-        head = str(done.get("head") or "")[:12]
-        outcome = f"pushed {head}" if done.get("kept") else "held nothing; pushed nothing"
+        head = (done["head"] or "")[:12]
+        outcome = f"pushed {head}" if done["kept"] else "held nothing; pushed nothing"
         click.echo(f"round {done['round']} ({done['component']}): {outcome}")
     for reply in view["replies"]:
         click.echo(f"drafted reply to @{reply['author']} (feedback #{reply['feedback']}): {reply['reply']}")
 
 
-def print_feedback(view: dict[str, Any], replies: bool) -> None:
+def print_feedback(view: FeedbackJson, replies: bool) -> None:
     if replies:
         for reply in view["replies"]:
             click.echo(f"#{reply['feedback']} to @{reply['author']}: {reply['reply']}")

@@ -10,13 +10,13 @@ equal, so a field added to the model fails that test until it is added here). AD
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
 
+from controller.services.views.json_forms import RunSummaryJson
 from controller.store.listing import sqlite_run_summaries
 from controller.store.summary import RunSummaryRecord
 
 
-def summary_json(record: RunSummaryRecord) -> dict[str, Any]:
+def summary_json(record: RunSummaryRecord) -> RunSummaryJson:
     """``schemas.RunSummary`` of ``record``, dumped as JSON-ready values."""
     return {
         "run_id": record.id,
@@ -29,7 +29,7 @@ def summary_json(record: RunSummaryRecord) -> dict[str, Any]:
     }
 
 
-def quick_run_list(database_url: str, limit: int) -> list[dict[str, Any]] | None:
+def quick_run_list(database_url: str, limit: int) -> list[RunSummaryJson] | None:
     """The first ``limit`` lines of the runs list read without the ``Store``, or None when only the
     ``Store`` can answer (see ``store.listing``)."""
     records = sqlite_run_summaries(database_url, limit=limit)
