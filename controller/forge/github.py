@@ -31,7 +31,7 @@ import math
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, TypeVar
+from typing import Any, TypedDict, TypeVar
 
 import requests
 from github import Auth, Github, GithubException, GithubIntegration
@@ -103,7 +103,7 @@ class GithubForge:
         max_wait: float = 120.0,
     ) -> None:
         self.api_url = api_url.rstrip("/")
-        self._options: dict[str, Any] = {
+        self._options: _ClientOptions = {
             "base_url": self.api_url,
             "timeout": max(1, math.ceil(timeout)),
             "user_agent": "crucible",
@@ -316,13 +316,26 @@ class GithubForge:
         return found
 
 
+class _ClientOptions(TypedDict):
+    """The keyword arguments every PyGithub client here is built with (one place, so a token client,
+    an installation client and the App's integration client behave alike)."""
+
+    base_url: str
+    timeout: int
+    user_agent: str
+    retry: None
+    seconds_between_requests: float
+    seconds_between_writes: float
+    lazy: bool
+
+
 class _Sessions:
     """PyGithub clients: one for a token; one per App installation, resolved per repository."""
 
     def __init__(
         self,
         credentials: ForgeCredentials,
-        options: dict[str, Any],
+        options: _ClientOptions,
         read: Callable[[str, Callable[[], Any]], Any],
     ) -> None:
         self._credentials = credentials

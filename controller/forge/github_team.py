@@ -164,7 +164,10 @@ class GithubTeamProcess:
 
 
 def _create_check_run(repo: Repository, sha: str, check: CommitCheck) -> None:
-    output: dict[str, Any] = {"title": check.title, "summary": check.summary or check.title}
+    output: dict[str, str | list[dict[str, str | int]]] = {
+        "title": check.title,
+        "summary": check.summary or check.title,
+    }
     if check.text:
         output["text"] = check.text
     repo.create_check_run(

@@ -37,7 +37,16 @@ from controller.forge.base import (
     RateStatus,
     ReviewPage,
 )
-from controller.forge.github_json import issue_comment_event, next_link, review_comment_event, review_event
+from controller.forge.github_json import (
+    IssueCommentJson,
+    PullJson,
+    ReviewCommentJson,
+    ReviewJson,
+    issue_comment_event,
+    next_link,
+    review_comment_event,
+    review_event,
+)
 from controller.forge.ratelimit import rate_limit_wait, rate_status, server_time
 
 PER_PAGE = "100"  # the most a GitHub list page holds: fewer requests per poll
@@ -116,7 +125,7 @@ class GithubReader:
         return self._comments(full_name, "issues/comments", since, etag, issue_comment_event)
 
     def list_reviews(self, full_name: str, number: int) -> ReviewPage:
-        items: list[dict[str, Any]] = []
+        items: list[ReviewJson] = []
         clock: float | None = None
         for answer in self._pages(full_name, f"/repos/{full_name}/pulls/{number}/reviews", {}, None):
             clock = clock if clock is not None else server_time(answer.headers)
@@ -136,7 +145,8 @@ class GithubReader:
         path: str,
         since: str | None,
         etag: str | None,
-        convert: Callable[[str, dict[str, Any]], FeedbackEvent],
+        convert: Callable[[str, ReviewCommentJson], FeedbackEvent]
+        | Callable[[str, IssueCommentJson], FeedbackEvent],
     ) -> CommentPage:
         params = {"sort": "updated", "direction": "asc"}
         if since is not None:
@@ -210,7 +220,7 @@ class GithubReader:
         raise ForgeError(text)
 
 
-def _pull_state(item: dict[str, Any]) -> PullState:
+def _pull_state(item: PullJson) -> PullState:
     return PullState(
         number=int(item["number"]),
         state=str(item.get("state") or "open"),
