@@ -1,4 +1,8 @@
-"""``crucible loop --dry-run``: everything a run would do, resolved, without running anything."""
+"""``crucible loop --dry-run``: everything a run would do, resolved, without running anything.
+
+The plan is a JSON object (``--dry-run --json`` prints it as it is), typed by the TypedDicts below so
+the CLI's printer and this builder agree on its keys (mypy checks both sides).
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,7 @@ import os
 import shlex
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from controller.agents.command import agent_command, find_cli
 from controller.agents.registry import preset
@@ -26,8 +30,106 @@ SURFACE_LIMIT = 200  # files listed per component; the count is always exact
 SANDBOX_HOME = "/tmp/crucible-home"  # a run's (RunLayout.sandbox_home)
 DRY_RUN_ID = "r0-dry-run"  # a run id is made when the run is created; the dry run shows the shape
 
+# A toolchain root the sandbox shows read-only, and the commands (``for``) that need it.
+BoundToolchain = TypedDict("BoundToolchain", {"kind": str, "root": str, "for": list[str]})
 
-def sandbox_check(spec: Spec, environ: Mapping[str, str]) -> dict[str, Any]:
+
+class SandboxCheck(TypedDict):
+    on: bool
+    why: str
+    problems: list[str]
+    bound: list[BoundToolchain]
+
+
+class PresetPlan(TypedDict):
+    name: str
+    cli: str | None
+    missing: str | None
+    install: str
+    model: str | None
+    base_url: str | None
+    keys: list[str]
+    keys_set: list[str]
+    command: str
+
+
+class KnobPlan(TypedDict):
+    file: str
+    key: str
+    values: list[int | float | str | bool]
+
+
+class AgentPlan(TypedDict):
+    command: str | None
+    builtin: str | None
+    preset: PresetPlan | None
+    knobs: list[KnobPlan]
+
+
+class MetricPlan(TypedDict):
+    command: str
+    name: str
+    direction: str
+    samples: int
+    warmups: int
+    interleave: bool
+    confidence: float
+    guards: list[str]
+
+
+class BudgetPlan(TypedDict):
+    wall_clock_s: float | None
+    cost_usd: float | None
+    tokens: int | None
+    disk_bytes: int | None
+    max_consecutive_failures: int
+    target: float | None
+
+
+class PublishPlan(TypedDict):
+    forge: str
+    labels: list[str]
+    reviewers: list[str]
+    team_reviewers: list[str]
+    assignees: list[str]
+    title: str
+    commit_message: str
+    conventional: bool
+    signoff: bool
+    author: str | None
+    status: str
+
+
+class ComponentPlan(TypedDict):
+    name: str
+    repo: str
+    base: str
+    base_sha: str
+    mutable_files: list[str]
+    mutable_count: int
+    protected: list[str]
+    evaluator_files: list[str]
+
+
+class DryRunPlan(TypedDict):
+    publish: PublishPlan | None
+    kubernetes: list[dict[str, object]] | None  # the manifests, as kubectl reads them
+    dry_run: bool
+    objective: str
+    turns: int
+    components: list[ComponentPlan]
+    agent: AgentPlan
+    metric: MetricPlan
+    validation: str | None
+    sandbox: str
+    sandbox_on: bool
+    sandbox_why: str
+    sandbox_bound: list[BoundToolchain]
+    sandbox_problems: list[str]
+    budget: BudgetPlan
+
+
+def sandbox_check(spec: Spec, environ: Mapping[str, str]) -> SandboxCheck:
     """Whether commands run sandboxed here, what the sandbox shows them of the hidden directories
     (toolchain roots), and what would keep the agent, validation or metric command from starting
     inside it, each a sentence naming the path and the fix, as a turn would report it.
@@ -61,7 +163,7 @@ def sandbox_check(spec: Spec, environ: Mapping[str, str]) -> dict[str, Any]:
     if spec.validation is not None:
         commands.append(("validation", spec.validation.command))
     problems: list[str] = []
-    bound: dict[str, dict[str, Any]] = {}
+    bound: dict[str, BoundToolchain] = {}
     for role, command in commands:
         if command is None:
             continue
@@ -76,7 +178,7 @@ def sandbox_check(spec: Spec, environ: Mapping[str, str]) -> dict[str, Any]:
     return {"on": True, "why": "bubblewrap", "problems": problems, "bound": list(bound.values())}
 
 
-def preset_plan(spec: Spec, environ: Mapping[str, str]) -> dict[str, Any] | None:
+def preset_plan(spec: Spec, environ: Mapping[str, str]) -> PresetPlan | None:
     """What ``agent.preset`` would run: the CLI found (or how to install it), the key variables it
     would be given and which of them are set, and the wrapper command a turn runs. None without one."""
     agent = spec.agent
@@ -93,18 +195,18 @@ def preset_plan(spec: Spec, environ: Mapping[str, str]) -> dict[str, Any] | None
         "missing": None if found else f"{chosen.title} ({cli or chosen.program}) is not installed: {install}",
         "install": chosen.install,
         "model": agent.model,
-        "base_url": agent.base_url,
+        "base_url": None if agent.base_url is None else str(agent.base_url),
         "keys": list(chosen.keys),
         "keys_set": [k for k in chosen.keys if environ.get(k)],
         "command": agent_command(agent, spec.spec_dir, sandboxed=sandboxed, search_path=environ.get("PATH")),
     }
 
 
-def dry_run(spec: Spec, environ: Mapping[str, str], turns: int | None = None) -> dict[str, Any]:
+def dry_run(spec: Spec, environ: Mapping[str, str], turns: int | None = None) -> DryRunPlan:
     bases = resolve_bases(spec)
     sandbox = sandbox_check(spec, environ)
     commands = [spec.metric.command] + ([spec.validation.command] if spec.validation else [])
-    components = []
+    components: list[ComponentPlan] = []
     for comp in spec.components:
         repo = comp.repo_path(spec.spec_dir)
         files = run_git(["ls-tree", "-r", "--name-only", "-z", bases[comp.name]], repo).split("\0")
@@ -185,7 +287,7 @@ def dry_run(spec: Spec, environ: Mapping[str, str], turns: int | None = None) ->
     }
 
 
-def round_manifests(spec: Spec, bases: Mapping[str, str], turns: int) -> list[dict[str, Any]] | None:
+def round_manifests(spec: Spec, bases: Mapping[str, str], turns: int) -> list[dict[str, object]] | None:
     """What the Kubernetes broker would create for round 0 (the Job, and its Secret with the token
     redacted); with ``parallel > 1``, for the first hypothesis of turn 1 (each turn creates one such
     Job per hypothesis, ADR-0018). None unless ``[broker] kind = "kubernetes"``."""
