@@ -34,7 +34,7 @@ import asyncio
 import contextlib
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
@@ -109,7 +109,7 @@ class StoreSink:
         """The store belongs to the caller."""
 
 
-def _action(payload: dict[str, object]) -> str | None:
+def _action(payload: Mapping[str, object]) -> str | None:
     action = payload.get("action")
     return action if isinstance(action, str) else None
 

@@ -7,12 +7,15 @@ other body where it stores it (in the writer's thread or process, off the event 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING
 
 import orjson
 
+if TYPE_CHECKING:  # an annotation only: parsing a body needs nothing of pydantic at run time
+    from pydantic import JsonValue
 
-def json_object(body: bytes) -> tuple[dict[str, Any], str] | None:
+
+def json_object(body: bytes) -> tuple[dict[str, JsonValue], str] | None:
     """The JSON object in ``body`` and the text to store for it; None if it is not a JSON object.
 
     orjson reads the common case (UTF-8, no NaN, integers within 64 bits, valid surrogates), and the

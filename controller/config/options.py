@@ -12,7 +12,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Self
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from controller.domain.errors import SpecError
 
@@ -70,5 +78,5 @@ class RunOptions(BaseModel):
         ``publish_prs`` (and nothing else was restored), which parses the same way."""
         return cls.parse(data)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, JsonValue]:
         return self.model_dump(mode="json")

@@ -19,7 +19,8 @@ import difflib
 import json
 import re
 import string
-from typing import Annotated, Any, Literal
+from collections.abc import Mapping
+from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BeforeValidator, Field, model_validator
 
@@ -228,12 +229,12 @@ class PublishSpec(_Model):
         return DEFAULT_CONVENTIONAL_COMMIT_MESSAGE if self.conventional else DEFAULT_COMMIT_MESSAGE
 
 
-def render(template: str, values: dict[str, Any]) -> str:
-    """``template`` with each ``{name}`` replaced by ``str(values[name])`` (templates were checked at
+def render(template: str, values: Mapping[str, str]) -> str:
+    """``template`` with each ``{name}`` replaced by ``values[name]`` (templates were checked at
     load, so every name is known; ``{{``/``}}`` become braces)."""
     out = []
     for text, field, _spec, _conversion in string.Formatter().parse(template):
         out.append(text)
         if field is not None:
-            out.append(str(values[field]))
+            out.append(values[field])
     return "".join(out)

@@ -23,7 +23,15 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, Field, ValidationError, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    Field,
+    JsonValue,
+    ValidationError,
+    model_validator,
+)
 
 from controller.config.agent import AgentSpec, KnobSpec, PriceSpec
 from controller.config.broker import BrokerSpec
@@ -261,7 +269,7 @@ class Spec(_Model):
         Left out on purpose: the objective (steer text), turns, budgets, publishing, workspace caches and
         feedback settings, which change how long or where a run goes, not what counts as better.
         """
-        decided: dict[str, Any] = {
+        decided: dict[str, JsonValue] = {
             "version": FINGERPRINT_VERSION,
             "agent": self.agent.model_dump(mode="json", include=_AGENT_KEYS[self.agent.preset is None]),
             "sandbox": self.sandbox.model_dump(mode="json"),

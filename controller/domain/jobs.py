@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypedDict
 
 from controller.domain.errors import ConflictError, SpecError
 
@@ -25,6 +25,28 @@ class RoundKind(StrEnum):
 
     SEARCH = "search"
     REFINEMENT = "refinement"
+
+
+class HoldJson(TypedDict):
+    tolerance: float
+    relative: bool
+    first_published: float
+
+
+class RoundJobJson(TypedDict):
+    """``RoundJob.to_json()``: what is stored with a launched round and fetched by the worker."""
+
+    schema: int
+    run_id: str
+    round: int
+    attempt: int
+    kind: str
+    turns: int
+    first_turn: int
+    heads: dict[str, str]
+    steer: str
+    feedback_ids: list[int]
+    hold: HoldJson | None
 
 
 @dataclass(frozen=True)
@@ -97,9 +119,9 @@ class RoundJob:
     def kind(self) -> RoundKind:
         return RoundKind.SEARCH if self.round == 0 else RoundKind.REFINEMENT
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> RoundJobJson:
         """Plain JSON types only; ``from_json(to_json())`` is the same job."""
-        hold = None
+        hold: HoldJson | None = None
         if self.hold is not None:
             hold = {
                 "tolerance": self.hold.tolerance,

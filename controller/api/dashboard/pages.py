@@ -12,14 +12,16 @@ script re-fetches when the run's event stream (``/runs/{id}/live``, cookie-authe
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypedDict
 
 from fastapi import APIRouter, FastAPI, Form, HTTPException, Query, Request
 from fastapi import Path as PathParam
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, FileSystemLoader, select_autoescape
+from markupsafe import Markup
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from controller.api.auth import ApiTokens
@@ -34,6 +36,7 @@ from controller.domain.enums import Direction, EventKind, RunStatus
 from controller.domain.errors import NotFoundError
 from controller.services.views import schemas
 from controller.services.views.reads import run_view, turns_page
+from controller.store.records import RunRecord
 from controller.store.store import Store
 
 HERE = Path(__file__).parent
@@ -63,6 +66,27 @@ def _environment() -> Environment:
     env.filters["fmt"] = lambda v: "" if v is None else f"{v:.6g}"
     env.filters["usd"] = lambda v: f"${v:.2f}"
     return env
+
+
+class RunPage(TypedDict):
+    """What ``run.html`` and ``live.html`` are rendered with (the templates name these keys)."""
+
+    running: model.RunningTurn | None
+    run: schemas.Run
+    record: RunRecord
+    after: int
+    chart: str
+    turns: list[model.TurnLine]
+    change: str
+    stop: str
+    duration: str
+    diff_html: Callable[[str], Markup]
+    hypothesis_lines: Callable[[schemas.Turn], list[model.HypothesisLine]]
+    hypotheses_summary: Callable[[schemas.Turn], str]
+    unfolded: frozenset[int]
+    safe_url: Callable[[str], str | None]
+    kept: int
+    pulls: dict[str, model.PullLine]
 
 
 def chart_svg(run: schemas.Run) -> str:
@@ -117,7 +141,7 @@ class Dashboard:
         csrf = self.sessions.csrf(session)
         return self.render(name, session=session, csrf=csrf, **context)
 
-    def run_context(self, run_id: str, *, with_diffs: bool) -> dict[str, Any]:
+    def run_context(self, run_id: str, *, with_diffs: bool) -> RunPage:
         after = self.store.last_event_id(run_id)  # read first: an event in between is re-sent, not lost
         run = run_view(self.settings, self.store, run_id, with_diffs=with_diffs)
         record = self.store.get_run(run_id)

@@ -11,6 +11,7 @@ every value a client may see. Models are frozen: a view is a snapshot, never edi
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -281,7 +282,9 @@ PARALLEL_EVENT_MODELS: dict[str, type[Event]] = {
 }
 
 
-def event_view(event_id: int, run_id: str, kind: str, created_at: datetime, payload: dict[str, Any]) -> Event:
+def event_view(
+    event_id: int, run_id: str, kind: str, created_at: datetime, payload: Mapping[str, object]
+) -> Event:
     """The event as its kind's model (the progress kinds are typed; the others carry their payload's
     fields as extras)."""
     models = PARALLEL_EVENT_MODELS if "parallel_index" in payload else EVENT_MODELS
