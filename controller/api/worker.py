@@ -207,12 +207,12 @@ def _ledger_writes(router: APIRouter, remote: RemoteRounds, grant: Any, round_gr
 
     @router.post("/ledger/baseline")
     def set_baseline(body: BaselineReport, g: WorkerRoundRecord = round_grant) -> Done:
-        store.set_baseline(g.run_id, body.value, body.event_payload)
+        remote.set_baseline(g, body.value, body.event_payload)
         return Done()
 
     @router.post("/ledger/samples")
     def add_samples(body: SamplesReport, g: WorkerRoundRecord = round_grant) -> Done:
-        store.add_samples(g.run_id, body.turn, body.samples)
+        remote.add_baseline_samples(g, body.turn, body.samples)
         return Done()
 
     @router.post("/ledger/turns")

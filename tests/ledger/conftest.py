@@ -32,6 +32,23 @@ from controller.store import ComponentRecord, NewRun, Store
 from controller.store.http_ledger import HttpLedger
 from controller.store.ledger import Ledger
 
+# The run's spec as the controller reads it: the HTTP ledger's routes recompute a worker's verdicts
+# with its keep rule (``services.remote.recount``), so the suite's decisions are what its samples give.
+SPEC = """
+objective = "Cut latency"
+[agent]
+command = "true"
+[metric]
+command = "true"
+name = "p50_ms"
+direction = "minimize"
+samples = 3
+sequential = false
+[[component]]
+name = "app"
+repo = "."
+"""
+
 IMPLEMENTATIONS = [
     "sqlite",
     pytest.param("postgresql", marks=pytest.mark.postgres),
@@ -44,6 +61,7 @@ IMPLEMENTATIONS = [
 class LedgerHarness:
     ledger: Ledger
     store: Store  # the controller's own store, for seeding runs
+    worker: bool = False  # the ledger is a worker's: the controller checks what it reports
     on_seed: Callable[[str], None] = field(default=lambda _run: None)  # mint a worker token
 
     def seed_run(self, run_id: str = "r1", *, components: tuple[str, ...] = ("app",), turns: int = 5) -> str:
@@ -51,7 +69,7 @@ class LedgerHarness:
         self.store.create_run(
             NewRun(
                 id=run_id,
-                spec_text='objective = "x"\n',
+                spec_text=SPEC,
                 spec_fingerprint="fp",
                 spec_path=None,
                 objective="Cut latency",
@@ -109,7 +127,7 @@ def _http(url: str, home: Path) -> Iterator[LedgerHarness]:
                     store.prove_worker_heads(token_hash(token), {"app": sha})
 
             ledger = HttpLedger(base, lambda run_id: tokens.get(run_id) or tokens["home"])
-            harness = LedgerHarness(ledger=ledger, store=store, on_seed=mint)
+            harness = LedgerHarness(ledger=ledger, store=store, on_seed=mint, worker=True)
             harness.seed_run("home")  # the token asked about runs nobody seeded
             try:
                 yield harness

@@ -12,8 +12,18 @@ import threading
 
 import pytest
 
-from controller.domain.enums import EventKind, Outcome, Reason, RunStatus, SampleArm, StopReason, TurnPhase
-from controller.domain.errors import ConflictError, NotFoundError
+from controller.domain.enums import (
+    Direction,
+    EventKind,
+    Outcome,
+    Reason,
+    RunStatus,
+    SampleArm,
+    StopReason,
+    TurnPhase,
+)
+from controller.domain.errors import ConflictError, ForbiddenError, NotFoundError
+from controller.stats import Arm, KeepRule, decide_keep
 from controller.store import ChampionUpdate, HypothesisReport, TurnDecision
 from tests.ledger.conftest import LedgerHarness
 
@@ -21,7 +31,7 @@ KEEP = TurnDecision(
     outcome=Outcome.ACCEPTED,
     reason=Reason.IMPROVED,
     value=90.0,
-    p_value=0.01,
+    p_value=0.05,  # 3 against 3 samples, all better: the keep rule's p (the HTTP ledger recomputes it)
     hypothesis="cache it",
     changed_paths=("src/a.py",),
     commits={"app": "b" * 40},
@@ -50,7 +60,8 @@ def _keep(h: LedgerHarness, run_id: str, number: int) -> None:
         champion=ChampionUpdate(value=90.0, turn=number),
         component_heads={"app": "b" * 40},
         event=(EventKind.ACCEPTED, _decided(number, KEEP)),
-        samples=_samples(SampleArm.CANDIDATE, 90.0, 91.0, 89.0),
+        samples=_samples(SampleArm.CHAMPION, 100.0, 101.0, 99.0)
+        + _samples(SampleArm.CANDIDATE, 90.0, 91.0, 89.0),
     )
 
 
@@ -143,7 +154,8 @@ def test_a_turn_is_started_then_decided_exactly_once(harness: LedgerHarness) -> 
     assert (run.champion_value, run.champion_turn, run.cost_usd, run.tokens) == (90.0, 1, 0.5, 100)
     kinds = [e.kind for e in ledger.list_events(run_id)]
     assert kinds == [EventKind.TURN_STARTED, EventKind.ACCEPTED]
-    assert [s.values["p50_ms"] for s in ledger.list_samples(run_id, 1)] == [90.0, 91.0, 89.0]
+    stored = [s.values["p50_ms"] for s in ledger.list_samples(run_id, 1) if s.arm is SampleArm.CANDIDATE]
+    assert stored == [90.0, 91.0, 89.0]
     with pytest.raises(ConflictError):
         _keep(harness, run_id, 1)
     with pytest.raises(ConflictError):
@@ -157,7 +169,9 @@ def test_a_turn_is_started_then_decided_exactly_once(harness: LedgerHarness) -> 
 def test_restarting_a_started_turn_returns_it_and_drops_its_samples(harness: LedgerHarness) -> None:
     ledger, run_id = harness.ledger, harness.seed_run()
     ledger.start_turn(run_id, 1, 0)
-    ledger.add_samples(run_id, 1, _samples(SampleArm.CANDIDATE, 1.0, 2.0))
+    # A turn's samples reach the store with its decision (a worker may not add them apart); these stand
+    # for the samples of a turn whose decision the crash cut off.
+    harness.store.add_samples(run_id, 1, _samples(SampleArm.CANDIDATE, 1.0, 2.0))
     again = ledger.start_turn(run_id, 1, 0, event=(EventKind.TURN_STARTED, {"turn": 1, "round": 0}))
     assert again.phase is TurnPhase.STARTED
     assert ledger.list_samples(run_id, 1) == []
@@ -177,6 +191,7 @@ def test_deciding_an_unknown_turn_is_not_found_and_turn_zero_is_a_caller_bug(har
 
 def test_a_failed_turn_adds_its_usage_and_keeps_the_champion(harness: LedgerHarness) -> None:
     ledger, run_id = harness.ledger, harness.seed_run()
+    ledger.add_samples(run_id, 0, _samples(SampleArm.BASELINE, 100.0))
     ledger.set_baseline(run_id, 100.0, {"value": 100.0})
     ledger.start_turn(run_id, 1, 0)
     ledger.decide_turn(
@@ -290,18 +305,24 @@ def test_two_writers_racing_to_decide_one_turn_one_wins(harness: LedgerHarness) 
 
 
 def _report(index: int, reason: Reason, delta: float | None = None) -> HypothesisReport:
+    """A hypothesis's report; with ``delta``, one measured 5 against 5 samples whose figures are what
+    the keep rule gives them (the HTTP ledger's routes recompute them)."""
+    champion = (100.0, 101.0, 99.0, 102.0, 98.5)
+    candidate = () if delta is None else tuple(v - delta for v in (100.0, 101.0, 99.0, 102.0, 98.0))
+    verdict = decide_keep(KeepRule(Direction.MINIMIZE), Arm(candidate), Arm(champion)) if candidate else None
+    samples = _samples(SampleArm.CHAMPION, *champion) + _samples(SampleArm.CANDIDATE, *candidate)
     return HypothesisReport(
         index=index,
         reason=reason,
-        value=None if delta is None else 100.0 - delta,
-        reference_value=None if delta is None else 100.0,
-        delta=delta,
-        p_value=None if delta is None else 0.001,
+        value=verdict.candidate_median if verdict else None,
+        reference_value=verdict.champion_median if verdict else None,
+        delta=verdict.delta if verdict else None,
+        p_value=verdict.p_value if verdict else None,
         hypothesis=f"idea {index}",
         proposal={"file": "k.toml", "key": "a", "old": 1, "new": index},
         changed_paths=("src/a.py",),
         commits={"app": "c" * 40} if reason is Reason.IMPROVED else {},
-        samples=tuple(_samples(SampleArm.CANDIDATE, 90.0 + index, 91.0)),
+        samples=tuple(samples) if verdict else (),
         cost_usd=0.1,
         tokens=3,
         detail="own verdict",
@@ -319,10 +340,16 @@ def test_hypotheses_are_reported_one_by_one_and_finalised_with_the_decision(harn
         Reason.IMPROVED,
         Outcome.ACCEPTED,
     )
-    assert first.samples[0] == (SampleArm.CANDIDATE, 0, {"p50_ms": 90.0}, True)
+    assert first.samples[5] == (SampleArm.CANDIDATE, 0, {"p50_ms": 91.0}, True)
     assert first.proposal == {"file": "k.toml", "key": "a", "old": 1, "new": 0}
     with pytest.raises(ConflictError, match="already reported"):
         ledger.report_hypothesis(run_id, 1, _report(0, Reason.NOT_IMPROVED))
+    final = {0: (Reason.IMPROVED, "best of 2"), 1: (Reason.SUPERSEDED, "superseded by 0")}
+    if harness.worker:  # the controller decides a parallel turn from the reports (ADR-0018)
+        with pytest.raises(ForbiddenError, match="parallel"):
+            _keep_parallel(harness, run_id, final)
+        assert ledger.turn_snapshot(run_id, last=1).recent[0].phase is TurnPhase.STARTED
+        return
     with pytest.raises(ConflictError, match="hypotheses"):
         ledger.decide_turn(
             run_id,
@@ -333,16 +360,7 @@ def test_hypotheses_are_reported_one_by_one_and_finalised_with_the_decision(harn
             event=(EventKind.FAILED, _decided(1, FAIL)),
             hypotheses={0: (Reason.IMPROVED, "x")},
         )
-    final = {0: (Reason.IMPROVED, "best of 2"), 1: (Reason.SUPERSEDED, "superseded by 0")}
-    ledger.decide_turn(
-        run_id,
-        1,
-        KEEP,
-        champion=ChampionUpdate(value=91.0, turn=1),
-        component_heads={"app": "c" * 40},
-        event=(EventKind.ACCEPTED, _decided(1, KEEP)),
-        hypotheses=final,
-    )
+    _keep_parallel(harness, run_id, final)
     rows = ledger.list_hypotheses(run_id, 1)
     assert [(h.index, h.phase, h.reason, h.outcome, h.detail) for h in rows] == [
         (0, TurnPhase.DECIDED, Reason.IMPROVED, Outcome.ACCEPTED, "best of 2"),
@@ -351,6 +369,18 @@ def test_hypotheses_are_reported_one_by_one_and_finalised_with_the_decision(harn
     assert ledger.list_hypotheses(run_id) == rows
     with pytest.raises(ConflictError, match="decided"):
         ledger.report_hypothesis(run_id, 1, _report(2, Reason.NO_DIFF))
+
+
+def _keep_parallel(harness: LedgerHarness, run_id: str, final: dict[int, tuple[Reason, str]]) -> None:
+    harness.ledger.decide_turn(
+        run_id,
+        1,
+        KEEP,
+        champion=ChampionUpdate(value=91.0, turn=1),
+        component_heads={"app": "c" * 40},
+        event=(EventKind.ACCEPTED, _decided(1, KEEP)),
+        hypotheses=final,
+    )
 
 
 def test_a_restarted_turn_forgets_its_reported_hypotheses(harness: LedgerHarness) -> None:

@@ -25,6 +25,21 @@ from controller.services.views.schemas import RoundRequest
 from controller.store import ComponentRecord, NewRun, Store
 
 OPERATOR = "operator-token-0123456789"
+# A run's spec as the controller reads it when it checks a worker's report (``services.remote.recount``).
+SPEC = """
+objective = "x"
+[agent]
+command = "true"
+[metric]
+command = "true"
+name = "m"
+direction = "minimize"
+samples = 3
+sequential = false
+[[component]]
+name = "app"
+repo = "."
+"""
 
 
 @dataclass
@@ -52,7 +67,7 @@ class Controller:
         *,
         repo: str = "/src/app",
         sha: str = "a" * 40,
-        spec_text: str = 'objective = "x"\n',
+        spec_text: str = SPEC,
     ) -> str:
         self.store.create_run(
             NewRun(

@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from controller.domain.enums import EventKind, Outcome, Reason, TurnPhase
+from controller.domain.enums import EventKind, Outcome, Reason, SampleArm, TurnPhase
 from controller.domain.errors import ForbiddenError
 from controller.store import ChampionUpdate, TurnDecision
 from controller.store.http_ledger import HttpLedger
@@ -27,6 +27,8 @@ command = "true"
 command = "python bench.py"
 name = "m"
 direction = "minimize"
+samples = 1
+confidence = 0
 [[component]]
 name = "app"
 repo = "."
@@ -89,6 +91,8 @@ def start_turn(controller: Controller) -> None:
 
 
 def keep(ledger: HttpLedger, sha: str) -> None:
+    """Keep ``sha`` as turn 1, with the one pair of samples (``SPEC``: one sample, no test) that makes
+    it a keep: the controller recomputes the decision from them."""
     decision = TurnDecision(Outcome.ACCEPTED, Reason.IMPROVED, value=1.0, commits={"app": sha})
     ledger.decide_turn(
         "r1",
@@ -97,6 +101,7 @@ def keep(ledger: HttpLedger, sha: str) -> None:
         champion=ChampionUpdate(value=1.0, turn=1),
         component_heads={"app": sha},
         event=(EventKind.ACCEPTED, {"turn": 1, "round": 0, "outcome": "accepted", "reason": "improved"}),
+        samples=[(SampleArm.CHAMPION, 0, {"m": 2.0}, True), (SampleArm.CANDIDATE, 0, {"m": 1.0}, True)],
     )
 
 

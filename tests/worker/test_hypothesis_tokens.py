@@ -12,9 +12,10 @@ from pathlib import Path
 
 from pydantic import TypeAdapter
 
-from controller.domain.enums import Reason, TurnPhase
+from controller.domain.enums import Direction, Reason, SampleArm, TurnPhase
 from controller.domain.jobs import RoundJob
 from controller.services.remote.remote_rounds import token_hash
+from controller.stats import Arm, KeepRule, decide_keep
 from controller.store import HypothesisReport
 from tests.conftest import git
 from tests.worker.conftest import Controller
@@ -31,7 +32,22 @@ def _mint(controller: Controller, turn: int, index: int, sha: str = "a" * 40) ->
 
 
 def _report(index: int) -> dict[str, object]:
-    report = HypothesisReport(index=index, reason=Reason.NOT_IMPROVED, value=2.0)
+    """A hypothesis that did not improve, with the figures its samples give (the controller checks)."""
+    champion, candidate = (1.0, 1.1, 0.9), (2.0, 2.1, 1.9)
+    verdict = decide_keep(KeepRule(Direction.MINIMIZE), Arm(candidate), Arm(champion))
+    report = HypothesisReport(
+        index=index,
+        reason=verdict.reason,
+        value=verdict.candidate_median,
+        reference_value=verdict.champion_median,
+        delta=verdict.delta,
+        p_value=verdict.p_value,
+        samples=tuple(
+            [(SampleArm.CHAMPION, i, {"m": v}, True) for i, v in enumerate(champion)]
+            + [(SampleArm.CANDIDATE, i, {"m": v}, True) for i, v in enumerate(candidate)]
+        ),
+    )
+    assert report.reason is Reason.NOT_IMPROVED
     return dict(TypeAdapter(HypothesisReport).dump_python(report, mode="json"))
 
 

@@ -20,8 +20,10 @@ record only through the worker routes, with a bearer token minted here for that 
   as ``policy_violation`` (the turn it was for is decided so), the attempt's token is revoked, and
   nothing from it is published. Accepted heads are pinned under ``refs/crucible/`` in the run's
   candidate clone, where publishing finds them, and remembered for ``decide_turn``.
-- ``decide_turn``: the ledger's exactly-once decision, refusing component heads no verified bundle
-  of this attempt brought in.
+- ``decide_turn``, ``report_hypothesis``, ``set_baseline``: the ledger's writes of a worker's
+  verdicts, each recomputed from its samples first (``recount``: the controller decides) and refused
+  as ``policy_violation`` when they do not match (``refusals``), and refusing component heads no
+  verified bundle of this attempt brought in. Samples are stored apart only for the baseline.
 - ``finish`` / ``remote_outcome``: the outcome the worker reported (its token is revoked with it),
   as the remote broker reads it.
 """
@@ -41,7 +43,7 @@ from typing import Any
 from controller.brokers.base import RoundOutcome
 from controller.config.settings import Settings
 from controller.config.spec import Spec, parse_spec
-from controller.domain.enums import EventKind, Outcome, Reason, TurnPhase
+from controller.domain.enums import EventKind, Reason
 from controller.domain.errors import (
     ConflictError,
     CrucibleError,
@@ -52,6 +54,9 @@ from controller.domain.errors import (
 )
 from controller.domain.jobs import RoundJob
 from controller.engine.policy import check_paths, evaluator_paths
+from controller.services.remote import referee
+from controller.services.remote.recount import recount_decision, recount_hypothesis
+from controller.services.remote.refusals import PolicyViolation, refuse_bundle, refuse_report
 from controller.services.views.layout import RunLayout
 from controller.store.ports import RemoteRoundStore
 from controller.store.records import (
@@ -92,10 +97,6 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-class PolicyViolation(ForbiddenError):
-    """A bundle the controller refused (recorded as ``policy_violation``)."""
-
-
 class RemoteRounds:
     """See the module docstring. ``controller_url`` is the controller's API as workers reach it."""
 
@@ -118,6 +119,7 @@ class RemoteRounds:
         self.max_bundle_bytes = MAX_BUNDLE_BYTES  # an upload past it is refused while it is read
         self._uploading: set[str] = set()  # token hashes with an upload in flight
         self._uploads_lock = threading.Lock()
+        self._specs: dict[tuple[str, str, str | None], Spec] = {}
 
     # -- the broker's side --------------------------------------------------------------------
 
@@ -305,8 +307,24 @@ class RemoteRounds:
         samples: Sequence[Sample],
         hypotheses: Mapping[int, tuple[Reason, str]] | None = None,
     ) -> TurnRecord:
-        """The ledger's decision, refusing heads no verified bundle of this round brought in."""
+        """The ledger's decision, refusing heads no verified bundle of this round brought in and a
+        decision its samples do not give (``recount``: recorded, 403, the turn left undecided)."""
         self.require_round(grant)
+        referee.require_started(self.store, grant.run_id, number)
+        if hypotheses is not None:  # the controller decides a parallel turn from the reports
+            raise refuse_report(self.store, grant, number, "a worker does not decide a parallel turn")
+        problem = recount_decision(
+            self._spec(grant.run_id),
+            RoundJob.from_json(grant.job),
+            number,
+            decision,
+            champion=champion,
+            component_heads=component_heads,
+            samples=samples,
+            reference=referee.reference(self.store, self._spec(grant.run_id), grant.run_id),
+        )
+        if problem is not None:
+            raise refuse_report(self.store, grant, number, problem)
         self._require_proved(grant, {**component_heads, **decision.commits})
         return self.store.decide_turn(
             grant.run_id,
@@ -325,8 +343,23 @@ class RemoteRounds:
         """The ledger's report of one parallel hypothesis, refusing commits no verified bundle brought
         (and, for a hypothesis pod's token, any other turn or index than its own)."""
         self._require_scope(grant, turn, report.index)
+        referee.require_unreported(self.store, grant.run_id, turn, report.index)
+        spec = self._spec(grant.run_id)
+        problem = recount_hypothesis(spec, report, referee.reference(self.store, spec, grant.run_id))
+        if problem is not None:
+            raise refuse_report(self.store, grant, turn, f"hypothesis {report.index}: {problem}")
         self._require_proved(grant, report.commits)
         return self.store.report_hypothesis(grant.run_id, turn, report)
+
+    def add_baseline_samples(self, grant: WorkerRoundRecord, turn: int, samples: Sequence[Sample]) -> None:
+        """The baseline's samples (``referee.add_baseline_samples``)."""
+        self.require_round(grant)
+        referee.add_baseline_samples(self.store, grant, turn, samples)
+
+    def set_baseline(self, grant: WorkerRoundRecord, value: float, event_payload: Mapping[str, Any]) -> None:
+        """The baseline, if its samples give ``value`` (``referee.set_baseline``)."""
+        self.require_round(grant)
+        referee.set_baseline(self.store, self._spec(grant.run_id), grant, value, event_payload)
 
     def _require_proved(self, grant: WorkerRoundRecord, commits: Mapping[str, str]) -> None:
         if not commits:
@@ -362,14 +395,20 @@ class RemoteRounds:
             repo = self._repo(components[name])
             problem = bundles.verify(path, repo)
             if problem is not None:
-                raise self._refuse(
-                    grant, turn, f"{name}: the bundle does not build on the round's start: {problem}"
+                raise refuse_bundle(
+                    self.store,
+                    grant,
+                    turn,
+                    f"{name}: the bundle does not build on the round's start: {problem}",
                 )
             bundles.fetch(path, repo, [ref])
             start = job.heads[name]
             if not is_ancestor(repo, start, sha):
-                raise self._refuse(
-                    grant, turn, f"{name}: {sha[:12]} does not descend from the start {start[:12]}"
+                raise refuse_bundle(
+                    self.store,
+                    grant,
+                    turn,
+                    f"{name}: {sha[:12]} does not descend from the start {start[:12]}",
                 )
             comp_spec = spec.component(name)
             commands = [spec.metric.command] + ([spec.validation.command] if spec.validation else [])
@@ -391,62 +430,20 @@ class RemoteRounds:
         return proved
 
     def _refuse(self, grant: WorkerRoundRecord, turn: int | None, detail: str) -> PolicyViolation:
-        """Record a refused bundle as ``policy_violation`` and revoke the attempt; the error to raise."""
-        run_id = grant.run_id
-        scope = hypothesis_scope(grant.job)
-        if scope is not None:
-            return self._refuse_hypothesis(grant, scope, detail)
-        payload: dict[str, Any] = {
-            "round": grant.round,
-            "outcome": str(Outcome.REJECTED),
-            "reason": str(Reason.POLICY_VIOLATION),
-            "detail": f"bundle refused: {detail}",
-        }
-        decided = False
-        if turn is not None:
-            try:
-                current = self.store.get_turn(run_id, turn)
-            except NotFoundError:
-                current = None
-            if current is not None and current.phase is TurnPhase.STARTED:
-                decision = TurnDecision(Outcome.REJECTED, Reason.POLICY_VIOLATION, detail=payload["detail"])
-                try:
-                    self.store.decide_turn(
-                        run_id,
-                        turn,
-                        decision,
-                        champion=None,
-                        component_heads={},
-                        event=(EventKind.REJECTED, {**payload, "turn": turn}),
-                    )
-                    decided = True
-                except ConflictError:
-                    pass
-        if not decided:
-            self.store.append_event(run_id, EventKind.REJECTED, {**payload, "turn": turn})
-        self.store.revoke_worker_rounds(run_id, grant.round)
-        return PolicyViolation(f"policy_violation: bundle refused: {detail}")
-
-    def _refuse_hypothesis(
-        self, grant: WorkerRoundRecord, scope: tuple[int, int], detail: str
-    ) -> PolicyViolation:
-        """A hypothesis pod's refused bundle: that hypothesis is reported ``policy_violation`` (the
-        controller decides the turn with the others) and only its token is revoked."""
-        turn, index = scope
-        text = f"bundle refused: {detail}"
-        refused = HypothesisReport(index=index, reason=Reason.POLICY_VIOLATION, detail=text)
-        # Reported already, or the turn is over: nothing from this bundle counts either way.
-        with contextlib.suppress(ConflictError, NotFoundError):
-            self.store.report_hypothesis(grant.run_id, turn, refused)
-        self.store.finish_worker_round(grant.token_hash, {"refused": text})
-        return PolicyViolation(f"policy_violation: {text}")
+        return refuse_bundle(self.store, grant, turn, detail)
 
     def _spec(self, run_id: str) -> Spec:
         """The run's spec as it was read: relative repository paths resolve against the spec file's
-        directory (only the globs and commands are used here)."""
+        directory (only the globs, commands and the metric's rule are used here). Parsed once per
+        run and spec text, since every report is checked against it."""
         run = self.store.get_run(run_id)
-        spec_dir = Path(run.spec_path).parent if run.spec_path else Path.cwd()
-        return parse_spec(run.spec_text, spec_dir)
+        key = (run_id, run.spec_text, run.spec_path)
+        if key not in self._specs:
+            if len(self._specs) > 64:  # runs come and go; a few are live at once
+                self._specs.clear()
+            spec_dir = Path(run.spec_path).parent if run.spec_path else Path.cwd()
+            self._specs[key] = parse_spec(run.spec_text, spec_dir)
+        return self._specs[key]
 
     def _component(self, run_id: str, name: str) -> ComponentRecord:
         for comp in self.store.list_components(run_id):

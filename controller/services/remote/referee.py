@@ -1,0 +1,93 @@
+"""The controller's checks of a worker's reports that need its store (``recount`` does the arithmetic).
+
+- ``reference``: what a turn is compared with besides the report: the champion's stored samples
+  (the arm to beat without interleaving, read only when needed) and whether the champion is still
+  the base commit.
+- ``add_baseline_samples`` / ``set_baseline``: the baseline is the one measurement stored apart
+  from a decision. Its samples come first (only baseline samples, only before the baseline is set:
+  samples added to a decided turn would change the arm later turns are compared with), then its
+  value, refused unless it is the median of those samples.
+
+Refusals are recorded by ``refusals.refuse_report`` (403, the token stays good). What the ledger
+refuses anyway (a turn that does not exist or is decided, a hypothesis reported already, a baseline
+recorded already) is checked first and answered as the ledger answers it (404, 409), whatever the
+report says: a late or repeated report is no claim to refuse.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from controller.config.spec import Spec
+from controller.domain.enums import SampleArm, TurnPhase
+from controller.domain.errors import ConflictError
+from controller.services.remote.recount import Reference, recount_baseline, stored_arm
+from controller.services.remote.refusals import refuse_report
+from controller.stats import Arm
+from controller.store.ports import RemoteRoundStore
+from controller.store.records import Sample, WorkerRoundRecord
+
+
+def reference(store: RemoteRoundStore, spec: Spec, run_id: str) -> Reference:
+    """What the controller knows of a turn's comparison (``recount.Reference``), from its store."""
+
+    def champion() -> Arm:
+        turn = store.get_run(run_id).champion_turn or 0
+        arm = SampleArm.BASELINE if turn == 0 else SampleArm.CANDIDATE
+        return stored_arm(spec, _stored(store, run_id, turn), arm)
+
+    at_base = all(c.head_sha == c.base_sha for c in store.list_components(run_id))
+    return Reference(champion=champion, champion_is_base=at_base)
+
+
+def require_started(store: RemoteRoundStore, run_id: str, turn: int) -> None:
+    """NotFoundError for no such turn, ConflictError for a decided one (as ``Ledger.decide_turn``)."""
+    if store.get_turn(run_id, turn).phase is not TurnPhase.STARTED:
+        raise ConflictError(f"turn {turn} of run {run_id} is decided")
+
+
+def require_unreported(store: RemoteRoundStore, run_id: str, turn: int, index: int) -> None:
+    """As ``require_started``, and ConflictError for a hypothesis reported already."""
+    require_started(store, run_id, turn)
+    if any(h.index == index for h in store.list_hypotheses(run_id, turn)):
+        raise ConflictError(f"hypothesis {index} of turn {turn} of run {run_id} is already reported")
+
+
+def add_baseline_samples(
+    store: RemoteRoundStore, grant: WorkerRoundRecord, turn: int, samples: Sequence[Sample]
+) -> None:
+    """Store the baseline's samples (module docstring)."""
+    _no_baseline_yet(store, grant.run_id)
+    if turn != 0:
+        require_started(store, grant.run_id, turn)  # a decided turn's samples are final (409)
+    if turn != 0 or any(arm != SampleArm.BASELINE for arm, _i, _v, _ok in samples):
+        raise refuse_report(store, grant, turn, "samples are stored apart only for the baseline")
+    store.add_samples(grant.run_id, 0, samples)
+
+
+def set_baseline(
+    store: RemoteRoundStore,
+    spec: Spec,
+    grant: WorkerRoundRecord,
+    value: float,
+    event_payload: Mapping[str, Any],
+) -> None:
+    """Record the baseline if its stored samples give ``value`` (module docstring)."""
+    if not math.isfinite(value):
+        raise ValueError(f"baseline: must be finite, got {value}")
+    _no_baseline_yet(store, grant.run_id)
+    problem = recount_baseline(spec, value, _stored(store, grant.run_id, 0))
+    if problem is not None:
+        raise refuse_report(store, grant, 0, problem)
+    store.set_baseline(grant.run_id, value, event_payload)
+
+
+def _no_baseline_yet(store: RemoteRoundStore, run_id: str) -> None:
+    if store.get_run(run_id).baseline_value is not None:
+        raise ConflictError(f"run {run_id} already has its baseline")
+
+
+def _stored(store: RemoteRoundStore, run_id: str, turn: int) -> list[Sample]:
+    return [(s.arm, s.index, s.values, s.valid) for s in store.list_samples(run_id, turn)]
