@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 import sqlalchemy as sa
@@ -142,7 +143,7 @@ class PgHotReads:
         for conn in idle:
             await conn.close()
 
-    async def _rows(self, sql: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+    async def _rows(self, sql: str, params: Mapping[str, object]) -> list[tuple[Any, ...]]:
         import psycopg
 
         conn = await self._acquire()

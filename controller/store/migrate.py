@@ -73,7 +73,7 @@ def make_engine(url: str | URL) -> Engine:
             pool_size=POOL_SIZE,
             max_overflow=POOL_OVERFLOW,
         )
-    extra: dict[str, Any] = {}
+    extra: dict[str, object] = {}
     if is_sqlite_memory(parsed):
         # One shared connection, or every checkout would see a different empty database.
         extra = {"poolclass": StaticPool, "connect_args": {"check_same_thread": False}}

@@ -200,7 +200,7 @@ class ComponentRow(Base):
     user_head: Mapped[str | None] = mapped_column(sa.String(64))
     user_state: Mapped[str | None] = mapped_column(sa.Text)
     upstream: Mapped[str | None] = mapped_column(sa.Text)
-    extra: Mapped[dict[str, Any]] = mapped_column(sa.JSON)
+    extra: Mapped[dict[str, JsonValue]] = mapped_column(sa.JSON)
 
     def to_record(self) -> ComponentRecord:
         return ComponentRecord(
@@ -459,7 +459,7 @@ class PullRequestRow(Base):
     published_value: Mapped[float | None] = mapped_column(sa.Double)
     note: Mapped[str | None] = mapped_column(sa.Text)
     title: Mapped[str | None] = mapped_column(sa.Text)
-    process: Mapped[dict[str, Any] | None] = mapped_column(sa.JSON)
+    process: Mapped[dict[str, JsonValue] | None] = mapped_column(sa.JSON)
     status_sha: Mapped[str | None] = mapped_column(sa.String(64))
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
 

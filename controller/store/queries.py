@@ -72,7 +72,7 @@ def new_turn_row(run_id: str, number: int, round: int, now: datetime) -> TurnRow
     )
 
 
-def decision_values(decision: TurnDecision) -> dict[str, Any]:
+def decision_values(decision: TurnDecision) -> dict[str, object]:
     return {
         "phase": TurnPhase.DECIDED.value,
         "outcome": decision.outcome.value,

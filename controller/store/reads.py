@@ -277,9 +277,9 @@ SUMMARIES = {False: _summaries(False), True: _summaries(True)}  # by whether the
 
 def summaries_query(
     *, limit: int, offset: int, status: RunStatus | None
-) -> tuple[sa.Select[*tuple[Any, ...]], dict[str, Any]]:
+) -> tuple[sa.Select[*tuple[Any, ...]], dict[str, object]]:
     """The runs list's page, newest first: the statement and its parameters."""
-    params: dict[str, Any] = {"limit": limit, "offset": offset}
+    params: dict[str, object] = {"limit": limit, "offset": offset}
     if status is not None:
         params["status"] = status.value
     return SUMMARIES[status is not None], params

@@ -263,13 +263,13 @@ class ProcessState:
     problems: tuple[str, ...] = ()
     marked: tuple[int, ...] = ()  # refinement rounds that could not hold the score, marked on the PR
 
-    def to_json(self) -> dict[str, list[Any]]:
+    def to_json(self) -> dict[str, JsonValue]:
         return {
-            "labels": list(self.labels),
-            "reviewers": list(self.reviewers),
-            "assignees": list(self.assignees),
-            "problems": list(self.problems),
-            "marked": list(self.marked),
+            "labels": [*self.labels],
+            "reviewers": [*self.reviewers],
+            "assignees": [*self.assignees],
+            "problems": [*self.problems],
+            "marked": [*self.marked],
         }
 
     @classmethod

@@ -306,7 +306,9 @@ class Store(PullsAndFeedback, ProcessGroups, Leases, PagedReads, WorkerRounds):
         with self._session() as s:
             lock_run(s, run_id)
             row = get_component_row(s, run_id, name)
-            bases = list(row.extra.get("bases", [])) or [row.base_sha]
+            stored = row.extra.get("bases")
+            bases = [str(b) for b in stored] if isinstance(stored, list) else []
+            bases = bases or [row.base_sha]
             row.extra = {**row.extra, "bases": [*bases, new_base]}
             row.base_sha = new_base
             row.head_sha = head_sha
