@@ -14,7 +14,7 @@ commands that move HEAD or talk to a remote; without the sandbox it may only edi
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TypedDict, cast
 
 from controller.agents.base import Invocation, Preset, Report, Settings, Usage, exit_failure
 
@@ -29,7 +29,40 @@ QUIET = {
 GIT_WRITES = ("commit", "push", "reset", "checkout", "switch", "rebase", "merge", "tag", "stash")
 
 
-def _json_result(stdout: str) -> dict[str, Any] | None:
+class ModelUsage(TypedDict, total=False):
+    inputTokens: int | None
+    cacheReadInputTokens: int | None
+    cacheCreationInputTokens: int | None
+    outputTokens: int | None
+    costUSD: float | None
+
+
+class TokenUsage(TypedDict, total=False):
+    input_tokens: int | None
+    cache_read_input_tokens: int | None
+    cache_creation_input_tokens: int | None
+    output_tokens: int | None
+
+
+class Denial(TypedDict, total=False):
+    tool_name: str
+    tool_input: dict[str, str]
+
+
+class ClaudeResult(TypedDict, total=False):
+    """The ``--output-format json`` object: the fields ``report`` reads (each is still checked there,
+    since another version of the CLI may send another shape)."""
+
+    result: str
+    is_error: bool
+    subtype: str
+    modelUsage: dict[str, ModelUsage]
+    usage: TokenUsage
+    total_cost_usd: float | None
+    permission_denials: list[Denial]
+
+
+def _json_result(stdout: str) -> ClaudeResult | None:
     """The ``--output-format json`` object: the last line of stdout that parses as one."""
     for line in reversed(stdout.splitlines()):
         line = line.strip()
@@ -39,20 +72,21 @@ def _json_result(stdout: str) -> dict[str, Any] | None:
             except json.JSONDecodeError:
                 continue
             if isinstance(found, dict):
-                return found
+                return cast(ClaudeResult, found)
     return None
 
 
-def _usage(result: dict[str, Any]) -> tuple[Usage, ...]:
+def _usage(result: ClaudeResult) -> tuple[Usage, ...]:
     per_model = result.get("modelUsage")
     if isinstance(per_model, dict) and per_model:
         out = []
         for model, used in per_model.items():
             if not isinstance(used, dict):
                 continue
-            inputs = sum(
-                int(used.get(k) or 0)
-                for k in ("inputTokens", "cacheReadInputTokens", "cacheCreationInputTokens")
+            inputs = (
+                int(used.get("inputTokens") or 0)
+                + int(used.get("cacheReadInputTokens") or 0)
+                + int(used.get("cacheCreationInputTokens") or 0)
             )
             usd = used.get("costUSD")
             outputs = int(used.get("outputTokens") or 0)
@@ -60,8 +94,11 @@ def _usage(result: dict[str, Any]) -> tuple[Usage, ...]:
         return tuple(out)
     usage = result.get("usage") if isinstance(result.get("usage"), dict) else {}
     assert isinstance(usage, dict)
-    kinds = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
-    inputs = sum(int(usage.get(k) or 0) for k in kinds)
+    inputs = (
+        int(usage.get("input_tokens") or 0)
+        + int(usage.get("cache_read_input_tokens") or 0)
+        + int(usage.get("cache_creation_input_tokens") or 0)
+    )
     outputs = int(usage.get("output_tokens") or 0)
     usd = result.get("total_cost_usd")
     if not inputs and not outputs and not usd:
@@ -69,7 +106,7 @@ def _usage(result: dict[str, Any]) -> tuple[Usage, ...]:
     return (Usage(None, inputs, outputs, float(usd) if usd is not None else None),)
 
 
-def _denied_edits(result: dict[str, Any]) -> list[str]:
+def _denied_edits(result: ClaudeResult) -> list[str]:
     denied = []
     for denial in result.get("permission_denials") or []:
         if isinstance(denial, dict) and denial.get("tool_name") in EDIT_TOOLS:

@@ -12,7 +12,7 @@ sandbox`` (crucible is the sandbox) and without it in its ``workspace-write`` sa
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TypedDict, cast
 
 from controller.agents.base import Invocation, Preset, Report, Settings, Usage, exit_failure
 
@@ -29,8 +29,39 @@ def _toml_string(value: str) -> str:
     return json.dumps(value)  # a JSON string is a valid TOML basic string
 
 
-def _events(stdout: str) -> list[dict[str, Any]]:
-    events = []
+class CodexChange(TypedDict, total=False):
+    path: str
+
+
+class CodexItem(TypedDict, total=False):
+    type: str
+    text: str | None
+    status: str
+    changes: list[CodexChange]
+
+
+class CodexUsage(TypedDict, total=False):
+    input_tokens: int | None
+    output_tokens: int | None
+
+
+class CodexError(TypedDict, total=False):
+    message: str | None
+
+
+class CodexEvent(TypedDict, total=False):
+    """A line of ``codex exec --json``: the fields ``report`` reads (each is still checked there, since
+    another version of the CLI may send another shape)."""
+
+    type: str
+    item: CodexItem
+    usage: CodexUsage
+    error: CodexError
+    message: str | None
+
+
+def _events(stdout: str) -> list[CodexEvent]:
+    events: list[CodexEvent] = []
     for line in stdout.splitlines():
         line = line.strip()
         if not line.startswith("{"):
@@ -40,7 +71,7 @@ def _events(stdout: str) -> list[dict[str, Any]]:
         except json.JSONDecodeError:
             continue
         if isinstance(event, dict):
-            events.append(event)
+            events.append(cast(CodexEvent, event))
     return events
 
 
