@@ -213,12 +213,29 @@ class PagedReads:
         if not turns:
             return []
         query = (
-            sa.select(HypothesisRow)
+            sa.select(_HYPOTHESES)
             .where(HypothesisRow.run_id == run_id, HypothesisRow.turn.in_(sorted(set(turns))))
             .order_by(HypothesisRow.turn, HypothesisRow.idx)
         )
-        with self._session(read_only=True) as s:
-            return [row.to_record() for row in s.scalars(query)]
+        with self._reading() as conn:
+            return [hypothesis_record(row) for row in conn.execute(query)]
+
+    def hypothesis_outcomes(self, run_id: str) -> dict[int, dict[int, Outcome]]:
+        """Per decided turn that ran parallel hypotheses, each one's outcome by index (none for N = 1).
+
+        What the folded row under such a turn shows (how many, which one was kept), without the
+        samples, texts and paths of a whole hypothesis row: on a long parallel run those cost the run
+        page several times what the rest of it does (issue 23)."""
+        query = (
+            sa.select(HypothesisRow.turn, HypothesisRow.idx, HypothesisRow.outcome)
+            .where(HypothesisRow.run_id == run_id, HypothesisRow.phase == TurnPhase.DECIDED.value)
+            .order_by(HypothesisRow.turn, HypothesisRow.idx)
+        )
+        out: dict[int, dict[int, Outcome]] = {}
+        with self._reading() as conn:
+            for turn, index, outcome in conn.execute(query):
+                out.setdefault(int(turn), {})[int(index)] = Outcome(outcome)
+        return out
 
     def count_runs_by_status(self) -> dict[RunStatus, int]:
         """How many runs are in each status (statuses without runs are absent)."""

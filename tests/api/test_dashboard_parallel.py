@@ -15,7 +15,7 @@ import pytest
 
 from controller.api.dashboard import model, pages
 from controller.config.settings import Settings
-from controller.services.views import schemas
+from controller.domain.enums import Outcome
 from tests.api.conftest import READER, Api
 from tests.api.dashboard_runs import parallel_turn, running_parallel_turn, running_turn, seeded_run
 
@@ -142,20 +142,14 @@ def test_a_turn_of_one_keeps_its_events_shape(api: Api) -> None:
     assert '<tr data-arm="candidate"><th>candidate</th>' in html
 
 
-def _turn(number: int, hypotheses: int) -> schemas.Turn:
-    item = {"outcome": "rejected", "reason": "not_improved", "value": 1.0, "samples": [], "p_value": None}
-    item.update(reference_samples=[], changed_paths=[], hypothesis=None, commit=None, cost_usd=0.0)
-    item.update(duration_s=0.0, detail="")
-    hs = [schemas.Hypothesis.model_validate({"index": i, **item}) for i in range(hypotheses)]
-    return schemas.Turn.model_validate({"turn": number, "round": 0, **item, "hypotheses": hs})
-
-
 def test_only_the_latest_parallel_turns_are_unfolded_on_the_run_page() -> None:
-    turns = [_turn(n, 0 if n % 2 else 3) for n in range(1, 11)]  # turns 2, 4, .. 10 ran three
-    assert model.unfolded_turns(turns, 3) == {6, 8, 10}
-    assert model.unfolded_turns(turns, 20) == {2, 4, 6, 8, 10}
-    assert model.unfolded_turns(turns, 0) == frozenset()
-    assert model.hypotheses_summary(turns[1]) == "3 hypotheses, none kept"
+    parallel = [2, 4, 6, 8, 10]  # of turns 1 .. 10, the even ones ran three hypotheses
+    assert model.unfolded_turns(parallel, 3) == {6, 8, 10}
+    assert model.unfolded_turns(parallel, 20) == {2, 4, 6, 8, 10}
+    assert model.unfolded_turns(parallel, 0) == frozenset()
+    rejected = dict.fromkeys(range(3), Outcome.REJECTED)
+    assert model.hypotheses_summary(rejected) == "3 hypotheses, none kept"
+    assert model.hypotheses_summary({**rejected, 2: Outcome.ACCEPTED}) == "3 hypotheses, #2 kept"
 
 
 def test_an_older_parallel_turn_links_to_its_page_instead(api: Api, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -139,35 +139,58 @@ def test_run_summaries_are_the_runs_pages_columns(store: Store) -> None:
             assert full or (status is RunStatus.CANCELLED and offset)
 
 
-def test_a_turn_page_carries_its_turns_hypotheses_as_the_store_lists_them(store: Store) -> None:
+def _decide_parallel(store: Store, n: int) -> None:
+    """Turn ``n`` with two hypotheses, both rejected in the end."""
     from tests.ledger.test_contract import _report
 
+    store.start_turn("r1", n, 0)
+    store.report_hypothesis("r1", n, _report(0, Reason.IMPROVED, 9.0))
+    store.report_hypothesis("r1", n, _report(1, Reason.NOT_IMPROVED, 1.0))
+    final = {0: (Reason.NOT_IMPROVED, "not enough"), 1: (Reason.NOT_IMPROVED, "no")}
+    store.decide_turn(
+        "r1",
+        n,
+        TurnDecision(
+            outcome=Outcome.REJECTED,
+            reason=Reason.NOT_IMPROVED,
+            value=1.0,
+            p_value=None,
+            hypothesis=None,
+            changed_paths=(),
+            commits={},
+            cost_usd=0.0,
+            tokens=0,
+            duration_s=0.1,
+            detail="",
+        ),
+        champion=None,
+        component_heads={},
+        event=("rejected", {}),
+        hypotheses=final,
+    )
+
+
+def test_a_turn_page_carries_its_turns_hypotheses_as_the_store_lists_them(store: Store) -> None:
     for n in (1, 2):
-        store.start_turn("r1", n, 0)
-        store.report_hypothesis("r1", n, _report(0, Reason.IMPROVED, 9.0))
-        store.report_hypothesis("r1", n, _report(1, Reason.NOT_IMPROVED, 1.0))
-        final = {0: (Reason.NOT_IMPROVED, "not enough"), 1: (Reason.NOT_IMPROVED, "no")}
-        store.decide_turn(
-            "r1",
-            n,
-            TurnDecision(
-                outcome=Outcome.REJECTED,
-                reason=Reason.NOT_IMPROVED,
-                value=1.0,
-                p_value=None,
-                hypothesis=None,
-                changed_paths=(),
-                commits={},
-                cost_usd=0.0,
-                tokens=0,
-                duration_s=0.1,
-                detail="",
-            ),
-            champion=None,
-            component_heads={},
-            event=("rejected", {}),
-            hypotheses=final,
-        )
+        _decide_parallel(store, n)
     page = store.turn_page("r1", after=1)
     assert page.hypotheses == store.list_hypotheses("r1", 2) and len(page.hypotheses) == 2
     assert store.turn_page("r1").hypotheses == store.list_hypotheses("r1")
+
+
+def test_the_run_page_reads_outcomes_of_every_parallel_turn_and_samples_of_the_turns_it_names(
+    store: Store,
+) -> None:
+    from tests.ledger.test_contract import _report
+
+    store.start_turn("r1", 1, 0)
+    _decide(store, 1)  # a turn of one: no hypotheses
+    for n in (2, 3):
+        _decide_parallel(store, n)
+    store.start_turn("r1", 4, 0)  # still running: its reported hypothesis is not final yet
+    store.report_hypothesis("r1", 4, _report(0, Reason.IMPROVED, 9.0))
+    rejected = {0: Outcome.REJECTED, 1: Outcome.REJECTED}
+    assert store.hypothesis_outcomes("r1") == {2: rejected, 3: rejected}
+    assert store.hypotheses_of_turns("r1", [3, 1]) == store.list_hypotheses("r1", 3)
+    assert store.hypotheses_of_turns("r1", []) == []
+    assert store.hypothesis_outcomes("nope") == {}

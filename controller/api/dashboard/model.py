@@ -8,7 +8,7 @@ made here, in plain typed functions a test can call without HTTP.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -173,19 +173,19 @@ def hypothesis_lines(turn: schemas.Turn) -> list[HypothesisLine]:
     return [HypothesisLine(h) for h in sorted(turn.hypotheses, key=lambda h: h.index)]
 
 
-def unfolded_turns(turns: Sequence[schemas.Turn], latest: int) -> frozenset[int]:
-    """The latest ``latest`` parallel turns, whose hypotheses the run page tabulates under their row;
-    older ones link to their turn page, so a long parallel run's page stays about as heavy as a
-    run of one (``bench/dashboard.py --parallel 3``)."""
-    parallel = sorted(t.turn for t in turns if t.hypotheses)
-    return frozenset(parallel[-latest:]) if latest > 0 else frozenset()
+def unfolded_turns(parallel: Collection[int], latest: int) -> frozenset[int]:
+    """The latest ``latest`` of the ``parallel`` turns, whose hypotheses the run page tabulates under
+    their row (and so reads with their samples); older ones link to their turn page, so a long
+    parallel run's page stays about as heavy as a run of one (``bench/dashboard.py --parallel 3``)."""
+    return frozenset(sorted(parallel)[-latest:]) if latest > 0 else frozenset()
 
 
-def hypotheses_summary(turn: schemas.Turn) -> str:
-    """``3 hypotheses, #1 kept`` (or ``none kept``) for the folded row under a parallel turn."""
-    kept = [h.index for h in turn.hypotheses if h.outcome is Outcome.ACCEPTED]
+def hypotheses_summary(outcomes: Mapping[int, Outcome]) -> str:
+    """``3 hypotheses, #1 kept`` (or ``none kept``) for the folded row under a parallel turn, from
+    each hypothesis's outcome by index (``Store.hypothesis_outcomes``)."""
+    kept = sorted(index for index, outcome in outcomes.items() if outcome is Outcome.ACCEPTED)
     which = f"#{kept[0]} kept" if kept else "none kept"
-    return f"{len(turn.hypotheses)} hypotheses, {which}"
+    return f"{len(outcomes)} hypotheses, {which}"
 
 
 def turn_lines(turns: list[schemas.Turn], baseline: float | None) -> list[TurnLine]:

@@ -12,7 +12,7 @@ script re-fetches when the run's event stream (``/runs/{id}/live``, cookie-authe
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
@@ -32,7 +32,7 @@ from controller.api.events import event_stream
 from controller.api.runs import RunControl
 from controller.api.streams import LimitedStream, StreamSlots
 from controller.config.settings import Settings
-from controller.domain.enums import Direction, EventKind, RunStatus
+from controller.domain.enums import Direction, EventKind, Outcome, RunStatus
 from controller.domain.errors import NotFoundError
 from controller.services.views import schemas
 from controller.services.views.reads import run_view, turns_page
@@ -82,7 +82,8 @@ class RunPage(TypedDict):
     duration: str
     diff_html: Callable[[str], Markup]
     hypothesis_lines: Callable[[schemas.Turn], list[model.HypothesisLine]]
-    hypotheses_summary: Callable[[schemas.Turn], str]
+    hypotheses_summary: Callable[[Mapping[int, Outcome]], str]
+    parallel: dict[int, dict[int, Outcome]]  # each parallel turn's hypotheses' outcomes, by index
     unfolded: frozenset[int]
     safe_url: Callable[[str], str | None]
     kept: int
@@ -143,7 +144,10 @@ class Dashboard:
 
     def run_context(self, run_id: str, *, with_diffs: bool) -> RunPage:
         after = self.store.last_event_id(run_id)  # read first: an event in between is re-sent, not lost
-        run = run_view(self.settings, self.store, run_id, with_diffs=with_diffs)
+        # What each parallel turn's folded row shows, then the samples of the few turns it unfolds only.
+        parallel = self.store.hypothesis_outcomes(run_id)
+        unfolded = model.unfolded_turns(parallel, UNFOLDED)
+        run = run_view(self.settings, self.store, run_id, with_diffs=with_diffs, hypotheses_of=unfolded)
         record = self.store.get_run(run_id)
         return {
             "running": self.running_turn(run_id, after) if record.status is RunStatus.RUNNING else None,
@@ -158,7 +162,8 @@ class Dashboard:
             "diff_html": highlight.diff_html,
             "hypothesis_lines": model.hypothesis_lines,
             "hypotheses_summary": model.hypotheses_summary,
-            "unfolded": model.unfolded_turns(run.turns, UNFOLDED),
+            "parallel": parallel,
+            "unfolded": unfolded,
             "safe_url": model.safe_url,
             "kept": sum(1 for t in run.turns if t.outcome == "accepted"),
             "pulls": model.pull_lines(self.store.list_pulls(run_id), self.store.list_components(run_id))

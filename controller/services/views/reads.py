@@ -11,7 +11,7 @@ run's commits, written only by the controller (ADR-0005 decision 3), never a che
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Protocol
 
 from controller.config.settings import Settings
@@ -164,13 +164,28 @@ def pulls_view(store: PullRecords, run_id: str) -> list[schemas.PullRequest]:
     ]
 
 
-def run_view(settings: Settings, store: RunViews, run_id: str, *, with_diffs: bool = True) -> schemas.Run:
+def run_view(
+    settings: Settings,
+    store: RunViews,
+    run_id: str,
+    *,
+    with_diffs: bool = True,
+    hypotheses_of: Collection[int] | None = None,
+) -> schemas.Run:
+    """The run's record. ``hypotheses_of`` None: every parallel turn carries its hypotheses with their
+    samples (the API's and ``--json``'s view); else only the turns named do, which is what the run page
+    unfolds (the rest it shows from ``hypothesis_outcomes``, not worth their samples' read)."""
     run = store.get_run(run_id)
     samples = _samples_by_turn(store.list_samples(run_id), run.metric_name)
     best = None
     if run.champion_value is not None and run.champion_turn:
         best = schemas.Best(value=run.champion_value, turn=run.champion_turn)
     fb = feedback_view(store, run_id)
+    hypotheses = (
+        store.list_hypotheses(run_id)
+        if hypotheses_of is None
+        else store.hypotheses_of_turns(run_id, hypotheses_of)
+    )
     return schemas.Run(
         run_id=run.id,
         status=run.status,
@@ -182,7 +197,7 @@ def run_view(settings: Settings, store: RunViews, run_id: str, *, with_diffs: bo
         best=best,
         cost_usd=run.cost_usd,
         tokens=run.tokens,
-        turns=_turn_views(store.list_turns(run_id), samples, store.list_hypotheses(run_id), run.metric_name),
+        turns=_turn_views(store.list_turns(run_id), samples, hypotheses, run.metric_name),
         components=components_view(settings, store, run_id, with_diffs=with_diffs),
         pull_requests=pulls_view(store, run_id),
         created_at=run.created_at,

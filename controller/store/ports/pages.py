@@ -11,6 +11,7 @@ from typing import Protocol
 from controller.domain.enums import EventKind, Outcome, RunStatus
 from controller.store.records import (
     EventRecord,
+    HypothesisRecord,
     RunRecord,
     RunTally,
     TurnPage,
@@ -55,6 +56,14 @@ class TurnPages(Protocol):
         outcome: Outcome | None = None,
     ) -> TurnPage:
         """Decided turns numbered above ``after``, at most ``limit``, with their samples and hypotheses."""
+        ...
+
+    def hypotheses_of_turns(self, run_id: str, turns: Collection[int]) -> list[HypothesisRecord]:
+        """The parallel hypotheses of the given turns only, with their samples (by turn, then index)."""
+        ...
+
+    def hypothesis_outcomes(self, run_id: str) -> dict[int, dict[int, Outcome]]:
+        """Per decided parallel turn, each hypothesis's outcome by index (no samples, no texts)."""
         ...
 
     def last_event_id(self, run_id: str) -> int:
