@@ -38,6 +38,8 @@ _CLONE_CONFIG = ("gc.auto=0", "core.hooksPath=/dev/null")
 # Below this many tracked files ``commit_paths`` uses porcelain add + commit (fewer processes); above
 # it, staging only the changed paths avoids two whole-tree scans.
 PLUMBING_MIN_ENTRIES = 5000
+# Loose refs in one folder of refs/crucible/ (one per kept turn) before ``set_refs`` packs them.
+LOOSE_REFS_MAX = 32
 _COMMIT_OPTS = ("-c", "core.hooksPath=/dev/null", "-c", "commit.gpgsign=false")
 _DIFF_OPTS = (
     "--no-color",
@@ -168,13 +170,28 @@ class Checkout:
         (each file, not its directory). Renames are not detected (a move is a deletion plus an
         addition). Paths are relative to the root, "/"-separated.
         """
+        return self.status_and_ignored(ignored=False)[0]
+
+    def status_and_ignored(self, *, ignored: bool = True) -> tuple[dict[str, str], list[str]]:
+        """``status()`` and, from the same walk of the tree, the ignored untracked entries: a file, or
+        a directory (ending in "/") that an ignore pattern matches as a whole. One walk instead of a
+        status scan plus ``git ls-files --ignored``: on a large tree each walk is most of a turn's git
+        time."""
         args = ["status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames"]
+        if ignored:
+            args.append("--ignored=matching")
         _, raw, _ = run_git_bytes([*args, "--ignore-submodules=none"], self.path)
         changes: dict[str, str] = {}
+        found: list[str] = []
         for entry in raw.split(b"\0"):
-            if entry:
-                changes[os.fsdecode(entry[3:])] = entry[:2].decode("ascii")
-        return changes
+            if not entry:
+                continue
+            code, path = entry[:2].decode("ascii"), os.fsdecode(entry[3:])
+            if code == "!!":
+                found.append(path)
+            else:
+                changes[path] = code
+        return changes, found
 
     def digest(self, paths: Iterable[str]) -> dict[str, str | None]:
         """Content hash per relative path (see ``_file_digest``); None where nothing exists.
@@ -299,12 +316,14 @@ class Checkout:
         run_git(args, self.path)
 
     def set_refs(self, refs: Mapping[str, str]) -> None:
-        """Point several ``refs/crucible/*`` refs at once (one ``update-ref --stdin``)."""
+        """Point several ``refs/crucible/*`` refs at once; pack them when loose ones pile up."""
         for name in refs:
             if not name.startswith(CRUCIBLE_REF_PREFIX):
                 raise ValueError(f"crucible only writes refs under {CRUCIBLE_REF_PREFIX}: {name!r}")
-        # Only crucible writes refs/crucible/* in its own clone (gc is off, nothing packs them), so
-        # loose ref files written atomically are all update-ref would do here, minus a process.
+        # Only crucible writes refs/crucible/* in its own clone (gc is off), so loose ref files written
+        # atomically are all update-ref would do here, minus a process. A loose ref wins over a packed
+        # one of the same name, so writing one after ``pack-refs`` is fine.
+        folders: set[Path] = set()
         for name, sha in refs.items():
             if len(sha) not in (40, 64) or any(c not in "0123456789abcdef" for c in sha):
                 raise ValueError(f"not a full object id: {sha!r}")
@@ -313,6 +332,11 @@ class Checkout:
             temporary = target.with_name(f".{target.name}.tmp")
             temporary.write_text(sha + "\n")
             os.replace(temporary, target)
+            folders.add(target.parent)
+        # One ref per kept turn would make every scan of refs/ (the .git guard runs one before and
+        # after each command) grow with the run: past a few dozen, they go into packed-refs, one file.
+        if any(len(os.listdir(folder)) > LOOSE_REFS_MAX for folder in folders):
+            run_git(["pack-refs", "--all"], self.path)
 
     def merge_onto(self, new_base: str, head: str) -> tuple[str | None, list[str]]:
         """Three-way merge of ``head`` onto ``new_base`` (their merge base is the old base): the tree of
@@ -398,10 +422,21 @@ class Checkout:
             shutil.rmtree(partial)
 
     def _may_have_foreign_refs(self) -> bool:
-        """Cheap pre-check without a subprocess: any loose ref outside refs/crucible/, any packed
-        ref at all, or a stash/remote log means ``for-each-ref`` must look."""
-        if (self.git_dir / "packed-refs").exists():
+        """Cheap pre-check without a subprocess: any loose ref outside refs/crucible/ (a branch, a tag,
+        a stash), or any packed ref outside it (read from packed-refs, which a clone always has),
+        means ``for-each-ref`` must look."""
+        try:
+            packed = (self.git_dir / "packed-refs").read_bytes()
+        except FileNotFoundError:
+            packed = b""
+        except OSError:
             return True
+        for line in packed.splitlines():
+            if line[:1] in (b"#", b"^"):
+                continue
+            _sha, _, name = line.partition(b" ")
+            if not name.startswith(CRUCIBLE_REF_PREFIX.encode()):
+                return True
         refs = self.git_dir / "refs"
         for entry in refs.iterdir() if refs.is_dir() else ():
             if entry.name == "crucible":

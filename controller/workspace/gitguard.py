@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+import time
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -42,11 +43,22 @@ _MAX_FILE = 1 << 20  # a larger control file is recorded by size and mtime only
 Entry = bytes | str
 
 
-def _entry(full: Path) -> Entry | None:
-    try:
-        info = os.lstat(full)
-    except OSError:
-        return None
+StatKey = tuple[int, int, int, int, int]
+ControlCache = dict[str, tuple[StatKey, bytes]]
+"""Content of control files already read, by absolute path, with the ``lstat`` data it was read at."""
+
+# A file whose ctime is this close to the moment it was read is read again next time: file times come
+# from a coarse clock, so a second write within the same tick could keep every stat field (git's
+# "racy" entries). A write cannot set ctime back, so an older ctime proves the content is unchanged.
+_RACY_NS = 2_000_000_000
+
+
+def _entry_of(full: str, info: os.stat_result, cache: ControlCache | None) -> Entry:
+    """What ``control_state`` records for the entry at ``full`` with ``lstat`` data ``info``.
+
+    With ``cache``, a regular file whose stat data (mode, size, mtime, ctime, inode) matches the last
+    read is not read again: that keeps the scan before and after every command a few dozen ``lstat``
+    calls instead of as many file reads."""
     if stat.S_ISLNK(info.st_mode):
         return "symlink:" + os.readlink(full)
     if stat.S_ISDIR(info.st_mode):
@@ -55,31 +67,56 @@ def _entry(full: Path) -> Entry | None:
         return f"special:{info.st_mode:o}"
     if info.st_size > _MAX_FILE:
         return f"large:{info.st_size}:{info.st_mtime_ns}:{info.st_mode:o}"
-    mode = "x" if info.st_mode & stat.S_IXUSR else "-"
+    key = (info.st_mode, info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino)
+    if cache is not None and (hit := cache.get(full)) is not None and hit[0] == key:
+        return hit[1]
+    mode = b"x" if info.st_mode & stat.S_IXUSR else b"-"
     try:
         with open(full, "rb") as handle:
-            return mode.encode() + handle.read()
+            content = mode + handle.read()
     except OSError:
         return f"unreadable:{info.st_mode:o}"
+    if cache is not None:
+        if time.time_ns() - info.st_ctime_ns > _RACY_NS:
+            cache[full] = (key, content)
+        else:
+            cache.pop(full, None)
+    return content
 
 
-def control_state(git_dir: Path) -> dict[str, Entry]:
-    """Every control entry under ``git_dir`` (relative path -> content, "dir", "symlink:…")."""
+def control_state(git_dir: Path, cache: ControlCache | None = None) -> dict[str, Entry]:
+    """Every control entry under ``git_dir`` (relative path -> content, "dir", "symlink:…").
+
+    ``cache`` (kept by the caller between calls on the same ``git_dir``) spares re-reading files
+    whose stat data did not change; the result is the same with or without it."""
     state: dict[str, Entry] = {}
+    base = os.fspath(git_dir) + "/"
     for name in CONTROL_ENTRIES:
-        top = git_dir / name
-        entry = _entry(top)
-        if entry is None:
+        try:
+            info = os.lstat(base + name)
+        except OSError:
             continue
+        entry = _entry_of(base + name, info, cache)
         state[name] = entry
         if entry != "dir":
             continue
-        for dirpath, dirnames, filenames in os.walk(top):
-            for child in [*dirnames, *filenames]:
-                full = Path(dirpath) / child
-                found = _entry(full)
-                if found is not None:
-                    state[full.relative_to(git_dir).as_posix()] = found
+        pending = [name]
+        while pending:
+            current = pending.pop()
+            try:
+                children = list(os.scandir(base + current))
+            except OSError:
+                continue
+            for child in children:
+                rel = f"{current}/{child.name}"
+                try:
+                    child_info = child.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                found = _entry_of(base + rel, child_info, cache)
+                state[rel] = found
+                if found == "dir":
+                    pending.append(rel)
     return state
 
 

@@ -108,3 +108,24 @@ def test_set_refs_writes_only_crucible_refs(pair: tuple[Checkout, Checkout, str]
     assert sorted(refs) == [f"refs/crucible/champion {base}", f"refs/crucible/turns/1 {base}"]
     with pytest.raises(ValueError):
         fast.set_refs({"refs/heads/main": base})
+
+
+def test_many_turn_refs_are_packed_and_restore_keeps_them(pair: tuple[Checkout, Checkout, str]) -> None:
+    """One ref per kept turn would make the .git guard's scans grow with the run: past
+    LOOSE_REFS_MAX loose ones they are packed, and a restore neither loses them nor needs to ask git
+    whether packed-refs holds a branch."""
+    fast, _, base = pair
+    count = checkout_module.LOOSE_REFS_MAX + 3
+    for turn in range(1, count + 1):
+        fast.set_refs({"refs/crucible/champion": base, f"refs/crucible/turns/{turn}": base})
+    assert len(os.listdir(fast.git_dir / "refs" / "crucible" / "turns")) <= checkout_module.LOOSE_REFS_MAX
+    git(fast.path, "branch", "planted", base)
+    fast.restore(base)
+    refs = git(fast.path, "for-each-ref", "--format=%(refname)").splitlines()
+    assert sorted(refs) == sorted(
+        ["refs/crucible/champion"] + [f"refs/crucible/turns/{n}" for n in range(1, count + 1)]
+    )
+    assert not fast._may_have_foreign_refs()
+    git(fast.path, "branch", "planted", base)
+    git(fast.path, "pack-refs", "--all")
+    assert fast._may_have_foreign_refs(), "a packed branch is found in packed-refs"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from controller.workspace.gitguard import control_state, restore_control, tampered
+from controller.workspace.gitguard import ControlCache, control_state, restore_control, tampered
 from tests.conftest import git, make_repo
 
 
@@ -49,3 +49,20 @@ def test_a_removed_or_replaced_control_file_comes_back(tmp_path: Path) -> None:
     assert not (gitdir / "config").is_symlink()
     assert tampered(before, control_state(gitdir)) == []
     assert git(repo, "rev-parse", "main")
+
+
+def test_the_cache_gives_the_same_state_and_sees_a_rewrite(tmp_path: Path) -> None:
+    """The cache spares re-reading unchanged files; a file rewritten behind it is still seen."""
+    repo = make_repo(tmp_path / "repo", {"a.txt": "a\n"})
+    gitdir = repo / ".git"
+    cache: ControlCache = {}
+    first = control_state(gitdir, cache)
+    assert first == control_state(gitdir)
+    assert control_state(gitdir, cache) == first
+
+    git(repo, "config", "core.fsmonitor", "sh -c 'env > /tmp/x'")
+    (gitdir / "hooks" / "pre-commit").write_text("#!/bin/sh\nenv\n")
+
+    changed = tampered(first, control_state(gitdir, cache))
+    assert changed == ["config", "hooks/pre-commit"]
+    assert control_state(gitdir, cache) == control_state(gitdir)

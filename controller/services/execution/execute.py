@@ -17,7 +17,7 @@ from pathlib import Path
 from controller.engine.protocol import CAPTURE_PREFIXES
 from controller.services.execution.pgroups import GroupRegistry
 from controller.workspace.envscrub import ScrubbedEnv, redact
-from controller.workspace.gitguard import control_state, restore_control, tampered
+from controller.workspace.gitguard import ControlCache, control_state, restore_control, tampered
 from controller.workspace.process import CommandResult, run_command
 from controller.workspace.sandbox import Sandbox, wrap_command
 from controller.workspace.sandboxpaths import start_problem
@@ -61,6 +61,8 @@ class Executor:
     # (config, hooks, refs …) is undone right after it and reported through ``take_violations``.
     guarded: list[Path] = field(default_factory=list)
     violations: list[str] = field(default_factory=list)
+    # Contents of those control files as last read, per .git, so the scans skip unchanged files.
+    _control_cache: dict[Path, ControlCache] = field(default_factory=dict, init=False, repr=False)
     # budget.disk: caps the sandbox's tmpfs mounts and, checked every DISK_CHECK_S while a command runs,
     # stops a command that fills the run directory (``disk_root``) past it.
     disk_budget: int | None = None
@@ -106,7 +108,7 @@ class Executor:
                     search_path=env.get("PATH"),
                     tmpfs_bytes=self.disk_budget,
                 )
-        guarded = {git_dir: control_state(git_dir) for git_dir in self.guarded}
+        guarded = {git_dir: self._control_state(git_dir) for git_dir in self.guarded}
         groups: list[int] = []
 
         def remember(pgid: int) -> None:
@@ -171,11 +173,16 @@ class Executor:
 
     def _undo_git_changes(self, before: Mapping[Path, dict[str, bytes | str]]) -> None:
         for git_dir, state in before.items():
-            changes = tampered(state, control_state(git_dir))
+            changes = tampered(state, self._control_state(git_dir))
             if changes:
                 restore_control(git_dir, state)
                 shown = ", ".join(f".git/{c}" for c in changes[:10])
                 self.violations.append(f"{git_dir.parent.name}: a command changed {shown} (restored)")
+
+    def _control_state(self, git_dir: Path) -> dict[str, bytes | str]:
+        """``control_state`` with this executor's cache of file contents: the scans before and after
+        every command cost a few dozen ``lstat`` calls, not a read of every control file."""
+        return control_state(git_dir, self._control_cache.setdefault(git_dir, {}))
 
     def redact(self, text: str) -> str:
         return redact(text, self.scrubbed.secrets)
