@@ -78,7 +78,14 @@ def _tree(root: Path, rel_dir: str) -> dict[str, Fingerprint]:
 
 
 def scan(root: Path, keep_ignored: Sequence[str]) -> IgnoredScan:
-    """The ignored files of ``root``, split by whether a gitignore-style ``keep_ignored`` pattern matches.
+    """The ignored files of ``root``, split by whether a gitignore-style ``keep_ignored`` pattern matches
+    (see ``classify``)."""
+    return classify(root, list_ignored(root), keep_ignored)
+
+
+def classify(root: Path, entries: Sequence[str], keep_ignored: Sequence[str]) -> IgnoredScan:
+    """The ignored ``entries`` of ``root`` (from ``list_ignored``, or the "!!" lines of a status walk
+    that also listed them, so one walk serves the policy check and this), split by ``keep_ignored``.
 
     A wholly ignored directory that a pattern matches is kept as a whole and fingerprinted file by
     file; one that no pattern matches is unkept as a whole, unless a pattern may match inside it
@@ -86,7 +93,7 @@ def scan(root: Path, keep_ignored: Sequence[str]) -> IgnoredScan:
     keep = pathspec.GitIgnoreSpec.from_lines(keep_ignored)
     kept: dict[str, Fingerprint] = {}
     unkept: list[str] = []
-    for entry in list_ignored(root):
+    for entry in entries:
         rel = entry.rstrip("/")
         is_dir = entry.endswith("/")
         if keep_ignored and (keep.match_file(rel) or keep.match_file(rel + "/")):

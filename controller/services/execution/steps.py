@@ -95,7 +95,9 @@ def measured_tree_only(ctx: RunContext, work: TurnWork) -> None:
 
     def tidy(arm: str, component: str) -> list[str]:
         root = ctx.checkout(arm, component).path
-        found = ignored.scan(root, keep)
+        listed = work.ignored_entries.get(component) if arm == "candidate" else None
+        # The candidate's ignored files came with the policy check's status walk; nothing ran since.
+        found = ignored.scan(root, keep) if listed is None else ignored.classify(root, listed, keep)
         ignored.remove(root, found.unkept)
         if arm != "candidate":
             return []
@@ -151,7 +153,7 @@ def check_policy(ctx: RunContext, work: TurnWork) -> None:
                 f"{comp.name}: HEAD moved (the agent must not commit, reset or switch branches)"
             )
             continue
-        status = co.status()
+        status, work.ignored_entries[comp.name] = co.status_and_ignored()
         work.before[comp.name] = (ctx.champion_heads[comp.name], status, co.digest(status))
         paths = sorted(status)
         if paths:

@@ -46,6 +46,8 @@ class TurnWork:
     raw_samples: list[tuple[SampleArm, int, dict[str, float], bool]] = field(default_factory=list)
     # Fingerprints of the ignored files kept across turns (workspace.keep_ignored), before the agent ran.
     kept_before: dict[str, dict[str, ignored.Fingerprint]] = field(default_factory=dict)
+    # The candidate's ignored entries per component, from the policy check's status walk.
+    ignored_entries: dict[str, list[str]] = field(default_factory=dict)
     pairs: int | None = None
     stop: SequentialStop | None = None
     progress: TurnProgress | None = None  # the live view's events (step, samples)
