@@ -64,7 +64,7 @@ def _pairs(champion: tuple[float, ...], candidate: tuple[float, ...]) -> list[Sa
     return _samples(SampleArm.CHAMPION, *champion) + _samples(SampleArm.CANDIDATE, *candidate)
 
 
-AT_BASE = Reference(champion=lambda: Arm(()), champion_is_base=True)
+AT_BASE = Reference(champion=lambda: Arm(()), champion_is_base=lambda: True)
 BETTER = _pairs((100.0, 101.0, 99.0), (90.0, 91.0, 89.0))  # median 90 vs 100, p = 0.05
 WORSE = _pairs((100.0, 101.0, 99.0), (110.0, 111.0, 109.0))
 
@@ -145,7 +145,7 @@ def test_a_turn_that_keeps_nothing_moves_nothing() -> None:
 
 def test_without_interleaving_the_reference_is_the_champions_stored_samples() -> None:
     spec = _spec("samples = 3\ninterleave = false\nsequential = false")
-    stored = Reference(champion=lambda: Arm((100.0, 101.0, 99.0)), champion_is_base=True)
+    stored = Reference(champion=lambda: Arm((100.0, 101.0, 99.0)), champion_is_base=lambda: True)
     candidate = _samples(SampleArm.CANDIDATE, 90.0, 91.0, 89.0)
     assert _check(_keep(), candidate, spec=spec, reference=stored) is None
     # A report that carries a worse "champion" of its own changes nothing: the stored one is used.
@@ -193,7 +193,7 @@ def test_a_keep_with_guards_needs_the_base_once_the_champion_moved() -> None:
     samples = _samples(SampleArm.CHAMPION, 100.0, 101.0, 99.0, guard=(10.0, 10.0, 10.0)) + _samples(
         SampleArm.CANDIDATE, 90.0, 91.0, 89.0, guard=(10.0, 10.0, 10.0)
     )
-    moved = Reference(champion=lambda: Arm(()), champion_is_base=False)
+    moved = Reference(champion=lambda: Arm(()), champion_is_base=lambda: False)
     assert _check(_keep(), samples, spec=spec) is None
     assert _check(_keep(), samples, spec=spec, reference=moved) == (
         "a keep with guards reports no samples of the base"

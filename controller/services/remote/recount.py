@@ -48,11 +48,12 @@ class Mismatch(Exception):
 class Reference:
     """What the controller knows about the turn's comparison besides the report.
 
-    champion: the champion's stored samples (the reference without interleaving), read only when
-    needed. champion_is_base: the champion is still the base commit (the base arm is the champion's)."""
+    champion: the champion's stored samples (the reference without interleaving). champion_is_base:
+    whether the champion is still the base commit (then the base arm is the champion's). Both are
+    read only when a check needs them, so an honest decision costs the controller no extra query."""
 
     champion: Callable[[], Arm]
-    champion_is_base: bool
+    champion_is_base: Callable[[], bool]
 
 
 def recount_decision(
@@ -180,7 +181,7 @@ def _recompute(spec: Spec, rule: TurnRule, *, samples: Sequence[Sample], referen
         arm = _arm(spec, samples, SampleArm.BASE)
         if arm.primary:
             return arm
-        _require(reference.champion_is_base, "a keep with guards reports no samples of the base")
+        _require(reference.champion_is_base(), "a keep with guards reports no samples of the base")
         return champion
 
     try:

@@ -10,8 +10,9 @@
 
 Refusals are recorded by ``refusals.refuse_report`` (403, the token stays good). What the ledger
 refuses anyway (a turn that does not exist or is decided, a hypothesis reported already, a baseline
-recorded already) is checked first and answered as the ledger answers it (404, 409), whatever the
-report says: a late or repeated report is no claim to refuse.
+recorded already) is answered as the ledger answers it (404, 409) before a refusal is recorded: a late
+or repeated report is no claim to refuse (``require_started``, ``require_unreported``, checked only
+once a report did not match, so an honest one costs no extra query).
 """
 
 from __future__ import annotations
@@ -38,7 +39,9 @@ def reference(store: RemoteRoundStore, spec: Spec, run_id: str) -> Reference:
         arm = SampleArm.BASELINE if turn == 0 else SampleArm.CANDIDATE
         return stored_arm(spec, _stored(store, run_id, turn), arm)
 
-    at_base = all(c.head_sha == c.base_sha for c in store.list_components(run_id))
+    def at_base() -> bool:
+        return all(c.head_sha == c.base_sha for c in store.list_components(run_id))
+
     return Reference(champion=champion, champion_is_base=at_base)
 
 

@@ -119,7 +119,7 @@ class RemoteRounds:
         self.max_bundle_bytes = MAX_BUNDLE_BYTES  # an upload past it is refused while it is read
         self._uploading: set[str] = set()  # token hashes with an upload in flight
         self._uploads_lock = threading.Lock()
-        self._specs: dict[tuple[str, str, str | None], Spec] = {}
+        self._specs: dict[str, Spec] = {}
 
     # -- the broker's side --------------------------------------------------------------------
 
@@ -310,10 +310,8 @@ class RemoteRounds:
         """The ledger's decision, refusing heads no verified bundle of this round brought in and a
         decision its samples do not give (``recount``: recorded, 403, the turn left undecided)."""
         self.require_round(grant)
-        referee.require_started(self.store, grant.run_id, number)
-        if hypotheses is not None:  # the controller decides a parallel turn from the reports
-            raise refuse_report(self.store, grant, number, "a worker does not decide a parallel turn")
-        problem = recount_decision(
+        problem = "a worker does not decide a parallel turn" if hypotheses is not None else None
+        problem = problem or recount_decision(
             self._spec(grant.run_id),
             RoundJob.from_json(grant.job),
             number,
@@ -324,6 +322,7 @@ class RemoteRounds:
             reference=referee.reference(self.store, self._spec(grant.run_id), grant.run_id),
         )
         if problem is not None:
+            referee.require_started(self.store, grant.run_id, number)  # 404, 409 for a late one
             raise refuse_report(self.store, grant, number, problem)
         self._require_proved(grant, {**component_heads, **decision.commits})
         return self.store.decide_turn(
@@ -343,10 +342,10 @@ class RemoteRounds:
         """The ledger's report of one parallel hypothesis, refusing commits no verified bundle brought
         (and, for a hypothesis pod's token, any other turn or index than its own)."""
         self._require_scope(grant, turn, report.index)
-        referee.require_unreported(self.store, grant.run_id, turn, report.index)
         spec = self._spec(grant.run_id)
         problem = recount_hypothesis(spec, report, referee.reference(self.store, spec, grant.run_id))
         if problem is not None:
+            referee.require_unreported(self.store, grant.run_id, turn, report.index)
             raise refuse_report(self.store, grant, turn, f"hypothesis {report.index}: {problem}")
         self._require_proved(grant, report.commits)
         return self.store.report_hypothesis(grant.run_id, turn, report)
@@ -434,16 +433,17 @@ class RemoteRounds:
 
     def _spec(self, run_id: str) -> Spec:
         """The run's spec as it was read: relative repository paths resolve against the spec file's
-        directory (only the globs, commands and the metric's rule are used here). Parsed once per
-        run and spec text, since every report is checked against it."""
-        run = self.store.get_run(run_id)
-        key = (run_id, run.spec_text, run.spec_path)
-        if key not in self._specs:
+        directory (only the globs, commands and the metric's rule are used here). A run's spec never
+        changes, so it is read and parsed once per run: every report of it is checked against it."""
+        spec = self._specs.get(run_id)
+        if spec is None:
+            run = self.store.get_run(run_id)
+            spec_dir = Path(run.spec_path).parent if run.spec_path else Path.cwd()
+            spec = parse_spec(run.spec_text, spec_dir)
             if len(self._specs) > 64:  # runs come and go; a few are live at once
                 self._specs.clear()
-            spec_dir = Path(run.spec_path).parent if run.spec_path else Path.cwd()
-            self._specs[key] = parse_spec(run.spec_text, spec_dir)
-        return self._specs[key]
+            self._specs[run_id] = spec
+        return spec
 
     def _component(self, run_id: str, name: str) -> ComponentRecord:
         for comp in self.store.list_components(run_id):
