@@ -3,21 +3,20 @@
 The CHECK constraints on state columns are built from the domain enums, so the schema and the
 transition tables cannot drift apart silently: a new enum value without a migration makes the
 schema-drift test fail (see ``migrate.schema_drift``). Rows never leave the store; each model
-converts itself into the frozen record of ``records.py``.
+converts itself into the frozen record of ``records.py``. The tables of publishing and feedback are
+in ``publishing_models.py`` and the shared column types in ``columns.py``; both are re-exported here,
+so ``models`` is still the one name to import the schema by.
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterable
-from datetime import UTC, datetime
-from enum import StrEnum
-from typing import Any, TypeVar
+from datetime import datetime
+from typing import Any
 
 import sqlalchemy as sa
 from pydantic import JsonValue
-from sqlalchemy.engine import Dialect
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.orm import Mapped, mapped_column
 
 from controller.domain.enums import (
     Direction,
@@ -31,83 +30,25 @@ from controller.domain.enums import (
     StopReason,
     TurnPhase,
 )
+from controller.store.columns import (
+    Base,
+    UTCDateTime,
+    as_utc,
+    enum_member,
+    in_check,
+    optional_enum_member,
+    run_fk,
+)
+from controller.store.publishing_models import DeliveryRow, FeedbackRow, PullRequestRow
 from controller.store.records import (
     ComponentRecord,
-    DeliveryRecord,
     EventRecord,
-    FeedbackRecord,
-    FeedbackSource,
-    FeedbackVerdict,
     HypothesisRecord,
-    ProcessState,
-    PullRecord,
     RunRecord,
     SampleRecord,
     TurnRecord,
     WorkerRoundRecord,
 )
-
-NAMING_CONVENTION = {
-    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
-    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
-    "ck": "ck_%(table_name)s_%(constraint_name)s",
-    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
-    "pk": "pk_%(table_name)s",
-}
-
-
-class UTCDateTime(sa.types.TypeDecorator[datetime]):
-    """A timezone-aware UTC timestamp on every backend (SQLite stores naive text, PostgreSQL timestamptz)."""
-
-    impl = sa.DateTime(timezone=True)
-    cache_ok = True
-
-    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
-        if value is None:
-            return None
-        if value.tzinfo is None:
-            raise ValueError(f"naive datetime {value!r}: the store only takes timezone-aware times")
-        return value.astimezone(UTC)
-
-    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
-        return None if value is None else as_utc(value)
-
-
-def as_utc(value: datetime) -> datetime:
-    """A stored timestamp as an aware UTC datetime (SQLite gives naive text, PostgreSQL its session zone)."""
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-
-
-def in_check(column: str, enum: type[StrEnum]) -> sa.CheckConstraint:
-    """CHECK ``column IN ('a', 'b', ...)`` from an enum, so the values cannot drift from it.
-
-    A NULL passes a CHECK (its IN is unknown, not false), so nullable columns need no extra clause.
-    """
-    values = ", ".join(f"'{member.value}'" for member in enum)
-    return sa.CheckConstraint(f"{column} IN ({values})", name=column)
-
-
-class Base(DeclarativeBase):
-    metadata = sa.MetaData(naming_convention=NAMING_CONVENTION)
-
-
-_E = TypeVar("_E", bound=StrEnum)
-
-
-@functools.cache
-def _members(enum: type[_E]) -> dict[str, _E]:
-    return {member.value: member for member in enum}
-
-
-def _enum(enum: type[_E], value: str) -> _E:
-    """``enum(value)`` at a dictionary lookup's cost (rows are converted by the thousand on the API's
-    pages; ``Enum.__call__`` was a tenth of a page's CPU). An unknown value still raises ValueError."""
-    member = _members(enum).get(value)
-    return member if member is not None else enum(value)
-
-
-def _opt_enum(enum: type[_E], value: str | None) -> _E | None:
-    return None if value is None else _enum(enum, value)
 
 
 class RunRow(Base):
@@ -163,8 +104,8 @@ def run_record(row: Any) -> RunRecord:
         direction=row.direction,
         turns_planned=row.turns_planned,
         options=dict(row.options),
-        status=_enum(RunStatus, row.status),
-        stop_reason=_opt_enum(StopReason, row.stop_reason),
+        status=enum_member(RunStatus, row.status),
+        stop_reason=optional_enum_member(StopReason, row.stop_reason),
         stop_message=row.stop_message,
         baseline_value=row.baseline_value,
         champion_value=row.champion_value,
@@ -172,7 +113,7 @@ def run_record(row: Any) -> RunRecord:
         cost_usd=row.cost_usd,
         tokens=row.tokens,
         round=row.round,
-        phase=_enum(RunPhase, row.phase),
+        phase=enum_member(RunPhase, row.phase),
         lease_owner=row.lease_owner,
         lease_expires_at=row.lease_expires_at,
         cancel_requested=row.cancel_requested,
@@ -182,15 +123,11 @@ def run_record(row: Any) -> RunRecord:
     )
 
 
-def _run_fk() -> sa.ForeignKey:
-    return sa.ForeignKey("runs.id", ondelete="CASCADE")
-
-
 class ComponentRow(Base):
     __tablename__ = "components"
     __table_args__ = (sa.UniqueConstraint("run_id", "position"),)
 
-    run_id: Mapped[str] = mapped_column(sa.String(64), _run_fk(), primary_key=True)
+    run_id: Mapped[str] = mapped_column(sa.String(64), run_fk(), primary_key=True)
     name: Mapped[str] = mapped_column(sa.String(200), primary_key=True)
     position: Mapped[int] = mapped_column(sa.Integer)
     repo: Mapped[str] = mapped_column(sa.Text)
@@ -233,7 +170,7 @@ class TurnRow(Base):
         sa.CheckConstraint(_PHASE_COHERENT, name="decision_iff_decided"),
     )
 
-    run_id: Mapped[str] = mapped_column(sa.String(64), _run_fk(), primary_key=True)
+    run_id: Mapped[str] = mapped_column(sa.String(64), run_fk(), primary_key=True)
     number: Mapped[int] = mapped_column(sa.Integer, primary_key=True)
     round: Mapped[int] = mapped_column(sa.Integer)
     phase: Mapped[str] = mapped_column(sa.String(16), server_default=sa.text("'search'"))
@@ -263,11 +200,11 @@ def turn_record(row: Any) -> TurnRecord:
         run_id=row.run_id,
         number=row.number,
         round=row.round,
-        phase=_enum(TurnPhase, row.phase),
+        phase=enum_member(TurnPhase, row.phase),
         started_at=row.started_at,
         decided_at=row.decided_at,
-        outcome=_opt_enum(Outcome, row.outcome),
-        reason=_opt_enum(Reason, row.reason),
+        outcome=optional_enum_member(Outcome, row.outcome),
+        reason=optional_enum_member(Reason, row.reason),
         value=row.value,
         p_value=row.p_value,
         hypothesis=row.hypothesis,
@@ -278,7 +215,7 @@ def turn_record(row: Any) -> TurnRecord:
         duration_s=row.duration_s,
         detail=row.detail,
         pairs=row.pairs,
-        sequential_stop=_opt_enum(SequentialStop, row.sequential_stop),
+        sequential_stop=optional_enum_member(SequentialStop, row.sequential_stop),
     )
 
 
@@ -290,7 +227,7 @@ class SampleRow(Base):
     )
 
     id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=True)
-    run_id: Mapped[str] = mapped_column(sa.String(64), _run_fk())
+    run_id: Mapped[str] = mapped_column(sa.String(64), run_fk())
     turn: Mapped[int] = mapped_column(sa.Integer)
     arm: Mapped[str] = mapped_column(sa.String(16))
     sample_index: Mapped[int] = mapped_column(sa.Integer)
@@ -306,7 +243,7 @@ def sample_record(row: Any) -> SampleRecord:
     return SampleRecord(
         run_id=row.run_id,
         turn=row.turn,
-        arm=_enum(SampleArm, row.arm),
+        arm=enum_member(SampleArm, row.arm),
         index=row.sample_index,
         values=dict(row.values),
         valid=row.valid,
@@ -383,7 +320,7 @@ class EventRow(Base):
     __table_args__ = (sa.Index(None, "run_id", "id"), {"sqlite_autoincrement": True})
 
     id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=True)
-    run_id: Mapped[str] = mapped_column(sa.String(64), _run_fk())
+    run_id: Mapped[str] = mapped_column(sa.String(64), run_fk())
     kind: Mapped[str] = mapped_column(sa.String(32))
     payload: Mapped[dict[str, JsonValue]] = mapped_column(sa.JSON)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
@@ -401,7 +338,7 @@ class EventRow(Base):
 class ProcessGroupRow(Base):
     __tablename__ = "process_groups"
 
-    run_id: Mapped[str] = mapped_column(sa.String(64), _run_fk(), primary_key=True)
+    run_id: Mapped[str] = mapped_column(sa.String(64), run_fk(), primary_key=True)
     pgid: Mapped[int] = mapped_column(sa.Integer, primary_key=True)
     command: Mapped[str] = mapped_column(sa.Text)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
@@ -415,7 +352,7 @@ class WorkerRoundRow(Base):
     __table_args__ = (sa.UniqueConstraint("run_id", "round", "attempt"),)
 
     id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=True)
-    run_id: Mapped[str] = mapped_column(sa.String(64), _run_fk())
+    run_id: Mapped[str] = mapped_column(sa.String(64), run_fk())
     round: Mapped[int] = mapped_column(sa.Integer)
     attempt: Mapped[int] = mapped_column(sa.Integer)
     token_hash: Mapped[str] = mapped_column(sa.String(64), unique=True)
@@ -441,137 +378,32 @@ class WorkerRoundRow(Base):
         )
 
 
-class PullRequestRow(Base):
-    __tablename__ = "pull_requests"
-
-    run_id: Mapped[str] = mapped_column(sa.String(64), _run_fk(), primary_key=True)
-    component: Mapped[str] = mapped_column(sa.String(200), primary_key=True)
-    repo: Mapped[str] = mapped_column(sa.Text)
-    number: Mapped[int] = mapped_column(sa.Integer)
-    url: Mapped[str] = mapped_column(sa.Text)
-    branch: Mapped[str] = mapped_column(sa.Text)
-    head_sha: Mapped[str] = mapped_column(sa.String(64))
-    pushed_sha: Mapped[str] = mapped_column(sa.String(64))
-    base_sha: Mapped[str] = mapped_column(sa.String(64))
-    draft: Mapped[bool] = mapped_column(sa.Boolean)
-    state: Mapped[str] = mapped_column(sa.String(16))
-    paused: Mapped[bool] = mapped_column(sa.Boolean)
-    published_value: Mapped[float | None] = mapped_column(sa.Double)
-    note: Mapped[str | None] = mapped_column(sa.Text)
-    title: Mapped[str | None] = mapped_column(sa.Text)
-    process: Mapped[dict[str, JsonValue] | None] = mapped_column(sa.JSON)
-    status_sha: Mapped[str | None] = mapped_column(sa.String(64))
-    updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
-
-    def to_record(self) -> PullRecord:
-        return PullRecord(
-            run_id=self.run_id,
-            component=self.component,
-            repo=self.repo,
-            number=self.number,
-            url=self.url,
-            branch=self.branch,
-            head_sha=self.head_sha,
-            pushed_sha=self.pushed_sha,
-            base_sha=self.base_sha,
-            draft=self.draft,
-            state=self.state,
-            paused=self.paused,
-            published_value=self.published_value,
-            note=self.note,
-            title=self.title,
-            process=ProcessState.from_json(self.process),
-            status_sha=self.status_sha,
-        )
-
-
-class DeliveryRow(Base):
-    """A webhook delivery, stored before it is answered and processed afterwards."""
-
-    __tablename__ = "deliveries"
-    __table_args__ = (sa.Index(None, "processed_at", "received_at"),)
-
-    id: Mapped[str] = mapped_column(sa.String(100), primary_key=True)
-    event: Mapped[str] = mapped_column(sa.String(64))
-    action: Mapped[str | None] = mapped_column(sa.String(64))
-    payload: Mapped[dict[str, JsonValue]] = mapped_column(sa.JSON)
-    received_at: Mapped[datetime] = mapped_column(UTCDateTime)
-    processed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
-
-    def to_record(self) -> DeliveryRecord:
-        return DeliveryRecord(
-            id=self.id,
-            event=self.event,
-            action=self.action,
-            payload=dict(self.payload),
-            received_at=self.received_at,
-            processed_at=self.processed_at,
-        )
-
-
-class FeedbackRow(Base):
-    """One version of a feedback item; the UNIQUE key makes webhook + poller sightings one row."""
-
-    __tablename__ = "feedback"
-    __table_args__ = (
-        in_check("source", FeedbackSource),
-        in_check("verdict", FeedbackVerdict),
-        sa.UniqueConstraint("run_id", "source", "external_id", "action", "updated_at"),
-    )
-
-    id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=True)
-    run_id: Mapped[str] = mapped_column(sa.String(64), _run_fk())
-    component: Mapped[str] = mapped_column(sa.String(200))
-    pr_number: Mapped[int] = mapped_column(sa.Integer)
-    source: Mapped[str] = mapped_column(sa.String(16))
-    external_id: Mapped[int] = mapped_column(sa.BigInteger)
-    review_id: Mapped[int | None] = mapped_column(sa.BigInteger)
-    author: Mapped[str] = mapped_column(sa.String(200))
-    author_type: Mapped[str] = mapped_column(sa.String(32))
-    association: Mapped[str] = mapped_column(sa.String(32))
-    body: Mapped[str] = mapped_column(sa.Text)
-    path: Mapped[str | None] = mapped_column(sa.Text)
-    line: Mapped[int | None] = mapped_column(sa.Integer)
-    action: Mapped[str] = mapped_column(sa.String(16))
-    updated_at: Mapped[str] = mapped_column(sa.String(64))
-    url: Mapped[str] = mapped_column(sa.Text)
-    received_at: Mapped[datetime] = mapped_column(UTCDateTime)
-    trusted: Mapped[bool | None] = mapped_column(sa.Boolean)
-    verdict: Mapped[str | None] = mapped_column(sa.String(16))
-    reason: Mapped[str | None] = mapped_column(sa.Text)
-    round: Mapped[int | None] = mapped_column(sa.Integer)
-    diff_hunk: Mapped[str | None] = mapped_column(sa.Text)  # inline comments (revision 0004)
-
-    def to_record(self) -> FeedbackRecord:
-        return FeedbackRecord(
-            id=self.id,
-            run_id=self.run_id,
-            component=self.component,
-            pr_number=self.pr_number,
-            source=FeedbackSource(self.source),
-            external_id=self.external_id,
-            review_id=self.review_id,
-            author=self.author,
-            author_type=self.author_type,
-            association=self.association,
-            body=self.body,
-            path=self.path,
-            line=self.line,
-            action=self.action,
-            updated_at=self.updated_at,
-            url=self.url,
-            received_at=self.received_at,
-            trusted=self.trusted,
-            verdict=_opt_enum(FeedbackVerdict, self.verdict),
-            reason=self.reason,
-            round=self.round,
-            diff_hunk=self.diff_hunk,
-        )
-
-
 def check_constraints() -> Iterable[tuple[str, str, str]]:
     """(table, full constraint name, CHECK text) for every CHECK in the models (for the drift check)."""
     for table in Base.metadata.sorted_tables:
         for constraint in table.constraints:
             if isinstance(constraint, sa.CheckConstraint):
                 yield table.name, str(constraint.name), str(constraint.sqltext)
+
+
+__all__ = [
+    "Base",
+    "ComponentRow",
+    "DeliveryRow",
+    "EventRow",
+    "FeedbackRow",
+    "HypothesisRow",
+    "ProcessGroupRow",
+    "PullRequestRow",
+    "RunRow",
+    "SampleRow",
+    "TurnRow",
+    "UTCDateTime",
+    "WorkerRoundRow",
+    "as_utc",
+    "check_constraints",
+    "hypothesis_record",
+    "run_record",
+    "sample_record",
+    "turn_record",
+]

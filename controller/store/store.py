@@ -12,30 +12,26 @@ import threading
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection, CursorResult
+from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session, sessionmaker
 
 from controller.domain.enums import (
     FINISHED_STATUSES,
     Direction,
     EventKind,
-    Reason,
     RunPhase,
     RunStatus,
     StopReason,
-    TurnPhase,
     check_phase_transition,
     check_run_transition,
     status_for_stop,
 )
 from controller.domain.errors import (
     ConflictError,
-    NotFoundError,
 )
-from controller.store import hypotheses as hypothesis_rows
 from controller.store import migrate
 from controller.store.errors import translate_errors
 from controller.store.leases import Leases
@@ -44,8 +40,6 @@ from controller.store.models import (
     ComponentRow,
     EventRow,
     RunRow,
-    SampleRow,
-    TurnRow,
 )
 from controller.store.ports import ControllerStore
 from controller.store.process_groups import ProcessGroups
@@ -53,34 +47,19 @@ from controller.store.pulls_feedback import PullsAndFeedback
 from controller.store.queries import (
     append_event_row,
     component_row,
-    count_turns,
-    decision_values,
-    delete_samples,
     get_component_row,
     get_run_row,
-    get_turn_row,
-    list_turn_records,
     lock_run,
-    new_turn_row,
     require_finite,
-    sample_row,
 )
 from controller.store.reads import PagedReads
 from controller.store.records import (
-    ChampionUpdate,
     ComponentRecord,
     EventRecord,
-    HypothesisRecord,
-    HypothesisReport,
     NewRun,
     RunRecord,
-    Sample,
-    SampleRecord,
-    TurnCounts,
-    TurnDecision,
-    TurnRecord,
-    TurnSnapshot,
 )
+from controller.store.turns import TurnsAndSamples
 from controller.store.worker_rounds import WorkerRounds
 
 
@@ -88,7 +67,7 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-class Store(PullsAndFeedback, ProcessGroups, Leases, PagedReads, WorkerRounds):
+class Store(TurnsAndSamples, PullsAndFeedback, ProcessGroups, Leases, PagedReads, WorkerRounds):
     """Runs, components, turns, samples and events in SQLite or PostgreSQL; pull requests, deliveries
     and feedback come from ``PullsAndFeedback``, process groups from ``ProcessGroups``, leases, the
     cancel flag and the run phase from ``Leases``, paged reads for the API from ``PagedReads``,
@@ -333,197 +312,6 @@ class Store(PullsAndFeedback, ProcessGroups, Leases, PagedReads, WorkerRounds):
             lock_run(s, run_id)
             row = get_component_row(s, run_id, name)
             row.extra = {**row.extra, **extra}
-
-    # -- turns --------------------------------------------------------------------------------
-
-    def start_turn(
-        self,
-        run_id: str,
-        number: int,
-        round: int,
-        *,
-        event: tuple[EventKind, Mapping[str, Any]] | None = None,
-    ) -> TurnRecord:
-        """Create turn ``number`` (>= 1) as STARTED, appending ``event`` in the same transaction.
-
-        Idempotent for recovery: a STARTED turn is returned as stored, after deleting the samples an
-        earlier, cut-off attempt stored for it (the event is appended again: the stream records
-        each attempt). ConflictError if the turn is DECIDED, or STARTED in another round.
-        """
-        if number < 1:
-            raise ValueError(f"turn numbers start at 1 (0 is the baseline), got {number}")
-        with self._session() as s:
-            lock_run(s, run_id)
-            row = s.get(TurnRow, (run_id, number))
-            if row is None:
-                row = new_turn_row(run_id, number, round, self._now())
-                s.add(row)
-                s.flush()
-            else:
-                if row.phase == TurnPhase.DECIDED:
-                    raise ConflictError(f"turn {number} of run {run_id} is already decided")
-                if row.round != round:
-                    raise ConflictError(f"turn {number} of run {run_id} was started in round {row.round}")
-                delete_samples(s, run_id, number)
-                hypothesis_rows.delete(s, run_id, number)
-            if event is not None:
-                append_event_row(s, run_id, event[0], event[1], self._now())
-            return row.to_record()
-
-    def decide_turn(
-        self,
-        run_id: str,
-        number: int,
-        decision: TurnDecision,
-        *,
-        champion: ChampionUpdate | None,
-        component_heads: Mapping[str, str],
-        event: tuple[EventKind, Mapping[str, Any]],
-        samples: Sequence[Sample] = (),
-        hypotheses: Mapping[int, tuple[Reason, str]] | None = None,
-    ) -> TurnRecord:
-        """Decide a STARTED turn, exactly once, in one transaction.
-
-        Writes the decision (STARTED -> DECIDED), the champion when given, the component heads,
-        the turn's cost and tokens added to the run, the turn's raw ``samples`` (as
-        ``add_samples`` would, saving a transaction per turn), and appends ``event``. A second decide, even
-        from a racing controller, raises ConflictError and changes nothing. NotFoundError if the
-        run, the turn or a component in ``component_heads`` does not exist. ``hypotheses`` (parallel
-        turns): the final reason and detail of every reported hypothesis, ConflictError unless it names
-        exactly the reported ones.
-        """
-        require_finite("value", decision.value)
-        require_finite("p_value", decision.p_value)
-        require_finite("champion", champion.value if champion else None)
-        sample_rows = [sample_row(run_id, number, sample) for sample in samples]
-        with self._session() as s:
-            run = lock_run(s, run_id)
-            now = self._now()
-            decided = s.execute(
-                sa.update(TurnRow)
-                .where(
-                    TurnRow.run_id == run_id,
-                    TurnRow.number == number,
-                    TurnRow.phase == TurnPhase.STARTED.value,
-                )
-                .values(**decision_values(decision), decided_at=now)
-                .execution_options(synchronize_session=False)
-            )
-            if cast(CursorResult[Any], decided).rowcount != 1:
-                if s.get(TurnRow, (run_id, number)) is None:
-                    raise NotFoundError(f"run {run_id} has no turn {number}")
-                raise ConflictError(f"turn {number} of run {run_id} is already decided")
-            if champion is not None:
-                run.champion_value, run.champion_turn = champion.value, champion.turn
-            run.cost_usd += decision.cost_usd
-            run.tokens += decision.tokens
-            run.updated_at = now
-            for name, sha in component_heads.items():
-                get_component_row(s, run_id, name).head_sha = sha
-            s.add_all(sample_rows)
-            if hypotheses is not None:
-                hypothesis_rows.finalise(s, run_id, number, hypotheses)
-            append_event_row(s, run_id, event[0], event[1], now)
-            s.flush()
-            return get_turn_row(s, run_id, number, fresh=True).to_record()
-
-    def start_baseline(self, run_id: str) -> None:
-        """Prepare (again) to measure the baseline: delete turn-0 samples of a cut-off attempt.
-
-        ConflictError once the baseline is recorded (``set_baseline``).
-        """
-        with self._session() as s:
-            run = lock_run(s, run_id)
-            if run.baseline_value is not None:
-                raise ConflictError(f"run {run_id} already has its baseline")
-            delete_samples(s, run_id, 0)
-
-    def set_baseline(self, run_id: str, value: float, event_payload: Mapping[str, Any]) -> None:
-        """Record the baseline, make it the champion (turn 0) and append the BASELINE event.
-
-        Exactly once: ConflictError if the baseline is already recorded.
-        """
-        require_finite("baseline", value)
-        with self._session() as s:
-            run = lock_run(s, run_id)
-            if run.baseline_value is not None:
-                raise ConflictError(f"run {run_id} already has its baseline")
-            now = self._now()
-            run.baseline_value = run.champion_value = value
-            run.champion_turn = 0
-            run.updated_at = now
-            append_event_row(s, run_id, EventKind.BASELINE, event_payload, now)
-
-    def get_turn(self, run_id: str, number: int) -> TurnRecord:
-        with self._session(read_only=True) as s:
-            get_run_row(s, run_id)
-            return get_turn_row(s, run_id, number).to_record()
-
-    def list_turns(self, run_id: str, *, last: int | None = None) -> list[TurnRecord]:
-        """Every turn of the run by number, or only the ``last`` ones (still in ascending order).
-
-        ``last`` keeps the turn loop's per-turn reads bounded however long a run grows."""
-        with self._session(read_only=True) as s:
-            get_run_row(s, run_id)
-            return list_turn_records(s, run_id, last)
-
-    def turn_counts(self, run_id: str) -> TurnCounts:
-        """Decided turns per round, the highest turn number, and the turns still STARTED (one query)."""
-        with self._session(read_only=True) as s:
-            get_run_row(s, run_id)
-            return count_turns(s, run_id)
-
-    def turn_snapshot(self, run_id: str, *, last: int) -> TurnSnapshot:
-        """``get_run``, ``turn_counts`` and ``list_turns(last=...)`` in one read transaction: the turn
-        loop asks all three before every turn, and one session is a third of the cost."""
-        with self._session(read_only=True) as s:
-            run = get_run_row(s, run_id).to_record()
-            return TurnSnapshot(run, count_turns(s, run_id), tuple(list_turn_records(s, run_id, last)))
-
-    # -- parallel hypotheses (ADR-0016) --------------------------------------------------------
-
-    def report_hypothesis(self, run_id: str, turn: int, report: HypothesisReport) -> HypothesisRecord:
-        """Store one parallel hypothesis of a STARTED turn, before the turn is decided.
-
-        ConflictError if the turn is decided or the index is reported already; NotFoundError for a
-        turn never started; ValueError for non-finite numbers or bad samples (nothing written).
-        """
-        with self._session() as s:
-            lock_run(s, run_id)
-            return hypothesis_rows.report(s, run_id, turn, report, self._now())
-
-    def list_hypotheses(self, run_id: str, turn: int | None = None) -> list[HypothesisRecord]:
-        """The hypotheses of one turn, or of every turn, by turn and index (empty for N = 1)."""
-        with self._session(read_only=True) as s:
-            get_run_row(s, run_id)
-            return hypothesis_rows.listed(s, run_id, turn)
-
-    # -- samples ------------------------------------------------------------------------------
-
-    def add_samples(self, run_id: str, turn: int, samples: Sequence[Sample]) -> None:
-        """Store raw samples ``(arm, index, values, valid)`` of turn ``turn`` (0: the baseline).
-
-        Values must be finite and an invalid sample must carry none (ValueError otherwise).
-        ConflictError for a duplicate (turn, arm, index), a DECIDED turn, or turn 0 once the
-        baseline is recorded; NotFoundError for a turn never started.
-        """
-        rows = [sample_row(run_id, turn, sample) for sample in samples]
-        with self._session() as s:
-            run = lock_run(s, run_id)
-            if turn == 0 and run.baseline_value is not None:
-                raise ConflictError(f"run {run_id} already has its baseline; its samples are final")
-            if turn != 0 and get_turn_row(s, run_id, turn).phase == TurnPhase.DECIDED:
-                raise ConflictError(f"turn {turn} of run {run_id} is decided; its samples are final")
-            s.add_all(rows)
-
-    def list_samples(self, run_id: str, turn: int | None = None) -> list[SampleRecord]:
-        """Samples by turn, then in the order they were added."""
-        query = sa.select(SampleRow).where(SampleRow.run_id == run_id)
-        if turn is not None:
-            query = query.where(SampleRow.turn == turn)
-        with self._session(read_only=True) as s:
-            get_run_row(s, run_id)
-            return [row.to_record() for row in s.scalars(query.order_by(SampleRow.turn, SampleRow.id))]
 
     # -- events -------------------------------------------------------------------------------
 
