@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +26,7 @@ from controller.forge.auth import ForgeCredentials
 from controller.forge.github import GithubForge
 from controller.localforge.server import ForgeHandle, running_forge
 from controller.localforge.users import add_user
-from controller.services.execution.context import RunContext
+from controller.services.execution.context import Hooks, RunContext
 from controller.services.execution.runs import create_run, open_context
 from controller.services.feedback.publish import Publisher
 from controller.store import Store
@@ -233,12 +233,18 @@ class PublishingRun:
     run_id: str
     spec: Spec
 
-    def context(self, publisher: Publisher | None = None) -> RunContext:
-        """Open the run's context; with ``publisher``, every new champion is published through it."""
-        ctx = open_context(self.settings, self.store, self.run_id, self.spec, environ=dict(os.environ))
-        if publisher is not None:
-            ctx.on_champion = publisher.publish
-        return ctx
+    def context(
+        self,
+        publisher: Publisher | None = None,
+        *,
+        on_champion: Callable[[RunContext], object] | None = None,
+    ) -> RunContext:
+        """Open the run's context; with ``publisher`` (or ``on_champion``), every new champion is
+        published through it."""
+        hooks = Hooks(on_champion=publisher.publish if publisher is not None else on_champion)
+        return open_context(
+            self.settings, self.store, self.run_id, self.spec, environ=dict(os.environ), hooks=hooks
+        )
 
 
 def create_publishing_run(settings: Settings, client: GithubForge, spec_path: Path) -> PublishingRun:

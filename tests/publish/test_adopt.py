@@ -131,8 +131,7 @@ def test_a_later_champion_is_built_on_the_collaborators_commit_and_pushed(team: 
     def bob_adds_a_note(ctx: RunContext) -> None:
         pushed["bob"] = team.bob_commits(branch, "src/NOTE.md", "a note from bob\n")
 
-    ctx = run.context()
-    ctx.on_champion = after_first_publish(publisher, bob_adds_a_note)
+    ctx = run.context(on_champion=after_first_publish(publisher, bob_adds_a_note))
     result = run_loop(ctx)
 
     assert result.stop_reason == "max_turns", result.message
@@ -172,8 +171,7 @@ def test_a_conflict_with_the_collaborator_pushes_nothing_says_needs_merge_and_th
     def bob_edits_the_value(ctx: RunContext) -> None:
         pushed["bob"] = team.bob_commits(branch, "src/value.txt", "44\n")
 
-    ctx = run.context()
-    ctx.on_champion = after_first_publish(publisher, bob_edits_the_value)
+    ctx = run.context(on_champion=after_first_publish(publisher, bob_edits_the_value))
     result = run_loop(ctx)
 
     assert result.stop_reason == "max_turns", result.message
@@ -211,8 +209,7 @@ def test_a_resumed_run_keeps_building_on_the_adopted_lineage(team: Team) -> None
         elif len(publishes) == 2:
             ctx.executor.cancel.set()  # the controller stops after turn 2's publish
 
-    ctx = run.context()
-    ctx.on_champion = publish_and_stop_after_turn_2
+    ctx = run.context(on_champion=publish_and_stop_after_turn_2)
     stopped = run_loop(ctx)
     assert stopped.stop_reason == "cancelled", stopped.message
     merged = team.github.get_repo("alice/alpha").get_branch(branch).commit

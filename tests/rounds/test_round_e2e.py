@@ -85,7 +85,6 @@ def _review_round(
     handle = forge.handle
     run = start_run(tmp_path, handle.api_url, review_round_spec(write_agent(tmp_path, agent), handle.api_url))
     store, run_id, client = run.store, run.run_id, run.client
-    ctx = run.context()
     publisher = Publisher(client)
     reviewed: list[str] = []
 
@@ -94,7 +93,7 @@ def _review_round(
         if reviewed and once_the_round_started is not None:
             once_the_round_started(run_id, reviewed.pop())
 
-    ctx.on_champion = publish
+    ctx = run.context(on_champion=publish)
     seen: dict[str, object] = {}
     clock = [datetime.now(UTC)]
 

@@ -4,6 +4,7 @@ different refinement commits on the same branch."""
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -69,7 +70,7 @@ def test_webhooks_alone_deliver_the_feedback(tmp_path: Path) -> None:
             watch.sleep_until_woken = sleep
             return watch_feedback(context, searched, watch)  # type: ignore[arg-type]
 
-        with webhook_server(store, SECRET, "127.0.0.1", port, ctx.wakeup.set):
+        with webhook_server(store, SECRET, "127.0.0.1", port, ctx.hooks.wakeup.set):
             result = run_loop(ctx, then=then)
         assert result.stop_reason == "max_rounds", result.message
         items = dump(feedback_view(store, run_id))["feedback"]
@@ -128,7 +129,11 @@ def test_live_steer_appends_feedback_that_arrives_while_a_turn_runs(tmp_path: Pa
         handle = app.handle
         run = _setup(tmp_path, handle.api_url, 1, agent=LIVE_AGENT)
         store, run_id, client, settings = run.store, run.run_id, run.client, run.settings
-        ctx = run.context(Publisher(client))
+        spec_text = (
+            (tmp_path / "crucible.toml").read_text().replace('poll_interval = "1s"', 'poll_interval = "0.2s"')
+        )
+        (tmp_path / "crucible.toml").write_text(spec_text)
+        ctx = replace(run, spec=load_spec(tmp_path / "crucible.toml")).context(Publisher(client))
 
         def late_comment() -> None:
             for _ in range(300):
@@ -148,11 +153,6 @@ def test_live_steer_appends_feedback_that_arrives_while_a_turn_runs(tmp_path: Pa
             watch.sleep_until_woken = lambda event, timeout: False
             return watch_feedback(context, searched, watch)  # type: ignore[arg-type]
 
-        spec_text = (
-            (tmp_path / "crucible.toml").read_text().replace('poll_interval = "1s"', 'poll_interval = "0.2s"')
-        )
-        (tmp_path / "crucible.toml").write_text(spec_text)
-        ctx.spec = load_spec(tmp_path / "crucible.toml")
         result = run_loop(ctx, then=then)
 
         assert result.stop_reason == "max_rounds", result.message

@@ -150,7 +150,7 @@ class LocalRounds:
                 return RoundOutcome(RunStatus.CANCELLED, StopReason.CANCELLED, f"round {job.round} cut off")
             return RoundOutcome(RunStatus.RUNNING, None, f"round {job.round} done", kept=kept)
         except Detached as detached:
-            # SIGTERM: this process lets go of the run (the service sees ctx.detach and says so).
+            # SIGTERM: this process lets go of the run (the service sees ctx.hooks.detach and says so).
             return RoundOutcome(RunStatus.RUNNING, None, str(detached))
         except RetryLaterError as error:
             live.busy = str(error)  # the round fails; the service tells a busy database from a failure

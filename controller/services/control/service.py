@@ -36,10 +36,10 @@ from controller.services.control.recovery import cancel as cancel_stored
 from controller.services.control.recovery import check_resumable, kill_leftovers, stored_spec
 from controller.services.control.roundjobs import LocalRounds, refinement_job, search_job
 from controller.services.control.signals import BeforeWatch, ForgeFor, HypothesesFor, OnWait, Signals
-from controller.services.execution.context import Detached, Observer, RunContext
+from controller.services.execution.context import Detached, Hooks, Observer, RunContext
 from controller.services.execution.keep import notify_champion
 from controller.services.execution.liveness import Heartbeat
-from controller.services.execution.loop import LoopResult, finish, heartbeat_for
+from controller.services.execution.loop import LoopResult, finish
 from controller.services.execution.runs import create_run, open_context
 from controller.services.feedback.hub import FeedbackHub
 from controller.services.feedback.publish import Publisher, resume_pull
@@ -142,12 +142,13 @@ class RunService:
         watch (the caller keeps ``heartbeat`` and calls ``watch_step`` when ``signals.wakeup`` is set
         or the Parked's time is up)."""
         signals = signals or Signals()
-        ctx, watch = self._open(run_id, observer, signals, park=park)
-        beat = heartbeat or heartbeat_for(ctx)
+        beat = heartbeat or Heartbeat(
+            self.store, run_id, cancel=signals.cancel, ttl_s=self.settings.lease_ttl_s
+        )
+        beat.on_cancel = signals.wakeup.set  # a cancel request wakes the run wherever it waits
+        ctx, watch = self._open(run_id, observer, signals, beat, park=park)
         if heartbeat is None:
             beat.start()
-        beat.on_cancel = ctx.wakeup.set
-        ctx.heartbeat = beat
         self.rounds.register(ctx, hand_over=watch is not None)
         self._attempts[run_id] = self._attempt_number(run_id)
         try:
@@ -167,11 +168,10 @@ class RunService:
         context, the watch's passes (a refinement round if feedback is ready), and Parked again when
         there is nothing left to do; the run's result once it stops. ``heartbeat``: its lease, held
         by the caller throughout."""
-        ctx, watch = self._open(run_id, None, signals, park=True)
+        heartbeat.on_cancel = signals.wakeup.set
+        ctx, watch = self._open(run_id, None, signals, heartbeat, park=True)
         if watch is None:
             raise RefusedError(f"run {run_id} does not watch feedback")
-        heartbeat.on_cancel = ctx.wakeup.set
-        ctx.heartbeat = heartbeat
         self.rounds.register(ctx, hand_over=True)
         self._attempts[run_id] = self._attempt_number(run_id)
         try:
@@ -182,12 +182,23 @@ class RunService:
             self._attempts.pop(run_id, None)
 
     def _open(
-        self, run_id: str, observer: Observer | None, signals: Signals, *, park: bool
+        self, run_id: str, observer: Observer | None, signals: Signals, lease: Heartbeat, *, park: bool
     ) -> tuple[RunContext, Watch | None]:
-        """The run's live context wired to ``signals``, and its watch when it watches feedback."""
+        """The run's live context, handed the driver's hooks (``signals``, the ``lease`` this process
+        holds, publishing, hypothesis pods), and its watch when it watches feedback."""
         options = self.reader.options(run_id)
         spec = stored_spec(self.store, run_id)
         forge = self._forge_for(spec) if options.publish_prs else None
+        publisher = None
+        if forge is not None:
+            publisher = Publisher(forge, dashboard_url=self.settings.forge.dashboard_url).publish
+        hooks = Hooks(
+            on_champion=publisher,
+            lease=lease,
+            wakeup=signals.wakeup,
+            detach=signals.detach,
+            hypothesis_pods=self._hypotheses(run_id) if self._hypotheses is not None else None,
+        )
         ctx = open_context(
             self.settings,
             self.store,
@@ -196,11 +207,8 @@ class RunService:
             environ=self._environ,
             observer=observer,
             cancel=signals.cancel,
+            hooks=hooks,
         )
-        ctx.detach, ctx.wakeup = signals.detach, signals.wakeup
-        ctx.hypothesis_pods = self._hypotheses(run_id) if self._hypotheses is not None else None
-        if forge is not None:
-            ctx.on_champion = Publisher(forge, dashboard_url=self.settings.forge.dashboard_url).publish
         watch = None
         if options.watch_feedback and forge is not None:
             watch = Watch(
@@ -249,8 +257,8 @@ class RunService:
         if heads != ctx.champion_heads:
             ctx.ensure_arm("candidate", heads)
             ctx.ensure_arm("champion", heads)
-            ctx.champion_heads = heads
-        ctx.champion_arm = None  # re-read from the record when this process measures next
+            ctx.champion.move(heads)
+        ctx.champion.measured(None)  # re-read from the record when this process measures next
         notify_champion(ctx)
 
     def _refine(self, ctx: RunContext, batch: Batch) -> bool | None:
@@ -392,7 +400,7 @@ class RunService:
         except KeyboardInterrupt:
             self.broker.cancel(run_id, number)
             report = self.broker.wait(run_id, number)
-        if ctx.detach.is_set() and ctx.executor.cancel.is_set():
+        if ctx.hooks.detach.is_set() and ctx.executor.cancel.is_set():
             raise Detached(f"run {ctx.run_id} detached from this process; it goes on when resumed")
         return report
 

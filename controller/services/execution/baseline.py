@@ -48,6 +48,6 @@ def run_baseline(ctx: RunContext) -> str | None:
     arm = result.arm(SampleArm.BASELINE, metric.name, ctx.guard_names())
     value = median(arm.primary)
     ctx.ledger.set_baseline(ctx.run_id, value, BaselinePayload(value=value, samples=list(arm.primary)).dump())
-    ctx.champion_arm = arm
+    ctx.champion.measured(arm)
     ctx.observer.baseline(value, list(arm.primary))
     return None

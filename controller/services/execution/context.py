@@ -2,14 +2,15 @@
 
 Nothing here is the source of truth: the store is. A ``RunContext`` only caches what the turn loop needs
 (checkouts, champion heads, the champion's samples) so that every fact it holds can be reconstructed after
-a crash from the database and the git refs crucible wrote.
+a crash from the database and the git refs crucible wrote. It is frozen: the champion (``Champion``) is
+the one part that moves, and the driver's hooks (``Hooks``) are handed in when it is built.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from controller.brokers.base import HypothesisLauncher
@@ -27,7 +28,7 @@ from controller.store.ledger import Ledger
 from controller.store.ports import RunStore
 from controller.workspace.checkout import Checkout
 
-__all__ = ["Detached", "Observer", "Parked", "RoundRule", "RunContext"]
+__all__ = ["Champion", "Detached", "Hooks", "Observer", "Parked", "RoundRule", "RunContext"]
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,7 @@ class RoundRule:
 
 
 class Detached(Exception):
-    """This process stopped driving the run without ending it (``RunContext.detach``, SIGTERM): the
+    """This process stopped driving the run without ending it (``Hooks.detach``, SIGTERM): the
     run stays running, its lease is handed back, and a resume or a takeover continues it."""
 
 
@@ -55,15 +56,83 @@ class Parked(Exception):
         self.run_id, self.after_s = run_id, after_s
 
 
-@dataclass
+class Champion:
+    """The champion as the rounds driven in this process know it: its heads (by component), the
+    bases it builds on, and, when it is not re-measured beside each candidate (``metric.interleave =
+    false``), its samples as the arm to beat. The one part of a run's live state that moves: a keep,
+    a remote round taken over, an adopted head move it (``move``), a followed upstream rebases it
+    (``rebase``); every other part of ``RunContext`` is fixed when the context is built. The record
+    (the ledger) stays the truth: a resume rebuilds this from it."""
+
+    def __init__(self, heads: Mapping[str, str], bases: Mapping[str, str], arm: Arm | None = None) -> None:
+        self._heads: dict[str, str] = dict(heads)
+        self._bases: dict[str, str] = dict(bases)
+        self._arm = arm
+
+    @property
+    def heads(self) -> Mapping[str, str]:
+        """The champion's commit by component (a new mapping after each ``move``: keep no reference
+        to compare with later)."""
+        return self._heads
+
+    @property
+    def arm(self) -> Arm | None:
+        """The champion's samples as the keep rule wants them; None: not known in this process yet."""
+        return self._arm
+
+    @property
+    def bases(self) -> Mapping[str, str]:
+        """The base commit by component: where the run started, or the upstream it followed since."""
+        return self._bases
+
+    def rebase(self, component: str, base: str) -> None:
+        """``component``'s upstream moved and the run follows it from ``base`` (``drift``)."""
+        self._bases = {**self._bases, component: base}
+
+    def move(self, heads: Mapping[str, str]) -> None:
+        """The champion is at ``heads`` now (the checkouts are the caller's: see ``ensure_arm``)."""
+        self._heads = dict(heads)
+
+    def measured(self, arm: Arm | None) -> None:
+        """The champion's samples are ``arm`` (the baseline, a kept turn's, the record's); None: read
+        them from the record before they are needed next (a round that ran elsewhere kept)."""
+        self._arm = arm
+
+
+@dataclass(frozen=True)
+class Hooks:
+    """What the driver of a run (``control.service``, or a test) hands the rounds it runs, fixed when
+    the context is built: nothing is set on a context after construction.
+
+    ``on_champion`` is called after every keep and at the end of the run (publishing; None: keep
+    results local). ``lease`` is the lease this process holds on the run while it drives it
+    (``liveness.Heartbeat``; None: ``run_loop`` claims one, or the controller holds it elsewhere,
+    ``RunContext.lease_elsewhere``). ``wakeup`` wakes a waiting run at once (news for it, a cancel, a
+    shutdown: the watch sleeps on it). ``detach``, set with the cancel event, stops this process
+    driving the run without ending it (SIGTERM): the turn cut off stays undecided and the run stays
+    running, for a resume or a takeover. ``hypothesis_pods`` runs each parallel hypothesis of a
+    search turn in a pod of its own (Kubernetes, ADR-0018); None: they run here, one after another."""
+
+    on_champion: Callable[[RunContext], object] | None = None
+    lease: Heartbeat | None = None
+    wakeup: threading.Event = field(default_factory=threading.Event)
+    detach: threading.Event = field(default_factory=threading.Event)
+    hypothesis_pods: HypothesisLauncher | None = None
+
+
+@dataclass(frozen=True)
 class RunContext:
+    """A run's round environment: what every turn of every round driven here reads, fixed when it is
+    built (``runs.build_context``). What moves is the ``champion`` (its own object, moved by a keep);
+    what a round varies (its rule, its feedback) is an argument of the turn; what the driver hands
+    the rounds is ``hooks``. The checkouts are created on first use (``checkout``) and cached."""
+
     run_id: str
     spec: Spec
     settings: Settings
     layout: RunLayout
     executor: Executor
-    base_shas: dict[str, str]
-    champion_heads: dict[str, str]
+    champion: Champion
     # The run's record as the turn path sees it (ADR-0003): only the ``Ledger`` methods. The store on
     # the controller, the HTTP client of ``crucible worker`` in a worker.
     ledger: Ledger
@@ -71,30 +140,38 @@ class RunContext:
     # None in ``crucible worker``, which has no store (``store`` then says so).
     records: RunStore | None = None
     observer: Observer = field(default_factory=Observer)
-    champion_arm: Arm | None = None
-    # Called after every keep and at the end of the run (publishing); None: keep results local.
-    on_champion: Callable[[RunContext], object] | None = None
-    # The lease this process holds on the run while it drives it (``liveness.Heartbeat``).
-    heartbeat: Heartbeat | None = None
-    # Set to wake a waiting run at once: news for it, a cancel, a shutdown (the watch sleeps on it).
-    wakeup: threading.Event = field(default_factory=threading.Event)
-    # Set with the cancel event when this process stops driving the run without ending it
-    # (SIGTERM): the turn cut off stays undecided and the run stays running, for a resume or a takeover.
-    detach: threading.Event = field(default_factory=threading.Event)
+    hooks: Hooks = field(default_factory=Hooks)
     _checkouts: dict[tuple[str, str], Checkout] = field(default_factory=dict)
     # The controller holds the run's lease while a worker executes its round elsewhere (ADR-0014):
     # the round's loop claims none of its own.
     lease_elsewhere: bool = False
-    # Each parallel hypothesis of a search turn in a pod of its own (Kubernetes, ADR-0018); None: the
-    # hypotheses run here, one after another.
-    hypothesis_pods: HypothesisLauncher | None = None
     # A preset's credential variables from the controller's environment (``agent.preset``): given to the
     # agent command only, never to validation or metric commands.
-    agent_env: dict[str, str] = field(default_factory=dict)
+    agent_env: Mapping[str, str] = field(default_factory=dict)
     # The commands run inside a boundary other than bubblewrap: a Kubernetes loop pod (restricted, no
     # service-account token, no forge credentials), where neither bubblewrap nor a CLI's own sandbox
     # can start. A preset then runs its CLI as it does inside crucible's sandbox.
     contained: bool = False
+
+    @property
+    def base_shas(self) -> Mapping[str, str]:
+        """The bases the champion builds on (``champion.bases``)."""
+        return self.champion.bases
+
+    @property
+    def champion_heads(self) -> Mapping[str, str]:
+        """The champion's heads (``champion.heads``): read here, moved through ``champion.move``."""
+        return self.champion.heads
+
+    @property
+    def champion_arm(self) -> Arm | None:
+        """The champion's samples (``champion.arm``), None until measured or read in this process."""
+        return self.champion.arm
+
+    def with_lease(self, lease: Heartbeat) -> RunContext:
+        """This environment with ``lease`` as the lease its rounds hold (``run_loop`` hands the rounds
+        the lease it claimed itself); the champion, the checkouts and the executor are shared."""
+        return replace(self, hooks=replace(self.hooks, lease=lease))
 
     @property
     def store(self) -> RunStore:
@@ -140,7 +217,7 @@ class RunContext:
             self.executor.guarded.append(made.git_dir)
         return made
 
-    def ensure_arm(self, arm: str, heads: dict[str, str]) -> None:
+    def ensure_arm(self, arm: str, heads: Mapping[str, str]) -> None:
         """Make every component's checkout for ``arm`` exist and sit exactly at ``heads``."""
         for comp in self.components:
             co = self.checkout(arm, comp.name, at=heads[comp.name])

@@ -62,7 +62,7 @@ def run_parallel_turn(
     """Run search turn ``number`` with ``count`` hypotheses (fewer when the knobs ``proposals`` ran
     short) and write its decision exactly once. Round 0 only: refinement rounds keep the first turn
     that holds the score, which is not a comparison of several candidates."""
-    if ctx.hypothesis_pods is not None:  # one pod per hypothesis; the controller decides (ADR-0018)
+    if ctx.hooks.hypothesis_pods is not None:  # one pod per hypothesis; the controller decides (ADR-0018)
         started = time.monotonic()
         reports = try_in_pods(ctx, number, count, proposals, _started(number, count), turns)
         return _decide(ctx, number, reports, len(reports), time.monotonic() - started)

@@ -1,7 +1,7 @@
 """A turn's parallel hypotheses, each in a pod of its own, followed by the controller (ADR-0018).
 
 With ``broker.parallel = N`` on Kubernetes the controller runs the round's loop itself and, per turn,
-launches N hypothesis pods through ``ctx.hypothesis_pods``. Each pod's ``crucible worker`` proposes
+launches N hypothesis pods through ``ctx.hooks.hypothesis_pods``. Each pod's ``crucible worker`` proposes
 its one hypothesis (``CRUCIBLE_PARALLEL_INDEX``; the knobs proposal is computed here and sent), measures
 it against the champion in its own pod, uploads its commits as a verified bundle and reports it
 through the worker API (``report_hypothesis``). This module waits until every one of the N has a
@@ -43,7 +43,7 @@ def try_in_pods(
 ) -> list[HypothesisReport]:
     """Start turn ``number`` (unless a resume finds it started), run its hypotheses in pods and
     return one report per hypothesis, by index, once every pod reported or ended."""
-    pods = ctx.hypothesis_pods
+    pods = ctx.hooks.hypothesis_pods
     assert pods is not None
     if not any(t.number == number and t.phase is TurnPhase.STARTED for t in turns or ()):
         ctx.ledger.start_turn(ctx.run_id, number, 0, event=started)
@@ -66,7 +66,7 @@ def _follow(ctx: RunContext, pods: HypothesisLauncher, number: int, pending: lis
     pause = threading.Event()
     while waiting:
         if ctx.executor.cancel.is_set() and not cancelled:
-            if ctx.detach.is_set():  # SIGTERM: the pods go on; a resume adopts them
+            if ctx.hooks.detach.is_set():  # SIGTERM: the pods go on; a resume adopts them
                 raise Detached(f"run {ctx.run_id} detached from this process; it goes on when resumed")
             for index in sorted(waiting):
                 pods.cancel_hypothesis(ctx.run_id, 0, number, index)

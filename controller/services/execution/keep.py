@@ -7,7 +7,7 @@ its heads, the publisher told, and (without interleaving) its stored samples as 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import partial
 
 from controller.domain.enums import SampleArm
@@ -26,7 +26,7 @@ def champion_refs(turn: int, sha: str) -> dict[str, str]:
     return {CHAMPION_REF: sha, TURN_REF.format(turn=turn): sha}
 
 
-def settle_arms(ctx: RunContext, new_heads: dict[str, str] | None) -> None:
+def settle_arms(ctx: RunContext, new_heads: Mapping[str, str] | None) -> None:
     """End a turn. After a rejection the candidate is restored exactly and the champion loses the
     ignored files (build caches) its measurement left, except ``workspace.keep_ignored``, so both arms
     start the next measurement alike; after a keep the champion arm moves to the new champion. The git
@@ -67,20 +67,21 @@ def commit_changed(
     return out
 
 
-def champion_moved(ctx: RunContext, turn: int, heads: dict[str, str]) -> None:
+def champion_moved(ctx: RunContext, turn: int, heads: Mapping[str, str]) -> None:
     """After the ledger recorded turn ``turn`` as kept with ``heads``: the run's champion is there now,
     the publisher is told, and without interleaving the kept samples are the arm to beat."""
-    ctx.champion_heads = heads
+    ctx.champion.move(heads)
     notify_champion(ctx)
     if ctx.spec.metric.interleave is False:
-        ctx.champion_arm = ctx.arm_from_store(turn, SampleArm.CANDIDATE)
+        ctx.champion.measured(ctx.arm_from_store(turn, SampleArm.CANDIDATE))
 
 
 def notify_champion(ctx: RunContext) -> None:
     """Tell the publisher (if any) about the champion; a forge outage must not stop the search."""
-    if ctx.on_champion is None:
+    on_champion = ctx.hooks.on_champion
+    if on_champion is None:
         return
     try:
-        ctx.on_champion(ctx)
+        on_champion(ctx)
     except CrucibleError as exc:
         ctx.observer.warn(f"publishing failed (will retry after the next keep and at the end): {exc}")

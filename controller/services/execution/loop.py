@@ -116,10 +116,10 @@ def knob_history(ctx: RunContext, knobs: list[Knob]) -> list[tuple[Proposal, boo
 
 def finish(ctx: RunContext, reason: StopReason, message: str) -> LoopResult:
     """Record the run's stop; LeaseLostError (nothing written) if another process took it over, and
-    Detached (nothing written) for a cancel that only detaches this process (``ctx.detach``)."""
-    if ctx.heartbeat is not None:
-        ctx.heartbeat.check()
-    if reason is StopReason.CANCELLED and ctx.detach.is_set():
+    Detached (nothing written) for a cancel that only detaches this process (``ctx.hooks.detach``)."""
+    if ctx.hooks.lease is not None:
+        ctx.hooks.lease.check()
+    if reason is StopReason.CANCELLED and ctx.hooks.detach.is_set():
         raise Detached(f"run {ctx.run_id} detached from this process; it goes on when resumed")
     status = status_for_stop(reason)
     if reason not in (StopReason.BASELINE_FAILED, StopReason.CANCELLED, StopReason.ERROR):
@@ -140,19 +140,15 @@ Handover = Callable[[RunContext, LoopResult], LoopResult]
 
 def run_loop(ctx: RunContext, *, then: Handover | None = None) -> LoopResult:
     """Drive a pending or resumed run to its stop, holding its lease (``liveness.Heartbeat``) unless
-    the caller already holds it in ``ctx.heartbeat``; LeaseHeldError if a live process drives it.
+    the caller already holds it (``ctx.hooks.lease``, or ``ctx.lease_elsewhere``); LeaseHeldError if
+    a live process drives it. A lease claimed here is handed to the rounds (``RunContext.with_lease``).
 
     ``then`` (the feedback watch) takes over when round 0's search is done, or at once for a run
     resumed after its search (watching, or in a round); it decides the final stop."""
-    if ctx.heartbeat is not None or ctx.lease_elsewhere:
+    if ctx.hooks.lease is not None or ctx.lease_elsewhere:
         return _run_held(ctx, then)
-    beat = heartbeat_for(ctx)
-    with beat:
-        ctx.heartbeat = beat
-        try:
-            return _run_held(ctx, then)
-        finally:
-            ctx.heartbeat = None
+    with heartbeat_for(ctx) as beat:
+        return _run_held(ctx.with_lease(beat), then)
 
 
 def heartbeat_for(ctx: RunContext) -> Heartbeat:
@@ -162,7 +158,7 @@ def heartbeat_for(ctx: RunContext) -> Heartbeat:
         ctx.run_id,
         cancel=ctx.executor.cancel,
         ttl_s=ctx.settings.lease_ttl_s,
-        on_cancel=lambda: ctx.wakeup.set(),
+        on_cancel=ctx.hooks.wakeup.set,
     )
 
 
@@ -193,7 +189,7 @@ def _drive(ctx: RunContext, budgets: Budgets, *, hand_over: bool = False) -> Loo
     elif ctx.champion_arm is None:
         turn = run.champion_turn or 0
         arm = SampleArm.BASELINE if turn == 0 else SampleArm.CANDIDATE
-        ctx.champion_arm = ctx.arm_from_store(turn, arm)
+        ctx.champion.measured(ctx.arm_from_store(turn, arm))
     proposer = knob_proposer(ctx)
     # Per-turn reads stay bounded: aggregates plus the last few turns, however long the run.
     window = max(HISTORY_LIMIT, budgets.max_consecutive_failures) + 1

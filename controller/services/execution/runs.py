@@ -20,7 +20,7 @@ from controller.config.spec import Spec
 from controller.domain.errors import GitError, SpecError
 from controller.domain.ids import new_run_id
 from controller.forge.base import Forge
-from controller.services.execution.context import Observer, RunContext
+from controller.services.execution.context import Champion, Hooks, Observer, RunContext
 from controller.services.execution.execute import Executor
 from controller.services.execution.pgroups import GroupRegistry
 from controller.services.views.layout import RunLayout
@@ -142,8 +142,10 @@ def open_context(
     environ: Mapping[str, str],
     observer: Observer | None = None,
     cancel: threading.Event | None = None,
+    hooks: Hooks | None = None,
 ) -> RunContext:
-    """The live context of a stored run, with candidate and champion checkouts at the stored heads."""
+    """The live context of a stored run, with candidate and champion checkouts at the stored heads;
+    ``hooks``: what its driver hands the rounds (none: results stay local, ``run_loop`` claims the lease)."""
     components = store.list_components(run_id)
     return build_context(
         settings,
@@ -155,6 +157,7 @@ def open_context(
         environ=environ,
         observer=observer,
         cancel=cancel,
+        hooks=hooks,
     )
 
 
@@ -172,6 +175,7 @@ def build_context(
     ledger: Ledger | None = None,
     lease_elsewhere: bool = False,
     contained: bool = False,
+    hooks: Hooks | None = None,
 ) -> RunContext:
     """A run's live context from its spec and heads (by component, in the spec's order), with candidate
     and champion checkouts at ``heads``: ``open_context`` reads them from the store, ``crucible worker``
@@ -219,11 +223,11 @@ def build_context(
         settings=settings,
         layout=layout,
         executor=executor,
-        base_shas=dict(base_shas),
-        champion_heads=dict(heads),
+        champion=Champion(heads, base_shas),
         ledger=record,
         records=store,
         observer=observer or Observer(),
+        hooks=hooks or Hooks(),
         agent_env=agent_env,
         lease_elsewhere=lease_elsewhere,
         contained=contained,

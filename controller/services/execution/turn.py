@@ -108,7 +108,7 @@ def try_candidate(
         measured_tree_only(ctx, work)
         return evaluate(ctx, work, round_rule)
     except TurnStop as stop:
-        if stop.settled.reason is Reason.CANCELLED and ctx.detach.is_set():
+        if stop.settled.reason is Reason.CANCELLED and ctx.hooks.detach.is_set():
             # Detaching (SIGTERM), not cancelling: the turn stays undecided and is run again from
             # its start by whoever continues the run (open_context reconciles the checkouts).
             raise Detached(f"turn {work.number} cut off by a detach") from stop

@@ -71,7 +71,7 @@ def apply_onto(ctx: RunContext, name: str, onto: str, parents: Sequence[str], me
 def _make_champion(ctx: RunContext, name: str, head: str) -> None:
     """The in-process side of a recorded head move: the champion ref, the heads, the champion arm."""
     ctx.checkout("candidate", name).set_refs({"refs/crucible/champion": head})
-    ctx.champion_heads = {**ctx.champion_heads, name: head}
+    ctx.champion.move({**ctx.champion_heads, name: head})
     ctx.ensure_arm("champion", ctx.champion_heads)
 
 
@@ -110,7 +110,7 @@ def follow_upstream(ctx: RunContext, forge: Forge, component: ComponentSpec, not
         head_sha=merged,
         event={**event, "samples": list(applied.samples), "value": value},
     )
-    ctx.base_shas[name] = new_base
+    ctx.champion.rebase(name, new_base)
     _make_champion(ctx, name, merged)
     notes.append(
         f"followed {branch} from {old[:12]} to {new_base[:12]} with {merged[:12]}; "

@@ -221,7 +221,7 @@ def start_from_adopted(ctx: RunContext, component: str) -> None:
     heads = {**ctx.champion_heads, component: str(adopted)}
     ctx.ensure_arm("candidate", heads)
     ctx.ensure_arm("champion", heads)
-    ctx.champion_heads = heads
+    ctx.champion.move(heads)
     ctx.store.set_component_head(ctx.run_id, component, str(adopted))
 
 

@@ -134,7 +134,7 @@ def keep_watching(ctx: RunContext, watch: Watch) -> LoopResult:
     )
     # The hub reads the run's PRs from the store before every poll (a round may open one more).
     hub.subscribe(
-        ctx.run_id, watch.forge, interval_s=feedback.poll_interval, wakeup=ctx.wakeup, poll=watch.poll
+        ctx.run_id, watch.forge, interval_s=feedback.poll_interval, wakeup=ctx.hooks.wakeup, poll=watch.poll
     )
     hub.listen_access(trust.forget)  # a member/repository webhook drops cached permissions
     parked = False
@@ -154,7 +154,7 @@ def _watch(ctx: RunContext, watch: Watch, hub: FeedbackHub, trust: TrustPolicy) 
     assert feedback is not None
     while True:
         # Cleared before looking, so whatever arrives from here on wakes the wait below.
-        ctx.wakeup.clear()
+        ctx.hooks.wakeup.clear()
         stop = _budget_stop(ctx, watch, feedback.max_rounds)
         if stop is not None:
             return finish(ctx, *stop)
@@ -171,14 +171,14 @@ def _watch(ctx: RunContext, watch: Watch, hub: FeedbackHub, trust: TrustPolicy) 
                 watch.round_runner(ctx, batches[0])
             continue
         if watch.park:
-            if ctx.wakeup.is_set():
+            if ctx.hooks.wakeup.is_set():
                 continue  # news arrived during this pass
             raise Parked(ctx.run_id, _next_look(ctx, watch, waiting, feedback.quiet_window))
         # News for the run (a webhook, a poll), a cancel or a shutdown wakes the watch early
-        # (ctx.wakeup); otherwise look again when the next poll is due, but at least every poll
+        # (ctx.hooks.wakeup); otherwise look again when the next poll is due, but at least every poll
         # interval (quiet windows and budgets run out meanwhile).
         pause = hub.next_poll_in() if watch.poll else feedback.poll_interval
-        watch.sleep_until_woken(ctx.wakeup, max(MIN_PAUSE, min(feedback.poll_interval, pause)))
+        watch.sleep_until_woken(ctx.hooks.wakeup, max(MIN_PAUSE, min(feedback.poll_interval, pause)))
 
 
 def _next_look(

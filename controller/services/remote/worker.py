@@ -184,7 +184,7 @@ def _run_hypothesis(
         if not spec.metric.interleave:  # the champion's stored samples are its arm
             turn = run.champion_turn or 0
             arm = SampleArm.BASELINE if turn == 0 else SampleArm.CANDIDATE
-            ctx.champion_arm = ctx.arm_from_store(turn, arm)
+            ctx.champion.measured(ctx.arm_from_store(turn, arm))
         write_candidate_file(ctx, 0, run=run)
         report = try_hypothesis(ctx, number, index, _proposal(ctx, scope.proposal))
         report = with_base_samples(ctx, number, report)
