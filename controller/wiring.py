@@ -35,6 +35,8 @@ if TYPE_CHECKING:
     from controller.services.control.reader import RunReader
     from controller.services.control.service import ForgeFor, HypothesesFor, RunService
     from controller.services.remote.remote_rounds import RemoteRounds
+    from controller.services.remote.worker import WorkerLedgers
+    from controller.store.http_ledger import BeforeKeep, HttpLedger
     from controller.store.ports import ControllerStore
     from controller.store.store import Store
 
@@ -360,6 +362,20 @@ class Root:
                     hand_over=lambda run_id: RunOptions.stored(store.get_run(run_id).options).watch_feedback,
                 )
             return self._parts.remote
+
+    def worker_ledgers(self, controller_url: str, token: str) -> WorkerLedgers:
+        """``crucible worker``'s HTTP ledgers (ADR-0014): the round's record behind the controller's
+        worker routes at ``controller_url``, reached with the round's ``token``. Only a ``worker``
+        root builds them: a controller's record is its store, and a ledger built from a controller's
+        root would be a second, unguarded way into it."""
+        if self.mode is not Mode.WORKER:
+            raise ValueError(f"a {self.mode} root records through its store, not a worker's HTTP ledger")
+        from controller.store.http_ledger import HttpLedger
+
+        def ledger(*, before_keep: BeforeKeep | None = None) -> HttpLedger:
+            return HttpLedger(controller_url, token, before_keep=before_keep)
+
+        return ledger
 
     def close(self) -> None:
         """Close the store; the root's parts are opened again on next use."""

@@ -340,7 +340,7 @@ def worker_cmd(
     import threading
 
     from controller.services.remote.worker import TOKEN_VARIABLE, run_worker, worker_config
-    from controller.wiring import process_environment, withdraw_from_environment
+    from controller.wiring import Mode, build, process_environment, withdraw_from_environment
     from controller.workspace.selfguard import make_undumpable
 
     # The agent runs as this user, often without a sandbox (a restricted pod cannot run bubblewrap):
@@ -363,7 +363,8 @@ def worker_cmd(
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    outcome = run_worker(config, environ, cancel=cancel)
+    ledgers = build(environ, mode=Mode.WORKER).worker_ledgers(config.controller_url, config.token)
+    outcome = run_worker(config, environ, ledgers=ledgers, cancel=cancel)
     click.echo(f"round {config.round} of run {config.run_id}: {outcome.message}")
 
 

@@ -17,6 +17,7 @@ import pytest
 
 from controller.config.settings import Settings
 from controller.domain.errors import SpecError
+from controller.store.http_ledger import HttpLedger
 from controller.wiring import Mode, Root, build
 
 PACKAGE = Path(__file__).resolve().parents[2] / "controller"
@@ -41,7 +42,6 @@ ALLOWED = {
     # Separate processes and tools, each its own (small) root:
     "api/writer_process.py": "the webhook writer is a child process; it opens its own store from the URL",
     "api/docs.py": "renders the OpenAPI document from an in-memory store, no process behind it",
-    "services/remote/worker.py": "crucible worker's HTTP ledger, built from the round's token in the pod",
 }
 
 
@@ -115,3 +115,15 @@ def test_a_loop_root_serves_no_worker_api_and_says_so(settings: Settings) -> Non
         root.worker_api()
     assert root.admission is None
     root.close()
+
+
+def test_only_a_worker_root_builds_the_workers_http_ledger(settings: Settings) -> None:
+    """``crucible worker`` gets its HTTP ledger from a ``worker`` root (nothing else builds one, per the
+    scan above; ``tests/worker`` plays rounds through it); a controller's root refuses, its record
+    being its store."""
+    ledgers = build({}, settings=settings, mode=Mode.WORKER).worker_ledgers("http://127.0.0.1:9/", "tok")
+    with ledgers() as ledger:
+        assert isinstance(ledger, HttpLedger)
+    for mode in (Mode.LOOP, Mode.SERVE, Mode.DEMO):
+        with pytest.raises(ValueError, match="not a worker's HTTP ledger"):
+            build({}, settings=settings, mode=mode).worker_ledgers("http://127.0.0.1:9/", "tok")

@@ -27,7 +27,7 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from controller.brokers.base import RoundOutcome
 from controller.config.settings import Settings
@@ -42,7 +42,7 @@ from controller.services.execution.loop import LoopResult, knob_proposer, run_lo
 from controller.services.execution.runs import build_context
 from controller.services.execution.turn import write_candidate_file
 from controller.services.feedback.rounds import play_job
-from controller.store.http_ledger import HttpLedger, WorkerApi
+from controller.store.http_ledger import BeforeKeep, HttpLedger, WorkerApi
 from controller.store.worker_protocol import HypothesisScope, JobInputs, RoundEnd, RoundFeedback
 from controller.workspace import bundles
 from controller.workspace.checkout import CRUCIBLE_REF_PREFIX
@@ -119,10 +119,19 @@ def worker_environ(environ: Mapping[str, str]) -> dict[str, str]:
     return {name: value for name, value in environ.items() if name != TOKEN_VARIABLE}
 
 
+class WorkerLedgers(Protocol):
+    """Builds the worker's HTTP ledger: the round's record behind the controller's worker routes,
+    reached with the round's token. The composition root makes it (``Root.worker_ledgers``), so a
+    ledger is built in one place; ``before_keep`` sends a kept turn's commits before its decision."""
+
+    def __call__(self, *, before_keep: BeforeKeep | None = None) -> HttpLedger: ...
+
+
 def run_worker(
     config: WorkerConfig,
     environ: Mapping[str, str],
     *,
+    ledgers: WorkerLedgers,
     cancel: threading.Event | None = None,
     observer: Observer | None = None,
 ) -> RoundOutcome:
@@ -135,10 +144,12 @@ def run_worker(
         if job.key != (config.run_id, config.round):
             raise CrucibleError(f"the token is for round {job.round} of run {job.run_id}, not {config.round}")
         if inputs.hypothesis is not None:
-            return _run_hypothesis(config, api, inputs, inputs.hypothesis, job, environ, cancel, observer)
+            return _run_hypothesis(
+                config, api, ledgers, inputs, inputs.hypothesis, job, environ, cancel, observer
+            )
         spec = _fetch_components(api, config.workdir, inputs)
         uploads = _Uploads(api, config.workdir / "outgoing", job)
-        ledger = HttpLedger(config.controller_url, config.token, before_keep=uploads)
+        ledger = ledgers(before_keep=uploads)
         ctx = _context(config, spec, job, inputs, ledger, environ, cancel, observer)
         uploads.ctx = ctx
         if job.round == 0:
@@ -164,6 +175,7 @@ def run_worker(
 def _run_hypothesis(
     config: WorkerConfig,
     api: WorkerApi,
+    ledgers: WorkerLedgers,
     inputs: JobInputs,
     scope: HypothesisScope,
     job: RoundJob,
@@ -176,7 +188,7 @@ def _run_hypothesis(
     number, index = scope.turn, scope.index
     spec = _fetch_components(api, config.workdir, inputs)
     uploads = _Uploads(api, config.workdir / "outgoing", job)
-    ledger = HttpLedger(config.controller_url, config.token)
+    ledger = ledgers()
     try:
         ctx = _context(config, spec, job, inputs, ledger, environ, cancel, observer)
         uploads.ctx = ctx
