@@ -231,7 +231,11 @@ def measure(tmp: Path, api: Any, ns: str, args: argparse.Namespace) -> list[Arm]
                 command=WORKER,
             )
             pods = HypothesisPods(
-                api, mint_hypothesis_env=remote.mint_hypothesis_env, spec_for=spec_for, command=WORKER
+                api,
+                mint_slot_env=remote.mint_slot_env,
+                slots=remote.slots,
+                spec_for=spec_for,
+                command=WORKER,
             )
             one = compose_service(settings, store, environ={}, forge_for=_no_forge, broker=lambda _r: rounds)
             four = compose_service(

@@ -331,7 +331,8 @@ class Root:
         api, namespace = connect(kube.kubeconfig, kube.kube_namespace)
         return HypothesisPods(
             api,
-            mint_hypothesis_env=remote.mint_hypothesis_env,
+            mint_slot_env=remote.mint_slot_env,
+            slots=remote.slots,
             spec_for=lambda run_id: stored_spec(self.store(), run_id).broker,
             namespace=namespace,
         )

@@ -12,6 +12,8 @@ against ``CRUCIBLE_API_TOKEN`` only). Every request and answer is a schema of
 - ``POST bundle?turn=N``: the worker's commits as a git bundle, verified before anything is recorded.
 - ``/ledger/…``: the ``Ledger`` port, one route per method (``store.http_ledger`` is the client).
 - ``POST outcome``: how the round ended; the token is revoked with it.
+- ``GET  slot/next?after=T``: a warm hypothesis pod's next hypothesis and its token (ADR-0031), with
+  the pod's slot token, which no other route takes (a long poll of up to ``slots.WAIT_S``).
 
 A hypothesis pod's token (ADR-0018) reads alike, sends its bundle for its own turn and reports its
 own hypothesis; the routes that start or decide turns, record the baseline or move the run answer
@@ -60,6 +62,7 @@ from controller.store.worker_protocol import (
     RoundEnd,
     RoundFeedback,
     SamplesReport,
+    SlotNext,
     StatusChange,
     TurnStart,
 )
@@ -116,6 +119,17 @@ def worker_router(remote: RemoteRounds) -> APIRouter:
         remote.require_round(g)
         return g
 
+    def slot_grant(request: Request, run_id: str) -> WorkerRoundRecord:
+        scheme, _, value = request.headers.get("authorization", "").partition(" ")
+        token = value.strip() if scheme.lower() == "bearer" else ""
+        return remote.authenticate(token, run_id, slot=True)
+
+    @router.get("/slot/next")
+    def next_hypothesis(g: Annotated[WorkerRoundRecord, Depends(slot_grant)], after: int = -1) -> SlotNext:
+        taken = remote.next_hypothesis(g, after)
+        token = taken.env.get("CRUCIBLE_WORKER_TOKEN") if taken.env is not None else None
+        return SlotNext(done=taken.done, turn=taken.turn, index=taken.index, token=token)
+
     _round_routes(router, remote, Depends(grant))
     _ledger_reads(router, remote, Depends(grant))
     _ledger_writes(router, remote, Depends(grant), Depends(round_grant))
@@ -138,8 +152,8 @@ def _round_routes(router: APIRouter, remote: RemoteRounds, grant: Any) -> None:
         response_class=FileResponse,
         responses={200: {"content": {"application/octet-stream": {}}, "description": "a git bundle"}},
     )
-    def start_bundle(name: str, g: WorkerRoundRecord = grant) -> FileResponse:
-        path = remote.start_bundle(g, name)
+    def start_bundle(name: str, have: str | None = None, g: WorkerRoundRecord = grant) -> FileResponse:
+        path = remote.start_bundle(g, name, have)
         return FileResponse(path, media_type="application/octet-stream", filename=path.name)
 
     @router.post(

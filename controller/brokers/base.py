@@ -126,3 +126,12 @@ class HypothesisLauncher(Protocol):
     def hypothesis_status(self, run_id: str, round: int, turn: int, index: int) -> HypothesisPod: ...
 
     def cancel_hypothesis(self, run_id: str, round: int, turn: int, index: int) -> HypothesisPod: ...
+
+
+class HypothesisSlots(Protocol):
+    """Where a launcher of warm hypothesis pods (ADR-0031) leaves each hypothesis for its slot's pod
+    to take (``services.remote.slots.Slots``, in the database, so any replica's worker routes hand
+    it out): ``offer(job, turn, index, proposal)`` offers hypothesis ``index`` of ``turn`` to slot
+    ``index``, unless it is on offer or taken already (a restarted controller offers again)."""
+
+    def offer(self, job: RoundJob, turn: int, index: int, proposal: Mapping[str, Any] | None) -> None: ...

@@ -60,6 +60,7 @@ from controller.store.worker_protocol import (
     RoundEnd,
     RoundFeedback,
     SamplesReport,
+    SlotNext,
     StatusChange,
     TurnStart,
 )
@@ -278,9 +279,16 @@ class WorkerApi:
         """A refinement round's feedback items to quote, and the component its PR is of."""
         return RoundFeedback.model_validate_json(self._send("GET", "/feedback").content)
 
-    def start_bundle(self, component: str, out: Path) -> None:
-        """Write the start commits of ``component`` (a git bundle) to ``out``."""
-        out.write_bytes(self._send("GET", f"/components/{component}/bundle").content)
+    def start_bundle(self, component: str, out: Path, have: str | None = None) -> None:
+        """Write the start commits of ``component`` (a git bundle) to ``out``; with ``have``, only
+        those past that commit when the controller knows it (a warm pod's fetch, ADR-0031)."""
+        params = {} if have is None else {"have": have}
+        out.write_bytes(self._send("GET", f"/components/{component}/bundle", params=params).content)
+
+    def next_hypothesis(self, after: int) -> SlotNext:
+        """A warm pod's next hypothesis after turn ``after`` (with its slot token; ADR-0031)."""
+        answer = self._send("GET", "/slot/next", params={"after": after})
+        return SlotNext.model_validate_json(answer.content)
 
     def send_bundle(self, bundle: Path, turn: int | None) -> dict[str, str]:
         """Upload the worker's commits; the heads the controller verified (ForbiddenError: refused)."""
@@ -298,7 +306,7 @@ class WorkerApi:
         path: str,
         *,
         content: bytes | str | None = None,
-        params: Mapping[str, int] | None = None,
+        params: Mapping[str, int | str] | None = None,
         json_body: bool = False,
     ) -> httpx.Response:
         headers = {"Content-Type": "application/json"} if json_body else None

@@ -171,6 +171,18 @@ class HypothesisScope(_Wire):
     proposal: dict[str, JsonValue] | None = None
 
 
+class SlotNext(_Wire):
+    """``GET slot/next?after=T``: a warm hypothesis pod's next hypothesis (ADR-0031). ``done``: the
+    round needs the slot no more (exit); otherwise hypothesis ``index`` of ``turn`` with ``token``,
+    the worker token of that one hypothesis (a secret: never logged), or all None: nothing offered
+    yet, ask again."""
+
+    done: bool = False
+    turn: int | None = None
+    index: int | None = None
+    token: str | None = Field(default=None, repr=False)
+
+
 class ComponentBase(_Wire):
     name: str
     base_sha: str

@@ -29,9 +29,26 @@ def hypothesis_scope(job: Mapping[str, Any]) -> tuple[int, int] | None:
     return int(scope["turn"]), int(scope["index"])
 
 
+def slot_index(job: Mapping[str, Any]) -> int | None:
+    """The parallel index of a warm hypothesis pod's slot grant (ADR-0031); None for any other.
+    Such a token only asks for its slot's next hypothesis, each of which comes with its own
+    hypothesis grant (``hypothesis_scope``)."""
+    slot = job.get("slot")
+    return slot if isinstance(slot, int) and not isinstance(slot, bool) else None
+
+
+def _grant_key(job: Mapping[str, Any]) -> tuple[object, ...]:
+    """What a new grant replaces: the same hypothesis, the same slot, or (None) the round's worker."""
+    slot = slot_index(job)
+    if slot is not None:
+        return ("slot", slot)
+    return ("hypothesis", hypothesis_scope(job))
+
+
 class WorkerRounds:
     """``add_worker_round`` / ``worker_round_by_token`` / ``prove_worker_heads`` / ``proved_heads`` /
-    ``finish_worker_round`` / ``revoke_worker_rounds`` / ``worker_outcome``; mixed into ``Store``."""
+    ``finish_worker_round`` / ``revoke_worker_rounds`` / ``worker_outcome`` / ``live_hypotheses``;
+    mixed into ``Store``."""
 
     def _now(self) -> datetime:
         raise NotImplementedError
@@ -45,7 +62,8 @@ class WorkerRounds:
         """A new attempt of ``round`` (attempts count from 1); earlier attempts of it are revoked, so
         only the newest worker of a round may write. A hypothesis grant (``job["hypothesis"]``, one
         pod per parallel hypothesis, ADR-0018) revokes only earlier grants of its own turn and index:
-        the N pods of a turn hold N live tokens. ConflictError for a token hash already used."""
+        the N pods of a turn hold N live tokens; a slot grant (``job["slot"]``, ADR-0031) only earlier
+        grants of its own slot. ConflictError for a token hash already used."""
         with self._session() as s:
             lock_run(s, run_id)
             now = self._now()
@@ -54,9 +72,9 @@ class WorkerRounds:
                     WorkerRoundRow.run_id == run_id, WorkerRoundRow.round == round
                 )
             ).all()
-            scope = hypothesis_scope(job)
+            scope = _grant_key(job)
             for row in earlier:
-                if row.revoked_at is None and hypothesis_scope(row.job) == scope:
+                if row.revoked_at is None and _grant_key(row.job) == scope:
                     row.revoked_at = now
             row = WorkerRoundRow(
                 run_id=run_id,
@@ -130,7 +148,8 @@ class WorkerRounds:
 
     def worker_outcome(self, run_id: str, round: int) -> WorkerRoundRecord | None:
         """The newest attempt of the round that reported an outcome, or None. A hypothesis pod's
-        ending is not the round's outcome (the controller decides its turns, ADR-0018)."""
+        ending (nor a warm slot's) is not the round's outcome (the controller decides its turns,
+        ADR-0018, ADR-0031)."""
         query = (
             sa.select(WorkerRoundRow)
             .where(
@@ -144,9 +163,25 @@ class WorkerRounds:
             get_run_row(s, run_id)
             for row in s.scalars(query):
                 # ``outcome IS NOT NULL`` lets a JSON null through (the column stores None as JSON).
-                if row.outcome is not None and hypothesis_scope(row.job) is None:
+                if row.outcome is not None and _grant_key(row.job) == ("hypothesis", None):
                     return row.to_record()
             return None
+
+    def live_hypotheses(self, run_id: str, round: int, index: int) -> list[WorkerRoundRecord]:
+        """The unrevoked hypothesis grants of parallel index ``index`` of the round, oldest first
+        (what a warm pod's slot may take next, ADR-0031)."""
+        query = (
+            sa.select(WorkerRoundRow)
+            .where(
+                WorkerRoundRow.run_id == run_id,
+                WorkerRoundRow.round == round,
+                WorkerRoundRow.revoked_at.is_(None),
+            )
+            .order_by(WorkerRoundRow.attempt)
+        )
+        with self._session(read_only=True) as s:
+            rows = s.scalars(query).all()
+            return [r.to_record() for r in rows if (hypothesis_scope(r.job) or (None, None))[1] == index]
 
     def _live_row(self, s: Session, token_hash: str) -> WorkerRoundRow:
         row = s.scalars(

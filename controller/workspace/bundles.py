@@ -10,15 +10,30 @@ controller's checks in ``services.remote.remote_rounds`` are made of.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from controller.workspace.git import run_git, run_git_bytes
+from controller.domain.errors import GitError
+from controller.workspace.git import is_ancestor, run_git, run_git_bytes
 
 # Seconds any git command over a bundle a worker sent may run: git's bundle parsing costs ~0.6 s of CPU
 # per MiB of junk, so a bad bundle must not hold a thread for as long as its size makes it.
 INPUT_TIMEOUT_S = 120.0
 GITLINK, SYMLINK = "160000", "120000"
+_SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+
+
+def can_exclude(repo: Path, have: str | None, start: str) -> bool:
+    """Whether a bundle of ``start`` for a receiver that says it has ``have`` (a warm pod's previous
+    start, ADR-0031) may leave out what ``have`` reaches: a full sha that ``repo`` knows, strictly
+    behind ``start``. A string that is not a sha never reaches git's command line."""
+    if have is None or not _SHA.fullmatch(have) or have == start:
+        return False
+    try:
+        return is_ancestor(repo, have, start)
+    except GitError:  # a commit this host does not know
+        return False
 
 
 def create_bundle(repo: Path, out: Path, refs: Mapping[str, str], *, exclude: tuple[str, ...] = ()) -> None:

@@ -45,7 +45,8 @@ def main() -> None:
         if stored_spec(store, run_id).broker.parallel > 1:
             pods = HypothesisPods(
                 api,
-                mint_hypothesis_env=remote.mint_hypothesis_env,
+                mint_slot_env=remote.mint_slot_env,
+                slots=remote.slots,
                 spec_for=lambda run: stored_spec(store, run).broker,
                 command=tuple(json.loads(argv)),
             )

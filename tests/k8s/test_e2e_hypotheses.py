@@ -1,10 +1,11 @@
-"""A pod per parallel hypothesis through the real control plane (ADR-0018).
+"""Warm hypothesis pods through the real control plane (ADR-0018, ADR-0031).
 
-The run service drives a ``parallel = 3`` knobs round itself; each turn launches three Jobs whose pods
-the process node runs as ``python -m controller.cli.main worker`` with only the pod's environment (a
-token scoped to that one hypothesis). Each measures its hypothesis against the champion and reports
-it; the controller decides the turn. Compared with the same run through the local broker, where the
-three run one after another: the same decisions, the same hypotheses' reasons, the same trees.
+The run service drives a ``parallel = 3`` knobs round itself; its first turn starts three Jobs whose
+pods the process node runs as ``python -m controller.cli.main worker`` with only the pod's environment
+(a token for its slot). Each pod takes its index's hypothesis of every turn from the controller (with a
+token scoped to that one hypothesis), measures it against the champion and reports it; the controller
+decides the turn. Compared with the same run through the local broker, where the three run one after
+another: the same decisions, the same hypotheses' reasons, the same trees.
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
+import sqlalchemy as sa
 from kubernetes import client
 
 from controller.api.app import create_app
@@ -34,6 +37,8 @@ from controller.services.control.recovery import stored_spec
 from controller.services.control.service import RunService, Signals
 from controller.services.remote.remote_rounds import RemoteRounds
 from controller.store import Store
+from controller.store.migrate import make_engine
+from controller.store.models import WorkerRoundRow
 from controller.wiring import compose_service
 from tests.conftest import git, make_repo
 from tests.k8s.broker_harness import RESTRICTED
@@ -107,7 +112,8 @@ def sides(
             )
             pods = HypothesisPods(
                 control_plane.api,
-                mint_hypothesis_env=remote.mint_hypothesis_env,
+                mint_slot_env=remote.mint_slot_env,
+                slots=remote.slots,
                 spec_for=lambda run_id: stored_spec(store, run_id).broker,
                 command=WORKER,
             )
@@ -164,13 +170,12 @@ def test_each_hypothesis_runs_in_its_own_pod_and_the_turns_decide_as_locally(
     assert git(remote_clone, "rev-parse", f"{remote_head}^{{tree}}") == git(
         local_clone, "rev-parse", f"{local_head}^{{tree}}"
     )
-    # One Job per hypothesis per turn, no Job for the round itself; each completes (a pod exits just
-    # after its report, which is all the decision waits for).
+    # One warm Job per index for the whole round, started in turn 1, no Job for the round itself; each
+    # completes once the run no longer runs (its pod is told it is done).
     batch = client.BatchV1Api(control_plane.api)
     jobs = batch.list_namespaced_job(sides.namespace).items
     names = sorted(j.metadata.name for j in jobs)
-    expected = sorted(f"crucible-{remote_id}-0-t{t}-h{i}" for t, i in tried)
-    assert names == expected
+    assert names == [f"crucible-{remote_id}-0-t1-h{i}" for i in range(3)]
 
     def complete() -> bool:
         found = batch.list_namespaced_job(sides.namespace).items
@@ -178,8 +183,10 @@ def test_each_hypothesis_runs_in_its_own_pod_and_the_turns_decide_as_locally(
 
     wait_until(complete, what="every hypothesis Job complete")
     labels = {j.metadata.name: j.metadata.labels for j in jobs}
-    assert labels[f"crucible-{remote_id}-0-t2-h1"]["crucible.dev/parallel-index"] == "1"
-    assert labels[f"crucible-{remote_id}-0-t2-h1"]["crucible.dev/turn"] == "2"
+    assert labels[f"crucible-{remote_id}-0-t1-h1"]["crucible.dev/parallel-index"] == "1"
+    assert labels[f"crucible-{remote_id}-0-t1-h1"]["crucible.dev/turn"] == "1"
+    slots = [g for g in _grants(sides, remote_id) if "slot" in g]
+    assert len(slots) == 3, "one slot token per pod, for the whole round"
 
 
 @pytest.mark.parametrize("metric_delay", ["1.0"])
@@ -191,13 +198,13 @@ def test_a_pod_deleted_mid_hypothesis_fails_that_hypothesis_and_the_turn_is_deci
     driver = threading.Thread(target=lambda: results.append(sides.remote.drive(run_id).status))
     driver.start()
     core = client.CoreV1Api(control_plane.api)
-    victim = f"crucible-{run_id}-0-t2-h1"
+    victim = f"crucible-{run_id}-0-t1-h1"  # index 1's warm pod, started in turn 1
 
-    def running() -> bool:
-        pods = core.list_namespaced_pod(sides.namespace, label_selector=f"job-name={victim}").items
-        return any(p.status.phase == "Running" for p in pods)
+    def measuring_turn_two() -> bool:
+        scopes = [g.get("hypothesis", {}) for g in _grants(sides, run_id)]
+        return sum((h.get("turn"), h.get("index")) == (2, 1) for h in scopes) == 2  # offered, taken
 
-    wait_until(running, what="the pod of hypothesis 1 of turn 2 running", timeout=240)
+    wait_until(measuring_turn_two, what="index 1's pod took its hypothesis of turn 2", timeout=240)
     (pod,) = core.list_namespaced_pod(sides.namespace, label_selector=f"job-name={victim}").items
     core.delete_namespaced_pod(pod.metadata.name, sides.namespace, grace_period_seconds=0)
     driver.join(timeout=300)
@@ -211,6 +218,11 @@ def test_a_pod_deleted_mid_hypothesis_fails_that_hypothesis_and_the_turn_is_deci
     assert lost[1].reason is Reason.LOST
     assert "pod_lost" in lost[1].detail, lost[1].detail
     assert sorted(lost) == [0, 1] and lost[0].value is not None, "the other was measured and decided"
+    # The lost pod's slot got a new pod within turn 2, which ran index 1's hypothesis of turn 3.
+    batch = client.BatchV1Api(control_plane.api)
+    names = sorted(j.metadata.name for j in batch.list_namespaced_job(sides.namespace).items)
+    assert f"crucible-{run_id}-0-t2-h1" in names, names
+    assert sides.store.list_hypotheses(run_id, 3)[0].value is not None
 
 
 # Its own waits add up past the default 300 s on a loaded CI machine (up to 240 s for turn 2's pods,
@@ -227,19 +239,19 @@ def test_a_restarted_controller_adopts_the_hypothesis_pods_and_decides_each_turn
     batch = client.BatchV1Api(control_plane.api)
 
     def turn_two_in_pods() -> bool:
-        names = {j.metadata.name for j in batch.list_namespaced_job(sides.namespace).items}
-        return f"crucible-{run_id}-0-t2-h1" in names
+        turns = [g.get("hypothesis", {}).get("turn") for g in _grants(sides, run_id)]
+        return turns.count(2) == 4  # both hypotheses of turn 2 offered (a grant each) and taken (another)
 
     with (sides.settings.home.parent / "controller.log").open("wb") as log:
         first = subprocess.Popen(driver, stdout=log, stderr=subprocess.STDOUT)
         try:
-            wait_until(turn_two_in_pods, what="turn 2's hypothesis pods launched", timeout=240)
+            wait_until(turn_two_in_pods, what="turn 2's hypotheses taken by the pods", timeout=240)
         finally:
             first.kill()  # the controller dies mid-turn; the hypothesis pods run on
             first.wait()
     assert sides.store.get_turn(run_id, 2).phase is TurnPhase.STARTED
-    before = _uids(sides, control_plane, 2)
-    assert len(before) == 2
+    before = _uids(sides, control_plane, 1)
+    assert len(before) == 3, "turn 1's three pods, warm for turn 2's two hypotheses"
 
     result = sides.remote.resume(run_id)  # waits out the dead controller's lease, then adopts
 
@@ -250,17 +262,25 @@ def test_a_restarted_controller_adopts_the_hypothesis_pods_and_decides_each_turn
     assert sorted(e.payload["turn"] for e in decided) == [1, 2], "no turn decided twice"
     assert {h.index for h in sides.store.list_hypotheses(run_id, 2)} == {0, 1}
     assert all(h.value is not None for h in sides.store.list_hypotheses(run_id, 2)), "both measured"
-    # One token per hypothesis: the resumed controller launched no second pod for turn 2.
+    # The resumed controller started no second pod: the warm pods of turn 1 are the ones adopted.
     jobs = [j.metadata.name for j in batch.list_namespaced_job(sides.namespace).items]
-    assert sorted(jobs) == sorted(f"crucible-{run_id}-0-t{t}-h{i}" for t, i in _tried(sides, run_id))
-    assert _uids(sides, control_plane, 2) == before, "the cut-off turn's Jobs are the ones adopted"
+    assert sorted(jobs) == [f"crucible-{run_id}-0-t1-h{i}" for i in range(3)]
+    assert _uids(sides, control_plane, 1) == before, "the cut-off turn's Jobs are the ones adopted"
 
 
 _DECIDED = {EventKind.ACCEPTED, EventKind.REJECTED, EventKind.FAILED, EventKind.NO_CHANGE}
 
 
-def _tried(sides: Sides, run_id: str) -> set[tuple[int, int]]:
-    return {(h.turn, h.index) for h in sides.store.list_hypotheses(run_id)}
+def _grants(sides: Sides, run_id: str) -> list[dict[str, Any]]:
+    """The jobs of every worker grant of the run's round 0, read from the database (the store keeps
+    no listing of them: a grant is found by its token's hash only)."""
+    engine = make_engine(sides.settings.database_url)
+    try:
+        with engine.connect() as db:
+            query = sa.select(WorkerRoundRow.job).where(WorkerRoundRow.run_id == run_id)
+            return [dict(job) for job in db.scalars(query)]
+    finally:
+        engine.dispose()
 
 
 def _uids(sides: Sides, control_plane: ControlPlane, turn: int) -> dict[str, str]:

@@ -1,5 +1,6 @@
-"""``HypothesisPods`` on the real control plane (ADR-0018): a Job per hypothesis, adopted by name,
-left alone by the round broker's reconciliation, cancelled with its pod."""
+"""``HypothesisPods`` on the real control plane (ADR-0018, ADR-0031): a warm Job per parallel index that
+later turns' hypotheses are offered to, adopted by its labels after a restart, started again within
+the turn when its pod fails, left alone by the round broker's reconciliation, cancelled with its pod."""
 
 from __future__ import annotations
 
@@ -27,21 +28,44 @@ DONE = (sys.executable, "-c", "pass")
 JOB = RoundJob(run_id="r1", round=0, turns=1, first_turn=3, heads={"app": "a" * 40})
 
 
+FAIL = (sys.executable, "-c", "raise SystemExit(3)")
+
+
 class Minted:
+    """The slot tokens minted (``RemoteRounds.mint_slot_env``)."""
+
     def __init__(self) -> None:
-        self.calls: list[tuple[int, int, Mapping[str, Any] | None]] = []
+        self.calls: list[tuple[int, int]] = []
 
-    def __call__(
-        self, job: RoundJob, turn: int, index: int, proposal: Mapping[str, Any] | None
-    ) -> dict[str, str]:
-        self.calls.append((turn, index, proposal))
-        return {"CRUCIBLE_WORKER_TOKEN": f"token-{turn}-{index}", "CRUCIBLE_PARALLEL_INDEX": str(index)}
+    def __call__(self, job: RoundJob, index: int) -> dict[str, str]:
+        self.calls.append((job.first_turn, index))
+        return {"CRUCIBLE_WORKER_TOKEN": f"slot-{index}", "CRUCIBLE_PARALLEL_INDEX": str(index)}
 
 
-def _pods(control_plane: ControlPlane, ns: str, command: tuple[str, ...], minted: Minted) -> HypothesisPods:
+class Offers:
+    """What the launcher offered each slot (``services.remote.slots.Slots``'s side of the contract)."""
+
+    def __init__(self) -> None:
+        self.offered: list[tuple[int, int, Mapping[str, Any] | None]] = []
+
+    def offer(self, job: RoundJob, turn: int, index: int, proposal: Mapping[str, Any] | None) -> None:
+        self.offered.append((turn, index, proposal))
+
+
+def _pods(
+    control_plane: ControlPlane,
+    ns: str,
+    command: tuple[str, ...],
+    minted: Minted,
+    offers: Offers | None = None,
+) -> HypothesisPods:
     spec = loop_spec(ns)
     return HypothesisPods(
-        control_plane.api, mint_hypothesis_env=minted, spec_for=lambda _run: spec, command=command
+        control_plane.api,
+        mint_slot_env=minted,
+        slots=offers or Offers(),
+        spec_for=lambda _run: spec,
+        command=command,
     )
 
 
@@ -58,14 +82,18 @@ def test_a_launch_of_a_started_hypothesis_adopts_its_job_and_the_round_broker_ig
     control_plane: ControlPlane, namespace: Any
 ) -> None:
     ns = namespace(labels=RESTRICTED)
-    minted = Minted()
-    first = _pods(control_plane, ns, SLEEP, minted)
+    minted, offers = Minted(), Offers()
+    first = _pods(control_plane, ns, SLEEP, minted, offers)
     proposal = {"file": "conf.json", "key": "a", "old": 1, "new": 3}
     assert not first.launch_hypothesis(JOB, 3, 1, proposal).finished
     first.close()  # the controller dies; the pod runs on
-    second = _pods(control_plane, ns, SLEEP, minted)
+    second = _pods(control_plane, ns, SLEEP, minted, offers)
     assert not second.launch_hypothesis(JOB, 3, 1, proposal).finished
-    assert minted.calls == [(3, 1, proposal)], "no second token: the running pod's stays good"
+    assert minted.calls == [(3, 1)], "no second pod nor token: the running pod's stays good"
+    # The next turn's hypothesis of index 1 goes to the same pod: warm, no new Job.
+    assert not second.launch_hypothesis(JOB, 4, 1, None).finished
+    assert offers.offered == [(3, 1, proposal), (3, 1, proposal), (4, 1, None)]
+    assert minted.calls == [(3, 1)]
     batch = client.BatchV1Api(control_plane.api)
     (job,) = batch.list_namespaced_job(ns).items
     assert job.metadata.name == "crucible-r1-0-t3-h1"
@@ -84,9 +112,9 @@ def test_a_launch_of_a_started_hypothesis_adopts_its_job_and_the_round_broker_ig
         rounds.status("r1", 0)  # nor the round's Job, found by its labels
     rounds.close()
     # Cancelled with the run: the Job goes, foreground, and the hypothesis is finished naming why.
-    second.cancel_hypothesis("r1", 0, 3, 1)
+    second.cancel_hypothesis("r1", 0, 4, 1)
     wait_until(lambda: not batch.list_namespaced_job(ns).items, what="the Job deleted")
-    state = second.hypothesis_status("r1", 0, 3, 1)
+    state = second.hypothesis_status("r1", 0, 4, 1)
     assert state.finished and (state.error or "").startswith("job_deleted")
     with pytest.raises(NotFoundError):
         second.hypothesis_status("r1", 0, 3, 0)
@@ -104,6 +132,23 @@ def test_a_hypothesis_whose_pod_exits_zero_is_finished_without_error(
     pods.close()
 
 
+def test_a_slot_whose_pod_failed_gets_a_new_pod_within_the_turn(
+    control_plane: ControlPlane, namespace: Any
+) -> None:
+    ns = namespace(labels=RESTRICTED)
+    minted = Minted()
+    pods = _pods(control_plane, ns, FAIL, minted)
+    pods.launch_hypothesis(JOB, 2, 0, None)
+    wait_until(lambda: pods.hypothesis_status("r1", 0, 2, 0).finished, what="the pod's end", timeout=120)
+    state = pods.hypothesis_status("r1", 0, 2, 0)
+    assert state.error is not None and state.error.startswith("worker_failed"), state.error
+    batch = client.BatchV1Api(control_plane.api)
+    names = sorted(j.metadata.name for j in batch.list_namespaced_job(ns).items)
+    assert names == ["crucible-r1-0-t2-h0", "crucible-r1-0-t2-h0-a1"], "started again in the same turn"
+    assert minted.calls == [(2, 0), (2, 0)]
+    pods.close()
+
+
 def test_the_dry_run_of_a_parallel_run_prints_a_hypothesis_job_the_api_server_accepts(
     control_plane: ControlPlane, namespace: Any, tmp_path: Path
 ) -> None:
@@ -115,7 +160,7 @@ def test_the_dry_run_of_a_parallel_run_prints_a_hypothesis_job_the_api_server_ac
     assert manifests is not None
     job, _secret = manifests
     env = {e["name"]: e.get("value") for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
-    assert (env["CRUCIBLE_TURN"], env["CRUCIBLE_PARALLEL_INDEX"]) == ("1", "0")
+    assert (env["CRUCIBLE_SLOT"], env["CRUCIBLE_PARALLEL_INDEX"]) == ("1", "0")
     ns = namespace(labels=RESTRICTED)
     listed = json.dumps({"apiVersion": "v1", "kind": "List", "items": manifests})
     out = control_plane.run_kubectl("-n", ns, "apply", "--dry-run=server", "-f", "-", input=listed).stdout

@@ -123,6 +123,25 @@ def test_only_the_newest_attempt_of_a_remote_round_may_write(harness: PortHarnes
     assert workers.worker_round_by_token("nope") is None
 
 
+def test_the_live_hypotheses_of_an_index_are_its_unrevoked_grants_oldest_first(harness: PortHarness) -> None:
+    workers: WorkerRoundRecords = harness.impl
+    harness.seed_run("r1")
+    expires = harness.clock.now + timedelta(hours=1)
+
+    def grant(token: str, job: dict[str, object]) -> None:
+        workers.add_worker_round("r1", 0, token_hash=token, job=job, expires_at=expires)
+
+    grant("slot", {"slot": 1})
+    grant("t1", {"hypothesis": {"turn": 1, "index": 1}})
+    grant("t1-other", {"hypothesis": {"turn": 1, "index": 0}})
+    grant("t2", {"hypothesis": {"turn": 2, "index": 1}})
+    grant("round", {"round": 0})
+    assert [g.token_hash for g in workers.live_hypotheses("r1", 0, 1)] == ["t1", "t2"]
+    grant("t1-again", {"hypothesis": {"turn": 1, "index": 1}})  # revokes "t1"
+    assert [g.token_hash for g in workers.live_hypotheses("r1", 0, 1)] == ["t2", "t1-again"]
+    assert workers.live_hypotheses("r1", 1, 1) == []
+
+
 def test_process_groups_are_remembered_until_cleared(harness: PortHarness) -> None:
     groups: ProcessGroupRecords = harness.impl
     harness.seed_run("r1")

@@ -60,10 +60,12 @@ def job_name(run_id: str, round: int, attempt: int = 0) -> str:
     return _named(run_id, f"-{round}" if attempt == 0 else f"-{round}-a{attempt}")
 
 
-def hypothesis_job_name(run_id: str, round: int, turn: int, index: int) -> str:
-    """``crucible-<run>-<round>-t<turn>-h<index>``: the Job of one parallel hypothesis (ADR-0018), the
-    same in any process, so a restarted controller finds it instead of launching a second."""
-    return _named(run_id, f"-{round}-t{turn}-h{index}")
+def hypothesis_job_name(run_id: str, round: int, turn: int, index: int, attempt: int = 0) -> str:
+    """``crucible-<run>-<round>-t<turn>-h<index>``: the Job of parallel index ``index`` started in
+    ``turn`` (ADR-0018; a warm pod runs that index's hypotheses of the later turns too, ADR-0031), the
+    same in any process, so a restarted controller finds it instead of launching a second;
+    ``-a<attempt>`` after it for a pod started again in the same turn after one was lost."""
+    return _named(run_id, f"-{round}-t{turn}-h{index}" + (f"-a{attempt}" if attempt else ""))
 
 
 def _named(run_id: str, suffix: str) -> str:
@@ -107,7 +109,7 @@ def labels(
 def _name_of(job: RoundJob, hypothesis: tuple[int, int] | None) -> str:
     if hypothesis is None:
         return job_name(job.run_id, job.round, job.attempt)
-    return hypothesis_job_name(job.run_id, job.round, *hypothesis)
+    return hypothesis_job_name(job.run_id, job.round, *hypothesis, job.attempt)
 
 
 def job_manifest(

@@ -289,8 +289,9 @@ def dry_run(spec: Spec, environ: Mapping[str, str], turns: int | None = None) ->
 
 def round_manifests(spec: Spec, bases: Mapping[str, str], turns: int) -> list[dict[str, object]] | None:
     """What the Kubernetes broker would create for round 0 (the Job, and its Secret with the token
-    redacted); with ``parallel > 1``, for the first hypothesis of turn 1 (each turn creates one such
-    Job per hypothesis, ADR-0018). None unless ``[broker] kind = "kubernetes"``."""
+    redacted); with ``parallel > 1``, for the pod of index 0 started in turn 1 (a round starts one
+    such warm pod per index, which runs that index's hypotheses of every turn, ADR-0031). None
+    unless ``[broker] kind = "kubernetes"``."""
     if spec.broker.kind != "kubernetes":
         return None
     env = {
@@ -305,7 +306,7 @@ def round_manifests(spec: Spec, bases: Mapping[str, str], turns: int) -> list[di
         hypothesis = (1, 0)
         job = RoundJob(run_id=DRY_RUN_ID, round=0, turns=1, first_turn=1, heads=bases)
         env.update(
-            {"CRUCIBLE_TURN": "1", "CRUCIBLE_PARALLEL_INDEX": "0", TOKEN_VARIABLE: "(minted per hypothesis)"}
+            {"CRUCIBLE_PARALLEL_INDEX": "0", "CRUCIBLE_SLOT": "1", TOKEN_VARIABLE: "(minted per slot)"}
         )
     secret = secret_manifest(
         job,

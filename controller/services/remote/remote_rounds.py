@@ -9,7 +9,8 @@ record only through the worker routes, with a bearer token minted here for that 
 - ``authenticate(token, run_id)``: the attempt the token grants, or UnauthenticatedError (unknown,
   expired, revoked: the round ended) / ForbiddenError (another run) / NotFoundError (no such run).
 - ``feedback``: the feedback items a refinement round addresses (only those of its job).
-- ``start_bundle``: the round's start commits (and the base) of one component, as a git bundle.
+- ``start_bundle``: the round's start commits (and the base) of one component, as a git bundle
+  (past a commit the worker has, for a warm hypothesis pod: ``mint_slot_env``, ``next_hypothesis``).
 - ``upload`` / ``receive_bundle``: a bundle the worker sends before deciding a kept turn, streamed
   to a file of the run's scratch directory (the route enforces ``MAX_BUNDLE_BYTES`` while reading;
   one upload at a time per token). It is verified before anything is recorded, every git command on
@@ -43,7 +44,7 @@ from typing import Any
 from controller.brokers.base import RoundOutcome
 from controller.config.settings import Settings
 from controller.config.spec import Spec, parse_spec
-from controller.domain.enums import EventKind, Reason
+from controller.domain.enums import EventKind, Reason, RunStatus
 from controller.domain.errors import (
     ConflictError,
     CrucibleError,
@@ -57,6 +58,7 @@ from controller.engine.policy import check_paths, evaluator_paths
 from controller.services.remote import referee
 from controller.services.remote.recount import recount_decision, recount_hypothesis
 from controller.services.remote.refusals import PolicyViolation, refuse_bundle, refuse_report
+from controller.services.remote.slots import WAIT_S, Slots, Taken
 from controller.services.views.layout import RunLayout
 from controller.store.ports import RemoteRoundStore
 from controller.store.records import (
@@ -78,7 +80,7 @@ from controller.store.worker_protocol import (
     RoundEnd,
     RoundFeedback,
 )
-from controller.store.worker_rounds import hypothesis_scope
+from controller.store.worker_rounds import hypothesis_scope, slot_index
 from controller.workspace import bundles
 from controller.workspace.checkout import CRUCIBLE_REF_PREFIX
 from controller.workspace.git import is_ancestor
@@ -120,23 +122,14 @@ class RemoteRounds:
         self._uploading: set[str] = set()  # token hashes with an upload in flight
         self._uploads_lock = threading.Lock()
         self._specs: dict[str, Spec] = {}
+        self.slots = Slots(store, self.mint_hypothesis_env)  # warm hypothesis pods' next hypotheses
+        self.slot_wait_s = WAIT_S  # how long one ``next_hypothesis`` waits for an offer
 
     # -- the broker's side --------------------------------------------------------------------
 
     def mint_worker_env(self, job: RoundJob) -> dict[str, str]:
         """The environment of ``crucible worker`` for a new attempt of ``job`` (module docstring)."""
-        token = secrets.token_urlsafe(TOKEN_BYTES)
-        expires = self._clock() + timedelta(seconds=self.token_ttl_s)
-        record = self.store.add_worker_round(
-            job.run_id, job.round, token_hash=token_hash(token), job=job.to_json(), expires_at=expires
-        )
-        return {
-            "CRUCIBLE_CONTROLLER_URL": self.controller_url,
-            "CRUCIBLE_WORKER_TOKEN": token,
-            "CRUCIBLE_RUN_ID": job.run_id,
-            "CRUCIBLE_ROUND": str(job.round),
-            "CRUCIBLE_ROUND_ATTEMPT": str(record.attempt),
-        }
+        return self._mint(job, job.to_json(), {})
 
     def mint_hypothesis_env(
         self, job: RoundJob, turn: int, index: int, proposal: Mapping[str, Any] | None
@@ -144,9 +137,19 @@ class RemoteRounds:
         """The environment of a hypothesis pod (ADR-0018): ``crucible worker`` runs hypothesis
         ``index`` of ``turn`` from ``job.heads`` (the champion) and reports it; the token is scoped
         to that one hypothesis (``hypothesis_scope``), and earlier grants of it are revoked."""
+        data = {**job.to_json(), "hypothesis": {"turn": turn, "index": index, "proposal": proposal}}
+        return self._mint(job, data, {"CRUCIBLE_TURN": str(turn), "CRUCIBLE_PARALLEL_INDEX": str(index)})
+
+    def mint_slot_env(self, job: RoundJob, index: int) -> dict[str, str]:
+        """The environment of a warm hypothesis pod holding slot ``index`` of ``job``'s round
+        (ADR-0031): its token only asks for the slot's next hypothesis (``next_hypothesis``), each of
+        which brings a token of its own; earlier grants of the slot are revoked."""
+        extra = {"CRUCIBLE_PARALLEL_INDEX": str(index), "CRUCIBLE_SLOT": "1"}
+        return self._mint(job, {**job.to_json(), "slot": index}, extra)
+
+    def _mint(self, job: RoundJob, data: Mapping[str, Any], extra: Mapping[str, str]) -> dict[str, str]:
         token = secrets.token_urlsafe(TOKEN_BYTES)
         expires = self._clock() + timedelta(seconds=self.token_ttl_s)
-        data = {**job.to_json(), "hypothesis": {"turn": turn, "index": index, "proposal": proposal}}
         record = self.store.add_worker_round(
             job.run_id, job.round, token_hash=token_hash(token), job=data, expires_at=expires
         )
@@ -156,8 +159,7 @@ class RemoteRounds:
             "CRUCIBLE_RUN_ID": job.run_id,
             "CRUCIBLE_ROUND": str(job.round),
             "CRUCIBLE_ROUND_ATTEMPT": str(record.attempt),
-            "CRUCIBLE_TURN": str(turn),
-            "CRUCIBLE_PARALLEL_INDEX": str(index),
+            **extra,
         }
 
     def remote_outcome(self, run_id: str, round: int) -> RoundOutcome | None:
@@ -174,8 +176,10 @@ class RemoteRounds:
 
     # -- the worker's side --------------------------------------------------------------------
 
-    def authenticate(self, token: str, run_id: str) -> WorkerRoundRecord:
-        """The attempt ``token`` grants, for a request about ``run_id`` (errors: module docstring)."""
+    def authenticate(self, token: str, run_id: str, *, slot: bool = False) -> WorkerRoundRecord:
+        """The attempt ``token`` grants, for a request about ``run_id`` (errors: module docstring).
+        A warm pod's slot token (ADR-0031) is good for ``next_hypothesis`` (``slot``) and nothing
+        else; no other token is good for that."""
         digest = token_hash(token) if token else ""
         grant = self.store.worker_round_by_token(digest) if digest else None
         # The lookup is by hash; comparing the hashes again in constant time costs nothing.
@@ -190,7 +194,18 @@ class RemoteRounds:
         if run_id != grant.run_id:
             self.store.get_run(run_id)  # NotFoundError for a run that does not exist
             raise ForbiddenError(f"this worker token is for run {grant.run_id}, not {run_id}")
+        if (slot_index(grant.job) is not None) != slot:
+            raise ForbiddenError("a slot token asks for its next hypothesis, and only it may")
         return grant
+
+    def next_hypothesis(self, grant: WorkerRoundRecord, after: int) -> Taken:
+        """The next hypothesis of the grant's slot after turn ``after`` (``slots.Slots.take``), or
+        ``done`` once the run no longer runs (its pod exits)."""
+        index = slot_index(grant.job)
+        assert index is not None
+        if self.store.get_run(grant.run_id).status is not RunStatus.RUNNING:
+            return Taken(done=True)
+        return self.slots.take(grant.run_id, grant.round, index, after, self.slot_wait_s)
 
     def require_round(self, grant: WorkerRoundRecord) -> None:
         """ForbiddenError for a hypothesis pod's token on a route only a round's worker may use
@@ -248,8 +263,10 @@ class RemoteRounds:
             ],
         )
 
-    def start_bundle(self, grant: WorkerRoundRecord, component: str) -> Path:
-        """A bundle of ``component``'s start head and base, written under the run's directory."""
+    def start_bundle(self, grant: WorkerRoundRecord, component: str, have: str | None = None) -> Path:
+        """A bundle of ``component``'s start head and base, written under the run's directory; with
+        ``have`` (a commit the worker holds: a warm pod's previous start, ADR-0031) only the start's
+        commits past it, when this host knows it too (otherwise the whole bundle)."""
         comp = self._component(grant.run_id, component)
         job = RoundJob.from_json(grant.job)
         start = job.heads.get(component)
@@ -258,6 +275,10 @@ class RemoteRounds:
         repo = self._repo(comp)
         out = self._scratch(grant.run_id) / f"start-{grant.round}-{grant.attempt}-{component}.bundle"
         prefix = f"{CRUCIBLE_REF_PREFIX}{grant.run_id}/start/"
+        if bundles.can_exclude(repo, have, start):
+            assert have is not None
+            bundles.create_bundle(repo, out, {f"{prefix}{component}": start}, exclude=(have,))
+            return out
         bundles.create_bundle(
             repo, out, {f"{prefix}{component}": start, f"{prefix}{component}-base": comp.base_sha}
         )

@@ -11,10 +11,12 @@ A refinement round (round >= 1, ADR-0019) is begun and ended by the controller; 
 the feedback it addresses (``GET feedback``) and plays its turns with it quoted, until one holds
 the score (``rounds.play_job``).
 
-With ``broker.parallel > 1`` on Kubernetes a pod runs one hypothesis of one turn instead (its
-token says which, ADR-0018): it proposes with ``CRUCIBLE_PARALLEL_INDEX`` set, measures against the
+With ``broker.parallel > 1`` on Kubernetes a pod runs hypotheses instead (ADR-0018): one hypothesis
+of one turn per token (it proposes with ``CRUCIBLE_PARALLEL_INDEX`` set, measures against the
 champion in its own pod, sends its commits as a bundle and its report, and leaves the turn's
-decision to the controller.
+decision to the controller). A warm pod (``CRUCIBLE_SLOT=1``, ADR-0031) holds a slot token instead
+and runs one such hypothesis after another (``run_slot``), each with the token the controller hands
+out with it, in one working directory.
 
 What it never has: a database URL, forge credentials, the operator API token. Its token is taken out
 of the environment every command of the round sees (``worker_environ``). The controller holds the
@@ -23,8 +25,10 @@ run's lease for the whole round (``ctx.lease_elsewhere``), and keeps the exactly
 
 from __future__ import annotations
 
+import dataclasses
 import threading
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -33,7 +37,7 @@ from controller.brokers.base import RoundOutcome
 from controller.config.settings import Settings
 from controller.config.spec import Spec, parse_spec
 from controller.domain.enums import RunStatus, SampleArm, StopReason
-from controller.domain.errors import CrucibleError, SpecError
+from controller.domain.errors import CrucibleError, RetryLaterError, SpecError
 from controller.domain.jobs import RoundJob
 from controller.engine.knobs import Proposal
 from controller.services.execution.context import Observer, RunContext
@@ -43,12 +47,14 @@ from controller.services.execution.runs import build_context
 from controller.services.execution.turn import write_candidate_file
 from controller.services.feedback.rounds import play_job
 from controller.store.http_ledger import BeforeKeep, HttpLedger, WorkerApi
-from controller.store.worker_protocol import HypothesisScope, JobInputs, RoundEnd, RoundFeedback
+from controller.store.worker_protocol import HypothesisScope, JobInputs, RoundEnd, RoundFeedback, SlotNext
 from controller.workspace import bundles
 from controller.workspace.checkout import CRUCIBLE_REF_PREFIX
-from controller.workspace.git import run_git
+from controller.workspace.git import run_git, run_git_bytes
 
 TOKEN_VARIABLE = "CRUCIBLE_WORKER_TOKEN"
+RECONNECT_S = 600.0  # how long a warm pod waits for its controller to come back
+IDLE_S = 300.0  # how long a warm pod waits for a hypothesis before it exits
 
 
 @dataclass(frozen=True)
@@ -61,6 +67,7 @@ class WorkerConfig:
     workdir: Path
     attempt: int | None = None
     parallel_index: int | None = None
+    slot: bool = False
     token: str = field(default="", repr=False)
 
 
@@ -94,6 +101,7 @@ def worker_config(
         workdir=(workdir or Path.cwd()).resolve(),
         attempt=_int(environ, "CRUCIBLE_ROUND_ATTEMPT"),
         parallel_index=_int(environ, "CRUCIBLE_PARALLEL_INDEX"),
+        slot=environ.get("CRUCIBLE_SLOT") == "1",
         token=token,
     )
 
@@ -132,10 +140,17 @@ def run_worker(
     environ: Mapping[str, str],
     *,
     ledgers: WorkerLedgers,
+    ledgers_for: Callable[[str], WorkerLedgers] | None = None,
     cancel: threading.Event | None = None,
     observer: Observer | None = None,
 ) -> RoundOutcome:
-    """Execute the round ``config`` names to its end and report it; the outcome the controller accepted."""
+    """Execute the round ``config`` names to its end and report it; the outcome the controller accepted.
+    ``ledgers_for(token)``: the ledgers of another token of the same controller, which a warm pod
+    (``config.slot``) runs each of its hypotheses with."""
+    if config.slot:
+        if ledgers_for is None:
+            raise CrucibleError("a warm hypothesis pod needs the ledgers of the tokens it is handed")
+        return run_slot(config, environ, ledgers_for, cancel=cancel, observer=observer)
     api = WorkerApi(config.controller_url, config.token, config.run_id)
     ledger: HttpLedger | None = None
     try:
@@ -211,6 +226,57 @@ def _run_hypothesis(
     return outcome
 
 
+def run_slot(
+    config: WorkerConfig,
+    environ: Mapping[str, str],
+    ledgers_for: Callable[[str], WorkerLedgers],
+    *,
+    cancel: threading.Event | None = None,
+    observer: Observer | None = None,
+) -> RoundOutcome:
+    """A warm hypothesis pod (ADR-0031): holding slot ``config.parallel_index`` of the round, it asks
+    the controller for the slot's next hypothesis, runs it as a one-shot hypothesis pod would (with
+    that hypothesis's own token, in the same working directory, so its clones are reused and only
+    the new champion's commits are fetched), and asks again, until the controller says ``done`` (the
+    run no longer runs) or nothing was offered for ``IDLE_S`` (the round ended without stopping the
+    run; a later offer starts another pod).
+    A hypothesis that raises ends the pod as it would have ended a one-shot one: the controller
+    reports it lost and starts another pod for the slot."""
+    slot = WorkerApi(config.controller_url, config.token, config.run_id)
+    after, ran = -1, 0
+    idle_since = time.monotonic()
+    try:
+        while cancel is None or not cancel.is_set():
+            offered = _next(slot, after, cancel)
+            if offered.done:
+                break
+            if offered.turn is None or offered.token is None:  # nothing offered yet
+                if time.monotonic() - idle_since > IDLE_S:
+                    break
+                continue
+            one = dataclasses.replace(config, slot=False, parallel_index=offered.index, token=offered.token)
+            run_worker(one, environ, ledgers=ledgers_for(offered.token), cancel=cancel, observer=observer)
+            after, ran = offered.turn, ran + 1
+            idle_since = time.monotonic()
+    finally:
+        slot.close()
+    message = f"slot {config.parallel_index}: {ran} hypotheses"
+    return RoundOutcome(RunStatus.RUNNING, None, message)
+
+
+def _next(slot: WorkerApi, after: int, cancel: threading.Event | None) -> SlotNext:
+    """The slot's next answer; a controller away (restarting, its lease moving to another) is
+    waited for up to ``RECONNECT_S``, the way a resumed controller adopts the pods (ADR-0018)."""
+    gave_up = time.monotonic() + RECONNECT_S
+    while True:
+        try:
+            return slot.next_hypothesis(after)
+        except RetryLaterError:
+            if time.monotonic() > gave_up or (cancel is not None and cancel.is_set()):
+                raise
+            time.sleep(1.0)
+
+
 def _proposal(ctx: RunContext, data: Mapping[str, Any] | None) -> Proposal | None:
     """The knobs proposal the controller computed for this hypothesis; None for a real agent."""
     if data is None:
@@ -242,28 +308,43 @@ def _stay(ctx: RunContext, searched: LoopResult) -> LoopResult:
 
 
 def _fetch_components(api: WorkerApi, workdir: Path, inputs: JobInputs) -> Spec:
-    """A local repository per component holding its start commits and base; the spec pointed at them."""
+    """A local repository per component holding its start commits and base; the spec pointed at them.
+    A warm pod's second hypothesis finds the repository there: it fetches only the commits past its
+    previous start (none when the champion did not move)."""
     repos = workdir / "repos"
     paths: dict[str, Path] = {}
+    heads = inputs.job.heads
     for comp in inputs.components:
         name = comp.name
+        repo = repos / name
+        paths[name] = repo
+        start_ref = f"{CRUCIBLE_REF_PREFIX}{inputs.job.run_id}/start/{name}"
+        have = _resolve(repo, start_ref) if (repo / ".git").is_dir() else None
+        if have is not None and name in heads and _resolve(repo, f"{heads[name]}^{{commit}}"):
+            bundles.pin(repo, start_ref, heads[name])  # the champion did not move: nothing to fetch
+            continue
         bundle = workdir / "incoming" / f"{name}.bundle"
         bundle.parent.mkdir(parents=True, exist_ok=True)
-        api.start_bundle(name, bundle)
-        repo = repos / name
+        api.start_bundle(name, bundle, have)
         repo.mkdir(parents=True, exist_ok=True)
-        run_git(["init", "-q"], repo)
-        heads = bundles.list_heads(bundle, repo)
-        bundles.fetch(bundle, repo, list(heads))
-        for ref, sha in heads.items():
+        if have is None:
+            run_git(["init", "-q"], repo)
+        found = bundles.list_heads(bundle, repo)
+        bundles.fetch(bundle, repo, list(found))
+        for ref, sha in found.items():
             bundles.pin(repo, ref, sha)
-        paths[name] = repo
     # The spec's repositories are the controller host's; each component's is its clone here.
     spec = parse_spec(inputs.spec, repos, repos=paths)
     missing = [c.name for c in spec.components if c.name not in paths]
     if missing:
         raise CrucibleError(f"the controller sent no commits for component(s) {', '.join(missing)}")
     return spec
+
+
+def _resolve(repo: Path, name: str) -> str | None:
+    """The commit ``name`` resolves to in ``repo``; None when it does not."""
+    code, out, _ = run_git_bytes(["rev-parse", "-q", "--verify", name], repo, check=False)
+    return out.decode().strip() if code == 0 else None
 
 
 def _context(

@@ -77,6 +77,11 @@ class WorkerRoundRecords(Protocol):
         """The newest attempt of the round that reported an outcome (not a hypothesis pod's), or None."""
         ...
 
+    def live_hypotheses(self, run_id: str, round: int, index: int) -> list[WorkerRoundRecord]:
+        """The unrevoked hypothesis grants of parallel index ``index`` of the round, oldest first
+        (what a warm pod's slot may take next, ADR-0031)."""
+        ...
+
 
 class ProcessGroupRecords(Protocol):
     """The process groups a run's commands started, so a resume on this host kills what a dead

@@ -1,0 +1,118 @@
+"""The slots of warm hypothesis pods (ADR-0031): which hypothesis each pod of a parallel round takes next.
+
+With ``broker.parallel = N`` on Kubernetes a round's N pods live for the round, not the turn (ADR-0018
+started one per hypothesis per turn, and its start cost most of a turn). Pod ``i`` holds slot ``i``
+of its round: a token good only for asking ``next`` (``RemoteRounds.next_hypothesis``). The
+controller's turn offers hypothesis ``i`` of turn ``t`` to slot ``i`` (``offer``); the pod's waiting
+request takes it (``take``) and gets a token of its own for that one hypothesis, scoped to ``(t, i)``
+exactly as a one-shot hypothesis pod's (so the worker routes' checks are unchanged); the pod runs it,
+reports it with that token, and asks again with ``after = t``.
+
+The table is the database, not this process: an offer is a hypothesis grant whose token nobody holds
+(``mint`` with the token thrown away), and taking it mints the hypothesis a fresh token, which
+revokes the offer's (``add_worker_round`` revokes earlier grants of the same turn and index). So
+any replica's worker routes can answer a pod, and a restarted controller needs nothing from the dead
+one:
+
+- it offers the turn's unreported hypotheses again; an offer finds the live grant of that
+  hypothesis and adds none, so a pod still busy with it keeps a good token and reports;
+- a pod that asked and never got its answer asks again with the same ``after`` and gets a fresh
+  token for the same hypothesis (it was working on nothing, so revoking the lost token is safe);
+- a hypothesis already reported (a pod that died between its report and its token's end, or one the
+  controller reported lost) is never handed out again.
+
+Waiting: ``take`` re-reads the grants every ``poll_s`` until ``wait_s`` passed; an offer made in the
+same process wakes it at once. The pods only wait between turns, while the controller decides.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from controller.domain.jobs import RoundJob
+from controller.store.records import HypothesisRecord, WorkerRoundRecord
+from controller.store.worker_rounds import hypothesis_scope
+
+WAIT_S = 10.0  # how long one ``next`` request waits for an offer before answering "nothing yet"
+POLL_S = 1.0  # between reads of the grants while a ``next`` waits (offers of other processes)
+
+MintHypothesisEnv = Callable[[RoundJob, int, int, Mapping[str, Any] | None], dict[str, str]]
+
+
+class SlotStore(Protocol):
+    """What the slots read: the live hypothesis grants of an index, and the turn's reports."""
+
+    def live_hypotheses(self, run_id: str, round: int, index: int) -> list[WorkerRoundRecord]: ...
+
+    def list_hypotheses(self, run_id: str, turn: int | None = None) -> list[HypothesisRecord]: ...
+
+
+@dataclass(frozen=True)
+class Taken:
+    """What a slot's ``next`` got: ``done`` (exit), or hypothesis ``index`` of ``turn`` with its own
+    worker environment (``env``, its token included), or neither (nothing offered yet: ask again)."""
+
+    done: bool = False
+    turn: int | None = None
+    index: int | None = None
+    env: Mapping[str, str] | None = None
+
+
+class Slots:
+    """See the module docstring. ``mint``: ``RemoteRounds.mint_hypothesis_env``."""
+
+    def __init__(
+        self,
+        store: SlotStore,
+        mint: MintHypothesisEnv,
+        *,
+        poll_s: float = POLL_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._store = store
+        self._mint = mint
+        self.poll_s = poll_s
+        self._clock = clock
+        self._offered = threading.Condition()
+
+    def offer(self, job: RoundJob, turn: int, index: int, proposal: Mapping[str, Any] | None) -> None:
+        """Hypothesis ``index`` of ``turn`` (from ``job.heads``) for slot ``index`` of ``job``'s round,
+        unless it is on offer or taken already (a restarted controller offers it again)."""
+        live = self._store.live_hypotheses(job.run_id, job.round, index)
+        if not any(hypothesis_scope(g.job) == (turn, index) for g in live):
+            self._mint(job, turn, index, proposal)  # its token is thrown away: ``take`` mints the pod's
+        with self._offered:
+            self._offered.notify_all()
+
+    def take(self, run_id: str, round: int, index: int, after: int, wait_s: float = WAIT_S) -> Taken:
+        """The hypothesis on offer to the slot for a turn after ``after``, waiting up to ``wait_s`` for
+        one (module docstring), with a token minted for the asking pod."""
+        deadline = self._clock() + wait_s
+        while True:
+            grant = self._next(run_id, round, index, after)
+            if grant is not None:
+                scope = grant.job["hypothesis"]
+                job = RoundJob.from_json({k: v for k, v in grant.job.items() if k != "hypothesis"})
+                turn = int(scope["turn"])
+                env = self._mint(job, turn, index, scope.get("proposal"))
+                return Taken(turn=turn, index=index, env=env)
+            left = deadline - self._clock()
+            if left <= 0:
+                return Taken()
+            with self._offered:
+                self._offered.wait(min(left, self.poll_s))
+
+    def _next(self, run_id: str, round: int, index: int, after: int) -> WorkerRoundRecord | None:
+        """The newest live grant of the index for a turn after ``after`` that has no report yet."""
+        for grant in reversed(self._store.live_hypotheses(run_id, round, index)):
+            scope = hypothesis_scope(grant.job)
+            if scope is None or scope[0] <= after:
+                continue
+            reported = {h.index for h in self._store.list_hypotheses(run_id, scope[0])}
+            if index not in reported:
+                return grant
+        return None
