@@ -219,7 +219,8 @@ DOCS: dict[str, tuple[str, str]] = {
     "metric.sequential": (
         "`true` decides after each interleaved pair from `min_samples` on (keep, reject, or measure another "
         "pair) with the error rate of a keep still at most 1 − confidence; `false` always measures "
-        "`samples` and applies the fixed rule. Only for interleaved search turns with `confidence > 0`.",
+        "`samples` and applies the fixed rule. Search and refinement turns, parallel hypotheses and "
+        "`interleave = false` (a look after each candidate sample) alike; not with `confidence = 0`.",
         "false",
     ),
     "metric.warmups": ("Extra runs per side before the samples, discarded.", "2"),
@@ -411,7 +412,8 @@ DOCS: dict[str, tuple[str, str]] = {
     ),
     "broker.parallel": (
         "Hypotheses tried per search turn (the agent sees `CRUCIBLE_PARALLEL_INDEX`), each measured "
-        "against the champion by the fixed rule; at most one is kept: the best that passes Holm's "
+        "against the champion by the keep rule (sequential looks by default); at most one is kept: the "
+        "best that passes Holm's "
         "correction for N, the others `superseded` or their own reason (docs/keep-rule.md). The local "
         "broker runs them one after another, Kubernetes in a pod each (docs/kubernetes.md); raise "
         "`metric.samples` with N.",

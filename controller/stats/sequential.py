@@ -18,6 +18,13 @@ chose this design; in short:
 * **Futility** (stop and reject: more pairs are unlikely to make the candidate significant) may happen
   at every look; a reject never raises the error rate of a keep, so it needs no level.
 
+The same looks serve every search decision (ADR-0032): ``interleaved = False`` (the candidate alone
+against the champion's stored samples) takes the fixed rule's Mann-Whitney U at each look instead of
+the drift-adjusted t (there is no pairing to adjust), and parallel hypotheses (``hypotheses = N``)
+report a p-value Holm's correction can use: ``combined_p``, the smallest p of the looks that may keep,
+each divided by its share of the level; a hypothesis stops early with a keep only when that passes
+Holm's strictest level, (1 - confidence) / N, which it passes whatever the others do.
+
 Pure functions over numbers, like the rest of ``stats``.
 """
 
@@ -30,6 +37,7 @@ from enum import StrEnum
 
 from controller.domain.enums import Direction, Reason, SequentialStop
 from controller.stats.keep import Arm, KeepRule, KeepVerdict, alpha_for, guard_check, median
+from controller.stats.mannwhitney import mann_whitney_less_p
 from controller.stats.schedule import CANDIDATE, interleaved_order
 from controller.stats.tdist import t_cdf
 
@@ -38,9 +46,12 @@ __all__ = [
     "LookAction",
     "SequentialDesign",
     "SequentialStop",
+    "combined_p",
     "design_for",
     "drift_adjusted_p",
     "look",
+    "p_better",
+    "replay",
 ]
 
 # Share of the level kept for the last look; the rest is split over the interim looks that may keep.
@@ -61,27 +72,45 @@ class LookAction(StrEnum):
 class SequentialDesign:
     """When the looks are and what each may do.
 
-    min_pairs / max_pairs: the first look and the last (pairs = samples per arm).
+    min_pairs / max_pairs: the first look and the last (pairs = samples per arm; without interleaving,
+    candidate samples).
     alpha: pairs -> the level at which that look may keep; looks absent from it cannot keep.
     futility: pairs -> reject for futility when the one-sided p-value exceeds this.
+    hypotheses: N of a parallel turn; above 1 a look keeps early only at its level / N and the final
+    look passes ``combined_p`` at the plain level on to Holm's correction (``stats.holm``).
+    interleaved: False when the candidate is measured alone and compared with the champion's stored
+    samples (any number of them): Mann-Whitney U at each look instead of the drift-adjusted t.
     """
 
     min_pairs: int
     max_pairs: int
     alpha: dict[int, float]
     futility: dict[int, float]
+    hypotheses: int = 1
+    interleaved: bool = True
 
     def __post_init__(self) -> None:
         if not 2 <= self.min_pairs <= self.max_pairs:
             raise ValueError(f"need 2 <= min_pairs <= max_pairs, got {self.min_pairs}, {self.max_pairs}")
+        if self.hypotheses < 1:
+            raise ValueError(f"hypotheses: must be >= 1, got {self.hypotheses}")
+
+    @property
+    def level(self) -> float:
+        """The run's level, 1 - confidence: the per-look levels add up to it."""
+        return sum(self.alpha.values())
 
 
-def design_for(min_samples: int, samples: int, confidence: float) -> SequentialDesign:
-    """The design for ``[metric]``'s ``min_samples``, ``samples`` (the maximum) and ``confidence``.
+def design_for(
+    min_samples: int, samples: int, confidence: float, *, hypotheses: int = 1, interleaved: bool = True
+) -> SequentialDesign:
+    """The design for ``[metric]``'s ``min_samples``, ``samples`` (the maximum) and ``confidence``, for
+    a turn of ``hypotheses`` parallel hypotheses, measured ``interleaved`` or against stored samples.
 
     The level 1 - confidence is split: FINAL_SHARE to the last look and the rest in two equal parts to
     looks at about a half and four fifths of the maximum (fewer when the range is short). With
-    confidence 0 (no test) every look can keep on the medians alone, as the fixed rule does.
+    confidence 0 (no test) every look can keep on the medians alone, as the fixed rule does (the loop
+    does not use a design then: nothing to stop on).
     """
     lo, hi = max(2, min(min_samples, samples)), max(2, samples)
     lo = min(lo, hi)
@@ -92,7 +121,14 @@ def design_for(min_samples: int, samples: int, confidence: float) -> SequentialD
         alpha[k] = total * (1 - FINAL_SHARE) / len(interim)
     span = max(1, hi - 1 - lo)
     futility = {k: FUTILITY_START - FUTILITY_SPAN * (k - lo) / span for k in range(lo, hi)}
-    return SequentialDesign(min_pairs=lo, max_pairs=hi, alpha=alpha, futility=futility)
+    return SequentialDesign(
+        min_pairs=lo,
+        max_pairs=hi,
+        alpha=alpha,
+        futility=futility,
+        hypotheses=hypotheses,
+        interleaved=interleaved,
+    )
 
 
 @dataclass(frozen=True)
@@ -108,17 +144,25 @@ class Look:
 
 def look(rule: KeepRule, design: SequentialDesign, candidate: Arm, champion: Arm) -> Look:
     """Decide after ``len(candidate.primary)`` pairs (both arms must have that many samples, measured
-    in the interleaved order of ``stats.schedule``)."""
+    in the interleaved order of ``stats.schedule``; without interleaving, ``champion`` holds the
+    champion's stored samples, any number of them)."""
     pairs = len(candidate.primary)
-    if len(champion.primary) != pairs:
+    if design.interleaved and len(champion.primary) != pairs:
         raise ValueError(f"a look needs as many champion as candidate samples, got {pairs} vs candidate")
-    p = drift_adjusted_p(rule.direction, candidate.primary, champion.primary)
+    p = p_better(design, rule.direction, candidate.primary, champion.primary)
     cand_median, champ_median = median(candidate.primary), median(champion.primary)
     delta = -_worsening(rule.direction, cand_median, champ_median)
     improved = delta > rule.min_improvement
     failures = guard_check(rule, candidate, champion, None) if rule.guards else ()
+    final = pairs >= design.max_pairs
     level = design.alpha.get(pairs)
-    significant = p is None or (level is not None and p <= level)
+    if design.hypotheses > 1:
+        # Holm's p-value for this hypothesis, and the level that makes it pass whatever the others do.
+        shown = combined_p(rule, design, candidate, champion)
+        significant = shown is None or shown <= (design.level if final else design.level / design.hypotheses)
+    else:
+        shown = p
+        significant = p is None or (level is not None and p <= level)
 
     def verdict(reason: Reason, detail: str) -> KeepVerdict:
         return KeepVerdict(
@@ -127,34 +171,91 @@ def look(rule: KeepRule, design: SequentialDesign, candidate: Arm, champion: Arm
             candidate_median=cand_median,
             champion_median=champ_median,
             delta=delta,
-            p_value=p,
+            p_value=shown,
             guard_failures=failures,
-            detail=f"{detail} ({_medians(cand_median, champ_median, delta, p, pairs)})",
+            detail=f"{detail} ({_medians(cand_median, champ_median, delta, shown, pairs, design)})",
         )
 
-    final = pairs >= design.max_pairs
     if level is not None and improved and significant and not failures:
         stop = SequentialStop.MAX_SAMPLES if final else SequentialStop.KEPT_EARLY
-        return Look(pairs, LookAction.KEEP, p, stop, verdict(Reason.IMPROVED, f"Kept, {stop}"))
+        return Look(pairs, LookAction.KEEP, shown, stop, verdict(Reason.IMPROVED, f"Kept, {stop}"))
     if final:
         reason = _reject_reason(improved, significant, failures)
-        text = f"Not kept at {pairs} pairs (max samples): {_why(reason, level, failures)}"
-        return Look(pairs, LookAction.REJECT, p, SequentialStop.MAX_SAMPLES, verdict(reason, text))
+        text = f"Not kept at {pairs} pairs (max samples): {_why(reason, level, failures, design)}"
+        return Look(pairs, LookAction.REJECT, shown, SequentialStop.MAX_SAMPLES, verdict(reason, text))
     if pairs < design.min_pairs:
-        return Look(pairs, LookAction.CONTINUE, p)
+        return Look(pairs, LookAction.CONTINUE, shown)
     early = _rejected_early(rule, candidate, champion, design)
     if early is not None:
         reason, why = early
         text = f"Not kept, rejected early at {pairs} pairs: {why}"
-        return Look(pairs, LookAction.REJECT, p, SequentialStop.REJECTED_EARLY, verdict(reason, text))
+        return Look(pairs, LookAction.REJECT, shown, SequentialStop.REJECTED_EARLY, verdict(reason, text))
     if p is not None and p > design.futility.get(pairs, 1.0):
         reason = Reason.NOT_IMPROVED if not improved else Reason.NOT_SIGNIFICANT
         text = (
             f"Not kept, futility at {pairs} pairs: p = {p:.3g} > {design.futility[pairs]:.3g}, "
             "more pairs are unlikely to make it significant"
         )
-        return Look(pairs, LookAction.REJECT, p, SequentialStop.FUTILITY, verdict(reason, text))
-    return Look(pairs, LookAction.CONTINUE, p)
+        return Look(pairs, LookAction.REJECT, shown, SequentialStop.FUTILITY, verdict(reason, text))
+    return Look(pairs, LookAction.CONTINUE, shown)
+
+
+def replay(rule: KeepRule, design: SequentialDesign, candidate: Arm, champion: Arm) -> Look:
+    """The look that decided a measurement, replayed from its samples: the first look from
+    ``min_pairs`` on that keeps or rejects. A measurement stops there, so whoever holds the samples
+    (the benchmark, a controller checking a worker's report) reaches the same decision the loop did.
+    ValueError when the samples end before any look decided."""
+    n = len(candidate.primary)
+    for pairs in range(design.min_pairs, n + 1):
+        found = look(rule, design, _prefix(candidate, pairs), _prefix(champion, pairs, design))
+        if found.action is not LookAction.CONTINUE:
+            return found
+    raise ValueError(f"no look decided within {n} samples (the design needs up to {design.max_pairs})")
+
+
+def combined_p(rule: KeepRule, design: SequentialDesign, candidate: Arm, champion: Arm) -> float | None:
+    """A p-value for "the candidate is better" that holds over every look that may keep: the smallest
+    of those looks' p-values so far, each divided by its share of the level (capped at 1).
+
+    P(combined <= x) <= the sum over looks of P(p_k <= share_k * x) <= x by the union bound, however
+    the looks are correlated, so Holm's correction over parallel hypotheses may use it as it is. A
+    hypothesis that stopped early has fewer looks in it: a larger value, still valid; 1 when it
+    stopped before any look that may keep (a None would pass every Holm level and lower the bar for
+    the others). None only without a level (confidence 0)."""
+    total = design.level
+    if total <= 0:
+        return None
+    best = 1.0
+    for pairs, level in design.alpha.items():
+        if pairs > len(candidate.primary):
+            continue
+        p = p_better(
+            design, rule.direction, candidate.primary[:pairs], _prefix(champion, pairs, design).primary
+        )
+        if p is not None:
+            best = min(best, p * total / level)
+    return best
+
+
+def _prefix(arm: Arm, pairs: int, design: SequentialDesign | None = None) -> Arm:
+    """The first ``pairs`` samples of ``arm`` (all of them for stored champion samples)."""
+    if design is not None and not design.interleaved:
+        return arm
+    return Arm(arm.primary[:pairs], {g: v[:pairs] for g, v in arm.guards.items()})
+
+
+def p_better(
+    design: SequentialDesign, direction: Direction, candidate: Sequence[float], champion: Sequence[float]
+) -> float | None:
+    """One-sided p-value for "the candidate is better": the drift-adjusted t on interleaved pairs, or
+    Mann-Whitney U against stored samples (None below two samples on a side)."""
+    if design.interleaved:
+        return drift_adjusted_p(direction, candidate, champion)
+    if min(len(candidate), len(champion)) < 2:
+        return None
+    if direction is Direction.MINIMIZE:
+        return mann_whitney_less_p(candidate, champion)
+    return mann_whitney_less_p(champion, candidate)
 
 
 def drift_adjusted_p(
@@ -216,20 +317,20 @@ def _rejected_early(
 ) -> tuple[Reason, str] | None:
     """A candidate significantly worse than the champion, or with a guard significantly beyond its
     tolerance, at the run's own level: no later pair can rescue it."""
-    alpha = sum(design.alpha.values())
-    worse = drift_adjusted_p(_opposite(rule.direction), candidate.primary, champion.primary)
+    alpha = design.level
+    worse = p_better(design, _opposite(rule.direction), candidate.primary, champion.primary)
     if worse is not None and alpha > 0 and worse <= alpha:
         return Reason.NOT_IMPROVED, f"significantly worse than the champion (p = {worse:.3g})"
     for guard in rule.guards:
         cand = candidate.guards.get(guard.name, ())
         champ = champion.guards.get(guard.name, ())
-        if len(cand) != len(champ) or not cand:
+        if (design.interleaved and len(cand) != len(champ)) or not cand or not champ:
             continue
         allowed = guard.tolerance.allowed(median(champ))
         # Shift the candidate by the tolerance: significance then means "worse by more than allowed".
         sign = 1.0 if guard.direction is Direction.MINIMIZE else -1.0
         shifted = [v - sign * allowed for v in cand]
-        p = drift_adjusted_p(_opposite(guard.direction), shifted, champ)
+        p = p_better(design, _opposite(guard.direction), shifted, champ)
         if p is not None and alpha > 0 and p <= alpha:
             return (
                 Reason.GUARD_REGRESSED,
@@ -246,18 +347,24 @@ def _reject_reason(improved: bool, significant: bool, failures: tuple[str, ...])
     return Reason.GUARD_REGRESSED if failures else Reason.NOT_SIGNIFICANT
 
 
-def _why(reason: Reason, level: float | None, failures: tuple[str, ...]) -> str:
+def _why(reason: Reason, level: float | None, failures: tuple[str, ...], design: SequentialDesign) -> str:
     if reason is Reason.NOT_IMPROVED:
         return "the median does not improve by more than the minimum improvement"
     if reason is Reason.GUARD_REGRESSED:
         return "a guard regressed: " + "; ".join(failures)
+    if design.hypotheses > 1:
+        return f"the combined p-value is not significant at the run's level {design.level:.3g}"
     return f"not significant at this look's level {level:.3g}" if level is not None else "not significant"
 
 
-def _medians(cand: float, champ: float, delta: float, p: float | None, pairs: int) -> str:
-    test = "no test" if p is None else f"p = {p:.3g}"
+def _medians(
+    cand: float, champ: float, delta: float, p: float | None, pairs: int, design: SequentialDesign
+) -> str:
+    name = "combined p" if design.hypotheses > 1 else "p"
+    test = "no test" if p is None else f"{name} = {p:.3g}"
     medians = f"candidate median {cand:g} vs champion median {champ:g}"
-    return f"{medians}, improvement {delta:g}, {test}, {pairs} pairs"
+    count = "pairs" if design.interleaved else "candidate samples"
+    return f"{medians}, improvement {delta:g}, {test}, {pairs} {count}"
 
 
 def _opposite(direction: Direction) -> Direction:

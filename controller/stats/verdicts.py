@@ -8,12 +8,15 @@ one function is what makes that check exact: a rule changed here changes both at
 
 Which rule applies to a turn (``TurnRule``):
 
-- a search turn with sequential measurement (``sequential_design``): the looks are replayed over the
-  pairs measured, and the first one that decides is the verdict (``first_decision``); the guards of a
-  keep are then checked against the base;
-- a search turn without it (fixed sample count, or a parallel hypothesis): ``decide_keep``, and for a
-  keep with guards the base as a third arm (a parallel hypothesis leaves that to the turn's choice);
-- a refinement turn: ``decide_hold``, holding the score instead of improving it.
+- a turn with sequential measurement (``sequential_design``, ADR-0032): the looks are replayed over
+  the pairs measured (without interleaving: over the candidate's samples against the stored champion's),
+  and the first one that decides is the verdict (``first_decision``); the guards of a keep are then
+  checked against the base. A parallel hypothesis's looks keep early only at Holm's strictest level and
+  report the p-value Holm's correction takes (``sequential.combined_p``); a refinement turn's looks are
+  the hold rule's (``stats.hold``), whose last look is ``decide_hold`` itself;
+- a turn without it (``sequential = false``, ``confidence = 0``, or fewer samples than the first
+  look): ``decide_keep``, and for a keep with guards the base as a third arm (a parallel hypothesis
+  leaves that to the turn's choice), or ``decide_hold`` in a refinement round.
 
 The base arm is a thunk: the turn path measures it only when a keep is near, the controller reads it
 from the reported samples.
@@ -27,6 +30,7 @@ from dataclasses import dataclass
 from controller.config.spec import MetricSpec
 from controller.config.units import Tolerance
 from controller.domain.enums import Reason, SequentialStop
+from controller.stats.hold import hold_look
 from controller.stats.keep import Arm, KeepRule, KeepVerdict, decide_hold, decide_keep, guard_check
 from controller.stats.sequential import Look, LookAction, SequentialDesign, design_for, look
 
@@ -67,27 +71,43 @@ class TurnVerdict:
     stop: SequentialStop | None = None
 
 
-def sequential_design(metric: MetricSpec, *, refinement: bool, parallel: bool) -> SequentialDesign | None:
-    """The sequential design for a turn, or None where the fixed rule decides: refinement turns
-    (holding a score is not an improvement test), parallel hypotheses (Holm over the turn's N, ADR-0016),
-    ``interleave = false`` (no pairs) and ``confidence = 0`` (no test to stop on)."""
-    if refinement or parallel or not (metric.sequential and metric.interleave and metric.confidence > 0):
+def sequential_design(metric: MetricSpec, *, hypotheses: int = 1) -> SequentialDesign | None:
+    """The sequential design for a turn (one of ``hypotheses`` parallel ones), or None where the fixed
+    rule decides: ``sequential = false``, and ``confidence = 0`` (no test: the medians of ``samples``
+    decide, and a look would have nothing to stop on). Search and refinement turns, parallel
+    hypotheses and ``interleave = false`` all look (ADR-0032)."""
+    if not (metric.sequential and metric.confidence > 0):
         return None
-    return design_for(metric.min_samples, metric.samples, metric.confidence)
+    return design_for(
+        metric.min_samples,
+        metric.samples,
+        metric.confidence,
+        hypotheses=max(1, hypotheses),
+        interleaved=metric.interleave,
+    )
 
 
-def first_decision(rule: KeepRule, design: SequentialDesign, candidate: Arm, champion: Arm) -> Look | None:
-    """The first look over ``candidate`` and ``champion`` (pairs in the order measured) that decides,
-    as the measurement ran them after each pair; None when there were fewer pairs than the first look
-    (``samples = 1``: the fixed rule decides). ValueError when looks ran and none decided, or pairs
-    follow the one that did: no measurement stops so, or goes on past a decision."""
+def first_decision(
+    rule: KeepRule, design: SequentialDesign, candidate: Arm, champion: Arm, hold: HoldScore | None = None
+) -> Look | None:
+    """The first look over ``candidate`` and ``champion`` (pairs in the order measured; without
+    interleaving, the candidate's samples and the champion's stored ones) that decides, as the
+    measurement ran them after each pair; with ``hold``, the refinement round's looks. None when there
+    were fewer pairs than the first look (``samples = 1``: the fixed rule decides). ValueError when
+    looks ran and none decided, or pairs follow the one that did: no measurement stops so, or goes on
+    past a decision."""
     pairs = len(candidate.primary)
-    if len(champion.primary) != pairs:
+    if design.interleaved and len(champion.primary) != pairs:
         raise ValueError(f"{pairs} candidate samples but {len(champion.primary)} champion samples")
     if pairs < design.min_pairs:
         return None
     for k in range(design.min_pairs, pairs + 1):
-        found = look(rule, design, _first(candidate, k), _first(champion, k))
+        reference = _first(champion, k) if design.interleaved else champion
+        if hold is None:
+            found = look(rule, design, _first(candidate, k), reference)
+        else:
+            tolerance, first = hold.tolerance, hold.first_published
+            found = hold_look(rule, tolerance, design, _first(candidate, k), reference, first)
         if found.action is not LookAction.CONTINUE:
             if k < pairs:  # the measurement stops at the look that decides
                 raise ValueError(f"{pairs} pairs measured, but the look after {k} decided")
@@ -101,15 +121,19 @@ def turn_verdict(rule: TurnRule, candidate: Arm, champion: Arm, base: BaseArm) -
     keep = rule.keep
     if rule.hold is not None:
         hold, first = rule.hold.tolerance, rule.hold.first_published
-        held = decide_hold(keep, hold, candidate, champion, first)
+        looked = (
+            None if rule.design is None else first_decision(keep, rule.design, candidate, champion, rule.hold)
+        )
+        held = decide_hold(keep, hold, candidate, champion, first) if looked is None else looked.verdict
+        assert held is not None
         if held.keep and keep.guards:
-            held = decide_hold(keep, hold, candidate, champion, first, base())
-        return TurnVerdict(held, None)
+            held = _with_base(decide_hold(keep, hold, candidate, champion, first, base()), held)
+        return TurnVerdict(held, None, *((looked.pairs, looked.stop) if looked else (None, None)))
     final = None if rule.design is None else first_decision(keep, rule.design, candidate, champion)
     if final is not None:
         assert final.verdict is not None
         verdict = final.verdict
-        if verdict.keep and keep.guards:
+        if verdict.keep and keep.guards and not rule.parallel:  # parallel: only for the chosen one
             failures = guard_check(keep, candidate, champion, base())
             if failures:
                 detail = f"Not kept: a guard regressed: {'; '.join(failures)} ({final.pairs} pairs)"
@@ -128,6 +152,12 @@ def turn_verdict(rule: TurnRule, candidate: Arm, champion: Arm, base: BaseArm) -
     if verdict.keep and keep.guards and not rule.parallel:
         verdict = decide_keep(keep, candidate, champion, base())
     return TurnVerdict(verdict, verdict.p_value)
+
+
+def _with_base(checked: KeepVerdict, looked: KeepVerdict) -> KeepVerdict:
+    """The hold rule re-run with the base arm: its verdict when the base turned it down, else the
+    look's (whose detail says how early it was settled)."""
+    return looked if checked.keep else checked
 
 
 def _first(arm: Arm, k: int) -> Arm:

@@ -42,3 +42,23 @@ def test_the_parallel_simulation_reports_rates_and_both_time_ratios(
     assert out["local"] == pytest.approx(3 * out["pods"])
     assert out["pods_ratio"] > 0 and out["local_ratio"] == pytest.approx(3 * out["pods_ratio"])
     assert "parallel = 3 in pods at once" in capsys.readouterr().out
+
+
+def test_the_sequential_rule_everywhere_reports_both_rules_and_a_ratio(
+    bench: ModuleType, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Parallel hypotheses, ``interleave = false`` and refinement rounds (ADR-0032), each beside the
+    fixed rule on the same samples, with the samples ratio the issue's target is about."""
+    runs = {
+        "parallel": bench.run_parallel_sequential(
+            decisions=10, samples=6, min_samples=3, noise=0.02, seed=1, n=3
+        ),
+        "stored": bench.run_stored(decisions=10, samples=6, min_samples=3, noise=0.02, seed=1),
+        "refinement": bench.run_refinement(decisions=10, samples=6, min_samples=3, noise=0.02, seed=1),
+    }
+    for name, out in runs.items():
+        assert 3 / 6 <= out["ratio"] <= 1.0, name
+        rates = {key: value for key, value in out.items() if key.startswith(("fixed ", "seq "))}
+        assert rates and all(0.0 <= value <= 1.0 for value in rates.values()), name
+    assert runs["stored"]["seq 3% worse"] == 0.0
+    assert capsys.readouterr().out.count("(target <= 0.65)") == 3

@@ -63,7 +63,8 @@ def schedule(arms: Sequence[SampleArm], samples: int, warmups: int) -> list[tupl
 
 
 PairCheck = Callable[["Measurement", int], bool]
-"""Called after each completed pair of a two-arm measurement with the pairs so far; True stops it."""
+"""Called after each completed pair of a two-arm measurement (each sample of a one-arm one) with the
+pairs so far; True stops it."""
 
 SampleSink = Callable[[SampleArm, int, dict[str, float], bool], None]
 """Called with each measured sample as it arrives (arm, index, values, valid); warmups are not."""
@@ -120,7 +121,8 @@ def measure(
             result.error = f"{error} ({arm} sample {index[arm]})"
             return result
         result.samples[arm].append(sample.values)
-        if after_pair is not None and len(arms) == 2 and len(set(index.values())) == 1:
+        # A look after each complete pair, or after each sample of a lone arm (``interleave = false``).
+        if after_pair is not None and len(arms) <= 2 and len(set(index.values())) == 1:
             pairs += 1
             if after_pair(result, pairs):
                 return result

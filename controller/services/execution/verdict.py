@@ -17,7 +17,8 @@ from controller.services.execution.parallel import run_all
 from controller.services.execution.snapshots import clean_snapshot, mutations, snapshot
 from controller.services.execution.steps import measure_arms, validate_candidate
 from controller.services.execution.work import Settled, TurnStop, TurnWork
-from controller.stats import Arm, KeepRule
+from controller.stats import Arm
+from controller.stats.hold import hold_look
 from controller.stats.sequential import Look, LookAction, SequentialDesign, look
 from controller.stats.verdicts import HoldScore, TurnRule, sequential_design, turn_verdict
 
@@ -37,7 +38,7 @@ def evaluate(
     refinement = work.round > 0 and round_rule is not None
     rule = turn_rule(ctx, work, round_rule)
     looks: list[Look] = []
-    check = None if rule.design is None else _pair_check(ctx, rule.keep, rule.design, looks)
+    check = None if rule.design is None else _pair_check(ctx, rule, rule.design, looks)
     result = measure_arms(ctx, work, arms, "metric", after_pair=check)
     if metric.interleave:
         after, champion_after = run_all(
@@ -66,36 +67,46 @@ def evaluate(
     work.value = verdict.candidate_median
     if not refinement:
         work.p_value = decided.p_value
-        work.pairs, work.stop = decided.pairs, decided.stop
+    work.pairs, work.stop = decided.pairs, decided.stop
     if verdict.keep:
         return True, verdict.detail, None
     return False, verdict.detail, Settled(verdict.reason, verdict.detail)
 
 
 def turn_rule(ctx: RunContext, work: TurnWork, round_rule: RoundRule | None) -> TurnRule:
-    """What decides ``work``'s turn besides its samples: the run's keep rule, the sequential design of
-    a search turn, the hold rule of a refinement turn (``round_rule``, from round 1 on), and whether it
-    is one parallel hypothesis (decided by the fixed rule, then Holm over the turn's N, ADR-0016)."""
+    """What decides ``work``'s turn besides its samples: the run's keep rule, the sequential design (for
+    the run's N when it is one parallel hypothesis, ADR-0032), and the hold rule of a refinement turn
+    (``round_rule``, from round 1 on)."""
     refinement = work.round > 0 and round_rule is not None
     parallel = work.index is not None
+    hypotheses = ctx.spec.broker.parallel if parallel else 1
     return TurnRule(
         keep=ctx.keep_rule(),
-        design=sequential_design(ctx.spec.metric, refinement=refinement, parallel=parallel),
+        design=sequential_design(ctx.spec.metric, hypotheses=hypotheses),
         hold=HoldScore(round_rule.hold, round_rule.first_published) if refinement and round_rule else None,
         parallel=parallel,
     )
 
 
-def _pair_check(ctx: RunContext, rule: KeepRule, design: SequentialDesign, looks: list[Look]) -> PairCheck:
-    """After each pair from the first look on: decide, and stop measuring once a look settles it."""
+def _pair_check(ctx: RunContext, rule: TurnRule, design: SequentialDesign, looks: list[Look]) -> PairCheck:
+    """After each pair (each candidate sample without interleaving) from the first look on: decide,
+    and stop measuring once a look settles it; a refinement turn looks with the hold rule."""
     metric, guards = ctx.spec.metric.name, ctx.guard_names()
 
     def check(result: Measurement, pairs: int) -> bool:
         if pairs < design.min_pairs:
             return False
         candidate = result.arm(SampleArm.CANDIDATE, metric, guards)
-        champion = result.arm(SampleArm.CHAMPION, metric, guards)
-        looks.append(look(rule, design, candidate, champion))
+        if design.interleaved:
+            champion = result.arm(SampleArm.CHAMPION, metric, guards)
+        else:
+            assert ctx.champion_arm is not None
+            champion = ctx.champion_arm
+        if rule.hold is None:
+            looks.append(look(rule.keep, design, candidate, champion))
+        else:
+            hold, first = rule.hold.tolerance, rule.hold.first_published
+            looks.append(hold_look(rule.keep, hold, design, candidate, champion, first))
         return looks[-1].action is not LookAction.CONTINUE
 
     return check

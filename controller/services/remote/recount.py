@@ -76,8 +76,9 @@ def recount_decision(
 
 
 def recount_hypothesis(spec: Spec, report: HypothesisReport, reference: Reference) -> str | None:
-    """None when a parallel hypothesis's report is what its samples give (the fixed rule on its own,
-    ADR-0016), else what did not match. One that never reached the rule keeps nothing."""
+    """None when a parallel hypothesis's report is what its samples give (its own rule, the looks for
+    the run's N when sequential, ADR-0032), else what did not match. One that never reached the rule
+    keeps nothing."""
     figures = {"value": report.value, "reference_value": report.reference_value, "delta": report.delta}
     for name, figure in {**figures, "p_value": report.p_value}.items():
         if figure is not None and not math.isfinite(figure):
@@ -86,7 +87,8 @@ def recount_hypothesis(spec: Spec, report: HypothesisReport, reference: Referenc
         if report.reason not in VERDICT_REASONS:
             _require(not report.commits, f"a {report.reason} hypothesis carries commits")
             return None
-        rule = TurnRule(keep=keep_rule(spec), parallel=True)
+        design = sequential_design(spec.metric, hypotheses=spec.broker.parallel)
+        rule = TurnRule(keep=keep_rule(spec), design=design, parallel=True)
         found = _recompute(spec, rule, samples=report.samples, reference=reference)
         verdict = found.verdict
         _same("reason", report.reason, verdict.reason)
@@ -152,7 +154,7 @@ def _check_decision(
         hold = HoldScore(spec.feedback.hold, job.hold.first_published)
     rule = TurnRule(
         keep=keep_rule(spec),
-        design=sequential_design(spec.metric, refinement=hold is not None, parallel=False),
+        design=sequential_design(spec.metric),
         hold=hold,
     )
     found = _recompute(spec, rule, samples=samples, reference=reference)
