@@ -42,4 +42,5 @@ echo "== import contracts"; lint-imports
 
 echo "== Kubernetes control plane"; bash scripts/k8s/up; export CRUCIBLE_K8S_REQUIRED=1
 echo "== pytest"
-python -m pytest -q -n "${CRUCIBLE_TEST_WORKERS:-2}" "$@"
+# The slowest tests, printed at the end: where the suite's own time goes (issue 23 keeps it under 10 min).
+python -m pytest -q -n "${CRUCIBLE_TEST_WORKERS:-2}" --durations=40 "$@"

@@ -184,7 +184,6 @@ def _drive(
     from contextlib import ExitStack
 
     from controller.cli.display import TableObserver
-    from controller.cli.listen import parse_listen, webhook_server
     from controller.services.control.service import Signals
     from controller.services.execution.context import Detached
 
@@ -223,6 +222,10 @@ def _drive(
                 click.echo(f"dashboard (read-only): {link}", err=True)
             if options.listen is None:
                 return go()
+            # Only now: the webhook endpoint's server (uvicorn, FastAPI) costs a run without one a
+            # noticeable part of its start on a busy machine.
+            from controller.cli.listen import parse_listen, webhook_server
+
             try:
                 host, port = parse_listen(options.listen)
             except ValueError as exc:

@@ -74,3 +74,20 @@ def test_a_server_command_does_not_import_the_store(tmp_path: Path) -> None:
     modules = _imported(["runs", "list", "--server", "http://127.0.0.1:9"], tmp_path)
     assert "httpx" in modules
     assert "sqlalchemy" not in modules and "fastapi" not in modules
+
+
+def test_a_loop_without_a_webhook_endpoint_imports_no_web_framework(tmp_path: Path) -> None:
+    from tests.conftest import make_repo
+
+    bench = 'printf "METRIC score=%s\\n" "$(cat value.txt)"\n'
+    make_repo(tmp_path / "repo", {"value.txt": "10\n", "bench.sh": bench, "agent.sh": "echo 9 > value.txt\n"})
+    spec = tmp_path / "crucible.toml"
+    spec.write_text(
+        'objective = "lower"\nturns = 1\n[agent]\ncommand = "sh agent.sh"\n[sandbox]\nmode = "none"\n'
+        '[metric]\ncommand = "sh bench.sh"\nname = "score"\ndirection = "minimize"\nsamples = 1\n'
+        'confidence = 0.0\ninterleave = false\n[[component]]\nname = "app"\nrepo = "repo"\n'
+        'mutable = ["value.txt"]\nprotected = ["bench.sh", "agent.sh"]\n'
+    )
+    modules = _imported(["loop", "--spec", str(spec), "--json"], tmp_path / "home")
+    assert "controller.services.execution.loop" in modules  # the probe saw the run
+    assert not modules & {"fastapi", "starlette", "uvicorn"}
