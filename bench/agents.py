@@ -9,7 +9,13 @@ Preset = the command a turn runs for ``[agent] preset = …`` (``python -I -m co
 
 Both arms run outside the sandbox (its cost is the same for every agent command, preset or not) and
 interleaved, so drift on a shared machine hits both; between calls the checkout is restored (untimed).
-Prints per preset the medians and the ratio preset/floor.
+Inside a turn's sandbox ``TMPDIR`` is a fresh tmpfs, where the wrapper makes the CLI's ``HOME`` and
+removes it afterwards (Codex alone writes some sixty files there at each start); so both arms run with
+``TMPDIR`` on a tmpfs too (``/dev/shm``, when there is one: the line "TMPDIR" says which), or the preset
+arm would pay for unlinking files on a disk that no turn touches.
+Prints per preset the wall-time medians, the ratio preset/floor, and the CPU time (user + system, the
+CLI's included) each arm's processes used: the wrapper's own cost, which a loaded machine's wall times
+blur.
 
     python bench/agents.py [--calls 10] [--presets claude-code,codex,aider,gemini,qwen-code] [--latency-ms 0]
 
@@ -23,12 +29,14 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -71,10 +79,27 @@ BRIEF = "# Objective\n\nLower the value in src/value.txt.\n"
 class Arm:
     name: str
     times: list[float]
+    cpu: list[float]
 
     @property
     def median(self) -> float:
         return statistics.median(self.times)
+
+    @property
+    def cpu_median(self) -> float:
+        return statistics.median(self.cpu)
+
+
+def _children_cpu() -> float:
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+def _timed(arm: Arm, call: Callable[[], float]) -> None:
+    """One call of ``arm``: its wall time (the call's own measure) and its processes' CPU time."""
+    before = _children_cpu()
+    arm.times.append(call())
+    arm.cpu.append(_children_cpu() - before)
 
 
 def _git(cwd: Path, *args: str) -> None:
@@ -174,13 +199,13 @@ def measure(name: str, calls: int, where: Path, latency_s: float = 0.0) -> tuple
             {"preset": name, "cli": cli, "model": MODELS[name], "base_url": _base_url(name, server)}
         )
         command = agent_command(spec, None, sandboxed=True, search_path=env.get("PATH"))
-        hand, wrapped = Arm("by hand", []), Arm("preset", [])
+        hand, wrapped = Arm("by hand", [], []), Arm("preset", [], [])
         _by_hand(name, cli, repo, server, env)  # warm the page cache for both arms
         _restore(repo)
         for _ in range(calls):
-            hand.times.append(_by_hand(name, cli, repo, server, env))
+            _timed(hand, lambda: _by_hand(name, cli, repo, server, env))
             _restore(repo)
-            wrapped.times.append(_as_a_turn(command, repo, env))
+            _timed(wrapped, lambda: _as_a_turn(command, repo, env))
             _restore(repo)
     return hand, wrapped
 
@@ -201,7 +226,13 @@ def main(argv: list[str] | None = None) -> int:
     if missing:
         hint = "bash scripts/testenv/agents.sh installs them"
         raise SystemExit(f"not installed in {AGENTS_BIN}: {', '.join(missing)} ({hint})")
-    with tempfile.TemporaryDirectory(prefix="bench-agents-") as tmp:
+    checkouts = tempfile.gettempdir()  # the checkouts stay where a workspace would be: on disk
+    tmpfs = Path("/dev/shm")
+    if tmpfs.is_dir() and os.access(tmpfs, os.W_OK):
+        os.environ["TMPDIR"] = str(tmpfs)  # both arms' CLI HOMEs, as on a turn's tmpfs /tmp
+        tempfile.tempdir = None
+    print(f"TMPDIR {tempfile.gettempdir()}" + ("" if tempfile.gettempdir() == str(tmpfs) else " (no tmpfs)"))
+    with tempfile.TemporaryDirectory(prefix="bench-agents-", dir=checkouts) as tmp:
         for name in names:
             hand, wrapped = measure(name, args.calls, Path(tmp), args.latency_ms / 1000)
             ratio = wrapped.median / hand.median
@@ -210,6 +241,8 @@ def main(argv: list[str] | None = None) -> int:
             medians = f"by hand {hand.median * 1000:.0f} ms, preset {wrapped.median * 1000:.0f} ms"
             print(f"  {medians} ({added:+.0f} ms)")
             print(f"  ratio {ratio:.3f} (target <= 1.1)")
+            cpu = f"by hand {hand.cpu_median * 1000:.0f} ms, preset {wrapped.cpu_median * 1000:.0f} ms"
+            print(f"  cpu: {cpu} ({(wrapped.cpu_median - hand.cpu_median) * 1000:+.0f} ms)")
             print(f"  by hand: {[round(t * 1000) for t in hand.times]}")
             print(f"  preset:  {[round(t * 1000) for t in wrapped.times]}")
     return 0

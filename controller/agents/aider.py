@@ -33,10 +33,12 @@ import json
 import re
 import sys
 
-from controller.agents.aider_launcher import USAGE_PREFIX
 from controller.agents.base import Invocation, Preset, Report, Settings, Usage, exit_failure, telling_line
 
 LAUNCHER = "controller.agents.aider_launcher"
+# The launcher's last stdout line: the usage it summed from aider's analytics log. Defined here, not in
+# the launcher, so the turn's wrapper reads it without importing the launcher's own (heavier) modules.
+USAGE_PREFIX = "crucible-aider-usage: "
 PROMPT_FILE = "crucible-brief.md"
 USAGE_LOG = "aider-analytics.jsonl"
 SCRATCH = "aider-git"

@@ -29,7 +29,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-USAGE_PREFIX = "crucible-aider-usage: "
+from controller.agents.aider import USAGE_PREFIX
+
 TAGS_CACHE_GLOB = ".aider.tags.cache.v*"
 GIT_TIMEOUT_S = 30.0
 

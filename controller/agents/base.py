@@ -6,17 +6,24 @@ nothing but model calls; given the CLI's output it returns the hypothesis, the t
 the CLI counts them) and, when the CLI exited 0 without doing its job (an edit it was not allowed to make,
 a model it could not reach), why the turn failed. ``controller.agents.run`` performs it; tests feed each
 preset the real CLI's output.
+
+The records are ``NamedTuple``s rather than dataclasses because this module is imported by the wrapper
+every turn runs: ``dataclasses`` pulls in ``inspect`` and costs more CPU at start-up than the rest of the
+wrapper's imports together (``bench/agents.py``, ADR-0031).
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from pathlib import Path
+from types import MappingProxyType
+from typing import NamedTuple
+
+_NOTHING: Mapping[str, str] = MappingProxyType({})
 
 
-@dataclass(frozen=True)
-class Settings:
+class Settings(NamedTuple):
     """What a preset is run with: the spec's ``agent.*`` keys and where the CLI runs."""
 
     workdir: Path  # the workspace root, the CLI's working directory
@@ -27,20 +34,18 @@ class Settings:
     sandboxed: bool = True  # crucible's sandbox is on: the CLI's own sandbox stays off
 
 
-@dataclass(frozen=True)
-class Invocation:
+class Invocation(NamedTuple):
     """How to start the CLI: ``argv``, variables added to the environment, folders made and files
     written under ``HOME`` (relative path -> text) and what stdin carries (None: closed at once)."""
 
     argv: list[str]
-    env: dict[str, str] = field(default_factory=dict)
+    env: Mapping[str, str] = _NOTHING
     dirs: tuple[str, ...] = ()
-    files: dict[str, str] = field(default_factory=dict)
+    files: Mapping[str, str] = _NOTHING
     stdin: str | None = None
 
 
-@dataclass(frozen=True)
-class Usage:
+class Usage(NamedTuple):
     """What one model spent in a turn; ``usd`` is None where the CLI reports no money."""
 
     model: str | None
@@ -53,8 +58,7 @@ class Usage:
         return self.input_tokens + self.output_tokens
 
 
-@dataclass(frozen=True)
-class Report:
+class Report(NamedTuple):
     """What the CLI's output says about the turn. ``failure``: why the turn failed although the CLI may
     have exited 0 (None: it did its job)."""
 

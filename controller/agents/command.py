@@ -1,6 +1,6 @@
 """The command a turn runs for ``[agent] preset = …``: crucible's own small wrapper around the CLI.
 
-The wrapper (``python -I -m controller.agents.run``) runs inside the sandbox like any agent command, so
+The wrapper (``controller.agents.run``) runs inside the sandbox like any agent command, so
 everything it and the CLI need must be visible there. The sandbox binds back, read-only, what a command
 *names* that its masks (``$HOME``, ``/tmp``) would hide; so the command names the CLI by its absolute
 path, and with ``--needs`` the directories behind it: the CLI's package (for an npm install, the
@@ -14,6 +14,7 @@ install it, and ``crucible loop --dry-run`` says so before any turn.
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import shutil
@@ -25,6 +26,9 @@ from controller.agents.registry import preset
 from controller.config.agent import AgentSpec
 
 WRAPPER_MODULE = "controller.agents.run"
+# What ``python -I -S -c`` runs: crucible's code root (where ``controller`` is) appended after the
+# standard library, then the wrapper's ``main`` with the words that follow as its arguments.
+BOOTSTRAP = "import sys; sys.path.append({root}); from {module} import main; sys.exit(main())"
 
 
 def find_cli(agent: AgentSpec, spec_dir: Path | None, search_path: str | None) -> str | None:
@@ -50,12 +54,22 @@ def install_roots(cli: str) -> list[Path]:
     return [modules[-1]] if modules else []
 
 
+def code_root() -> Path:
+    """The folder ``controller`` is imported from (site-packages, or the clone of an editable install)."""
+    return Path(controller.__file__).resolve().parent.parent
+
+
+def bootstrap() -> str:
+    """The code ``python -I -S -c`` runs to start the wrapper (``BOOTSTRAP`` filled in)."""
+    return BOOTSTRAP.format(root=json.dumps(str(code_root())), module=WRAPPER_MODULE)
+
+
 def wrapper_roots() -> list[Path]:
     """What the wrapper needs to start: the Python installation and environment running crucible, and
     the folder crucible's code is imported from when it is not inside that environment (an editable
     install)."""
     roots = {Path(sys.base_prefix), Path(sys.prefix)}
-    package = Path(controller.__file__).resolve().parent.parent
+    package = code_root()
     if not package.is_relative_to(Path(sys.prefix).resolve()):
         roots.add(package)
     return sorted(roots)
@@ -77,7 +91,7 @@ def agent_command(
         # The file itself, not a symlink to it (npm's ``.bin/codex``): the sandbox binds a symlink's
         # target in its place, and node then looks for the package's modules beside the link.
         cli = os.path.realpath(cli)
-    words = [python, "-I", "-m", WRAPPER_MODULE, "--preset", chosen.name, "--cli", cli or chosen.program]
+    words = [python, "-I", "-S", "-c", bootstrap(), "--preset", chosen.name, "--cli", cli or chosen.program]
     if agent.model is not None:
         words += ["--model", agent.model]
     if agent.base_url is not None:

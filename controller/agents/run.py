@@ -9,24 +9,25 @@ the CLI did not do (it could not reach its model, was not allowed to edit, is no
 non-zero with one last line on stderr saying why: the turn's ``agent_failed`` detail.
 
 The CLI's own output goes to stderr (the turn's log), never to stdout, so nothing it prints can pass for a
-protocol line. Only light modules are imported: the wrapper's start-up is part of every turn
-(``bench/agents.py``).
+protocol line.
+
+Its start-up is part of every turn (``bench/agents.py``, ADR-0031), so it is started with ``-S`` (no
+``site``: crucible's code root is put on ``sys.path`` by the command itself) and imports only light
+modules: no ``argparse``, ``subprocess``, ``threading``, ``tempfile``, ``shutil`` or ``dataclasses``,
+whose imports together cost more CPU than the interpreter's own start. The CLI is started with
+``os.posix_spawn`` and its two pipes are read in one ``select`` loop.
 """
 
 from __future__ import annotations
 
-import argparse
+import contextlib
 import os
-import shutil
+import select
 import socket
-import subprocess
 import sys
-import tempfile
-import threading
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import IO
+from typing import NamedTuple
 from urllib.parse import urlsplit
 
 from controller.agents.base import Preset, Report, Settings, Usage
@@ -53,33 +54,84 @@ The brief (CANDIDATE.md) follows.
 """
 
 
-@dataclass(frozen=True)
-class Price:
+class Price(NamedTuple):
     """USD per million tokens."""
 
     input: float
     output: float
 
 
+class Options(NamedTuple):
+    """The wrapper's arguments, as ``command.agent_command`` writes them."""
+
+    preset: str  # --preset NAME
+    cli: str  # --cli PATH: the CLI's path, or its program name when it was not found
+    model: str | None = None  # --model
+    base_url: str | None = None  # --base-url
+    args: tuple[str, ...] = ()  # --arg=VALUE, repeated: extra CLI arguments
+    prices: tuple[tuple[str, Price], ...] = ()  # --price=MODEL=INPUT:OUTPUT, repeated
+    sandboxed: bool = False  # --sandboxed: crucible's sandbox is on
+    needs: tuple[Path, ...] = ()  # --needs PATH, repeated: must be visible here
+
+
+class UsageError(Exception):
+    """The wrapper was started with arguments it does not take (exit 2)."""
+
+
+USAGE = (
+    "usage: crucible-agent --preset NAME --cli PATH [--model M] [--base-url URL] [--arg=VALUE]… "
+    "[--price=MODEL=INPUT:OUTPUT]… [--sandboxed] [--needs PATH]…"
+)
+_VALUED = ("--preset", "--cli", "--model", "--base-url", "--arg", "--price", "--needs")
+
+
 def _price(text: str) -> tuple[str, Price]:
     model, _, pair = text.rpartition("=")
     inputs, _, outputs = pair.partition(":")
-    if not model or not outputs:
-        raise argparse.ArgumentTypeError(f"expected MODEL=INPUT:OUTPUT, got {text!r}")
-    return model, Price(float(inputs), float(outputs))
+    if model:
+        try:
+            return model, Price(float(inputs), float(outputs))
+        except ValueError:
+            pass
+    raise UsageError(f"--price: expected MODEL=INPUT:OUTPUT, got {text!r}")
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="crucible-agent", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--preset", required=True, choices=sorted(PRESETS))
-    parser.add_argument("--cli", required=True, help="the CLI's path, or its program name when not found")
-    parser.add_argument("--model")
-    parser.add_argument("--base-url")
-    parser.add_argument("--arg", action="append", default=[], help="an extra CLI argument (--arg=VALUE)")
-    parser.add_argument("--price", action="append", default=[], type=_price, help="MODEL=INPUT:OUTPUT")
-    parser.add_argument("--sandboxed", action="store_true", help="crucible's sandbox is on")
-    parser.add_argument("--needs", action="append", default=[], type=Path, help="must be visible here")
-    return parser
+def parse(argv: Sequence[str]) -> Options:
+    """Read the wrapper's arguments (``--name VALUE`` or ``--name=VALUE``). Not ``argparse``: the wrapper
+    only ever reads what ``command.agent_command`` wrote, and importing ``argparse`` alone costs a
+    quarter of its start-up."""
+    values: dict[str, list[str]] = {name: [] for name in _VALUED}
+    sandboxed = False
+    words = list(argv)
+    while words:
+        word = words.pop(0)
+        name, eq, value = word.partition("=")
+        if word == "--sandboxed":
+            sandboxed = True
+            continue
+        if name not in values:
+            raise UsageError(f"unknown argument {word!r}")
+        if not eq:
+            if not words:
+                raise UsageError(f"{name} expects a value")
+            value = words.pop(0)
+        values[name].append(value)
+    for required in ("--preset", "--cli"):
+        if len(values[required]) != 1:
+            raise UsageError(f"{required} is required once")
+    name = values["--preset"][0]
+    if name not in PRESETS:
+        raise UsageError(f"--preset: unknown preset {name!r} (choose from {', '.join(sorted(PRESETS))})")
+    return Options(
+        preset=name,
+        cli=values["--cli"][0],
+        model=values["--model"][-1] if values["--model"] else None,
+        base_url=values["--base-url"][-1] if values["--base-url"] else None,
+        args=tuple(values["--arg"]),
+        prices=tuple(_price(text) for text in values["--price"]),
+        sandboxed=sandboxed,
+        needs=tuple(Path(path) for path in values["--needs"]),
+    )
 
 
 def say(line: str) -> None:
@@ -139,45 +191,74 @@ def unreachable(preset: str, base_url: str | None, environ: dict[str, str]) -> s
         return f"cannot reach the model endpoint {url}: {reason}{hint}"
 
 
-def _pump(stream: IO[bytes], sink: list[bytes], echo: bool) -> None:
-    for chunk in iter(lambda: stream.readline(), b""):
-        sink.append(chunk)
-        if echo:
-            sys.stderr.buffer.write(chunk)
-            sys.stderr.buffer.flush()
-
-
-def run_cli(argv: list[str], env: dict[str, str], stdin: str | None, cwd: Path) -> tuple[str, str, int]:
-    """Run the CLI; its stdout and stderr are kept and both copied to our stderr as they come."""
-    process = subprocess.Popen(
-        argv,
-        cwd=cwd,
-        env=env,
-        stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    out: list[bytes] = []
-    err: list[bytes] = []
-    assert process.stdout is not None and process.stderr is not None
-    pumps = [
-        threading.Thread(target=_pump, args=(process.stdout, out, True), daemon=True),
-        threading.Thread(target=_pump, args=(process.stderr, err, True), daemon=True),
+def run_cli(argv: list[str], env: dict[str, str], stdin: str | None) -> tuple[str, str, int]:
+    """Run the CLI in the current directory; its stdout and stderr are kept and both copied, line by
+    line, to our stderr as they come. Raises OSError when it cannot start."""
+    out_read, out_write = os.pipe()
+    err_read, err_write = os.pipe()
+    in_read, in_write = os.pipe() if stdin is not None else (-1, -1)
+    actions: list[tuple[int | str, ...]] = [
+        (os.POSIX_SPAWN_DUP2, out_write, 1),
+        (os.POSIX_SPAWN_DUP2, err_write, 2),
     ]
-    for pump in pumps:
-        pump.start()
     if stdin is not None:
-        assert process.stdin is not None
-        try:
-            process.stdin.write(stdin.encode("utf-8"))
-        except BrokenPipeError:
-            pass
-        finally:
-            process.stdin.close()
-    returncode = process.wait()
-    for pump in pumps:
-        pump.join()
-    return b"".join(out).decode("utf-8", "replace"), b"".join(err).decode("utf-8", "replace"), returncode
+        actions.append((os.POSIX_SPAWN_DUP2, in_read, 0))
+    else:
+        actions.append((os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0))
+    try:  # the pipes are close-on-exec: the CLI keeps only the ends dup'ed onto 0, 1 and 2
+        pid = os.posix_spawn(argv[0], argv, env, file_actions=actions)
+    except OSError:
+        for fd in (out_read, err_read, in_write):
+            if fd >= 0:
+                os.close(fd)
+        raise
+    finally:
+        for fd in (out_write, err_write, in_read):
+            if fd >= 0:
+                os.close(fd)
+    kept: dict[int, list[bytes]] = {out_read: [], err_read: []}
+    _pump(kept, in_write, (stdin or "").encode("utf-8"))
+    _, status = os.waitpid(pid, 0)
+    out, err = (b"".join(kept[fd]).decode("utf-8", "replace") for fd in (out_read, err_read))
+    return out, err, os.waitstatus_to_exitcode(status)
+
+
+def _pump(kept: dict[int, list[bytes]], stdin_fd: int, stdin: bytes) -> None:
+    """Read each pipe in ``kept`` to its end (and write ``stdin`` to ``stdin_fd`` unless it is -1, then
+    close it), echoing whole lines to our stderr. One thread: no ``threading`` import, no GIL hand-offs
+    per line."""
+    reading = list(kept)
+    writing = [stdin_fd] if stdin_fd >= 0 else []
+    pending = memoryview(stdin)
+    partial = {fd: b"" for fd in kept}
+    if writing:
+        os.set_blocking(stdin_fd, False)
+    echo = sys.stderr.buffer
+    while reading or writing:
+        readable, writable, _ = select.select(reading, writing, [])
+        if writable:
+            try:
+                pending = pending[os.write(stdin_fd, pending[:65536]) :]
+            except BlockingIOError:
+                pass
+            except BrokenPipeError:  # the CLI does not read its stdin: nothing more to give it
+                pending = pending[len(pending) :]
+            if not pending:
+                os.close(stdin_fd)
+                writing = []
+        for fd in readable:
+            data = os.read(fd, 65536)
+            if not data:
+                reading.remove(fd)
+                os.close(fd)
+                lines, partial[fd] = partial[fd], b""
+            else:
+                kept[fd].append(data)
+                head, newline, rest = (partial[fd] + data).rpartition(b"\n")
+                lines, partial[fd] = head + newline, rest
+            if lines:
+                echo.write(lines)
+                echo.flush()
 
 
 def _fail(reason: str, code: int = EXIT_FAILED) -> int:
@@ -188,11 +269,17 @@ def _fail(reason: str, code: int = EXIT_FAILED) -> int:
 def _resolve(chosen: Preset, cli: str, environ: dict[str, str]) -> str | None:
     if "/" in cli:
         return cli if os.access(cli, os.X_OK) else None
+    import shutil  # only for a CLI the controller did not find: shutil's import is not light
+
     return shutil.which(cli, path=environ.get("PATH"))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    try:
+        args = parse(sys.argv[1:] if argv is None else argv)
+    except UsageError as error:
+        print(f"{USAGE}\ncrucible-agent: error: {error}", file=sys.stderr, flush=True)
+        return 2
     chosen = PRESETS[args.preset]
     environ = dict(os.environ)
     missing = [str(path) for path in args.needs if not path.exists()]
@@ -208,14 +295,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     problem = unreachable(chosen.name, args.base_url, environ)
     if problem is not None:
         return _fail(f"{chosen.title}: {problem}")
-    home = Path(tempfile.mkdtemp(prefix="crucible-agent-home-", dir=_home_parent(args.sandboxed, environ)))
+    home = _fresh_home(_home_parent(args.sandboxed, environ), environ)
     try:
         settings = Settings(
             workdir=workdir,
             home=home,
             model=args.model,
             base_url=args.base_url,
-            args=tuple(args.arg),
+            args=args.args,
             sandboxed=args.sandboxed,
         )
         invocation = chosen.invocation(cli, PREAMBLE.format(workdir=workdir) + brief, settings)
@@ -228,21 +315,51 @@ def main(argv: Sequence[str] | None = None) -> int:
         env = {**environ, **_home_variables(home), **invocation.env}
         say(f"running {chosen.title}: {cli}")
         try:
-            stdout, stderr, returncode = run_cli(invocation.argv, env, invocation.stdin, workdir)
+            stdout, stderr, returncode = run_cli(invocation.argv, env, invocation.stdin)
         except OSError as error:
             return _fail(f"{chosen.title} could not start ({cli}): {error.strerror or error}")
         report: Report = chosen.report(stdout, stderr, returncode)
     finally:
-        shutil.rmtree(home, ignore_errors=True)
+        remove_tree(home)
     said = hypothesis(report.final_message)
     if said:
         print(f"HYPOTHESIS: {said}", flush=True)
-    cost = cost_line(report.usage, dict(args.price), args.model)
+    cost = cost_line(report.usage, dict(args.prices), args.model)
     if cost:
         print(cost, flush=True)
     if report.failure is not None:
         return _fail(report.failure, returncode or EXIT_FAILED)
     return 0
+
+
+def _fresh_home(parent: str | None, environ: dict[str, str]) -> Path:
+    """A new private folder (mode 0700) under ``parent``, else ``$TMPDIR`` or ``/tmp``: what
+    ``tempfile.mkdtemp`` does, without importing ``tempfile`` (it pulls in ``random`` and ``hashlib``)."""
+    where = parent or environ.get("TMPDIR") or "/tmp"
+    while True:
+        path = os.path.join(where, f"crucible-agent-home-{os.urandom(6).hex()}")
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:
+            continue
+        return Path(path)
+
+
+def remove_tree(root: Path) -> None:
+    """Remove ``root`` and everything under it, ignoring what cannot be removed (``shutil.rmtree``'s
+    ``ignore_errors``, without importing ``shutil``). Symbolic links are removed, never followed."""
+    for folder, dirs, files in os.walk(root, topdown=False):
+        for name in files:
+            _ignore(os.unlink, os.path.join(folder, name))
+        for name in dirs:
+            path = os.path.join(folder, name)
+            _ignore(os.unlink if os.path.islink(path) else os.rmdir, path)
+    _ignore(os.rmdir, root)
+
+
+def _ignore(remove: Callable[[str | Path], None], path: str | Path) -> None:
+    with contextlib.suppress(OSError):
+        remove(path)
 
 
 def _home_parent(sandboxed: bool, environ: dict[str, str]) -> str | None:

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from controller.agents.aider import Aider, model_name
-from controller.agents.aider_launcher import USAGE_PREFIX, usage_summary
+from controller.agents.aider import USAGE_PREFIX, Aider, model_name
+from controller.agents.aider_launcher import usage_summary
 from controller.agents.base import Settings, Usage
 from controller.agents.command import wrapper_roots
 from controller.agents.run import hypothesis

@@ -53,7 +53,8 @@ def test_the_dry_run_shows_the_cli_its_keys_and_the_command_a_turn_runs(project:
     assert result.code == 0, result.describe()
     assert "agent: preset claude-code, model claude-sonnet-4-5, endpoint http://127.0.0.1:9" in result.stdout
     assert "ANTHROPIC_API_KEY (set), ANTHROPIC_AUTH_TOKEN (not set)" in result.stdout
-    assert "-m controller.agents.run --preset claude-code --cli " in result.stdout
+    assert "from controller.agents.run import main" in result.stdout
+    assert "--preset claude-code --cli " in result.stdout
     assert "sk-ant-x-123456" not in result.output
     assert "cannot start" not in result.stdout  # the wrapper and the CLI start inside the sandbox
 
