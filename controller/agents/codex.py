@@ -7,11 +7,20 @@ out to github.com and chatgpt.com; without stdin closed it waits for more input;
 start inside bubblewrap, so with crucible's sandbox on it runs with ``--dangerously-bypass-approvals-and-
 sandbox`` (crucible is the sandbox) and without it in its ``workspace-write`` sandbox. It prints JSON events
 (JSONL): the final ``agent_message``, ``turn.completed`` with tokens (no dollars), or ``turn.failed``.
+
+An edit it could not make exits 0 with "Done" all the same. Read from the real CLI (0.171): an edit the
+file system refused (a read-only file) is a ``file_change`` item with status ``failed`` in the events, and
+the reason only on stderr (``ERROR codex_core::tools::router: error=Exit code: 1 … Failed to write file
+…``); an edit its own sandbox or approval policy refused (``--sandbox read-only``, a path outside its
+writable roots) leaves *no* event at all: the only signal is that stderr line (``error=patch rejected:
+writing is blocked by read-only sandbox; rejected by user approval settings``). Both fail the turn, with
+that reason.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import TypedDict, cast
 
 from controller.agents.base import Invocation, Preset, Report, Settings, Usage, exit_failure
@@ -23,6 +32,28 @@ QUIET = (
     "check_for_update_on_startup=false",
     'web_search="disabled"',
 )
+
+
+ROUTER_ERROR = "codex_core::tools::router: error="
+PATCH_REJECTED = "patch rejected:"
+_LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\dT")  # a line of Codex's own log: 2026-12-04T16:30:11.767388Z ERROR …
+
+
+def tool_errors(stderr: str) -> list[list[str]]:
+    """The tool calls that failed, as Codex logged them on stderr (``… ERROR codex_core::tools::router:
+    error=MESSAGE``, the message running on over the lines up to its next log line), oldest first, each
+    as its non-empty lines."""
+    errors: list[list[str]] = []
+    inside = False
+    for line in stderr.splitlines():
+        if ROUTER_ERROR in line:
+            errors.append([line.split(ROUTER_ERROR, 1)[1].strip()])
+            inside = True
+        elif _LOG_LINE.match(line):
+            inside = False
+        elif inside and line.strip():
+            errors[-1].append(line.strip())
+    return errors
 
 
 def _toml_string(value: str) -> str:
@@ -116,7 +147,7 @@ class Codex(Preset):
         usage: list[Usage] = []
         failed: str | None = None
         last_error: str | None = None
-        completed = False
+        completed = edited = False
         failed_edits: list[str] = []
         for event in _events(stdout):
             kind = event.get("type")
@@ -127,8 +158,10 @@ class Codex(Preset):
             elif (
                 kind == "item.completed"
                 and item.get("type") == "file_change"
-                and item.get("status") == "failed"
+                and item.get("status") != "failed"
             ):
+                edited = True
+            elif kind == "item.completed" and item.get("type") == "file_change":
                 changes = item.get("changes") if isinstance(item.get("changes"), list) else []
                 assert isinstance(changes, list)
                 failed_edits += [str(c.get("path")) for c in changes if isinstance(c, dict)] or ["a file"]
@@ -149,9 +182,14 @@ class Codex(Preset):
         if returncode != 0:
             said = f": {last_error}" if last_error else ""
             return Report(message, tuple(usage), exit_failure(self.title, returncode, stderr) + said)
+        errors = tool_errors(stderr)
         if failed_edits:
             listed = ", ".join(failed_edits[:5]) + (" …" if len(failed_edits) > 5 else "")
-            reason = f"{self.title} could not apply its edit to {listed} (see the agent log for why)"
+            why = f": {errors[-1][-1]}" if errors else " (see the agent log for why)"
+            return Report(message, tuple(usage), f"{self.title} could not apply its edit to {listed}{why}")
+        rejected = [error[0] for error in errors if error[0].startswith(PATCH_REJECTED)]
+        if rejected and not edited:
+            reason = f"{self.title} was not allowed to edit: {rejected[-1]}"
             return Report(message, tuple(usage), reason)
         if not completed:
             said = f" (last error: {last_error})" if last_error else ""

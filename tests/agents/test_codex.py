@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tests.agentkit.clis import REAL_HOME, cli, refused_url
+from tests.agentkit.script import Edit
 from tests.agentkit.server import ModelServer
 from tests.agents.conftest import EDIT, preset_spec
 from tests.e2e.conftest import BENCH_SH, Project, assert_checkout_at, ok_run, outcomes
@@ -115,3 +116,46 @@ def test_without_crucibles_sandbox_codex_edits_in_its_own(
     view = ok_run(project.loop(env={"OPENAI_API_KEY": KEY, "HOME": str(REAL_HOME)}))
     assert outcomes(view) == [("accepted", "improved")], view["turns"][0].get("detail")
     assert list((REAL_HOME / ".cache" / "crucible" / "agent-homes").glob("crucible-agent-home-*")) == []
+
+
+# A file of every checkout that no agent may write: crucible keeps each checkout's .git read-only in its
+# sandbox, and Codex's own sandbox keeps .git out of its writable roots. The line is git's template.
+GIT_DESCRIPTION = "Unnamed repository; edit this file 'description' to name the repository."
+
+
+@pytest.mark.parametrize("sandbox", ["bwrap", "none"])
+def test_an_edit_codex_may_not_make_fails_the_turn_saying_why(
+    project: Project, model_server: ModelServer, sandbox: str
+) -> None:
+    """Codex says "Done" and exits 0 either way; what the user sees is the failed turn's detail. Under
+    bubblewrap the write fails on the read-only bind; without crucible's sandbox Codex's own refuses the
+    patch before writing, and no JSON event says so (before, that turn was a quiet ``no_change``)."""
+    project.make()
+    model_server.model.edit = Edit(".git/description", GIT_DESCRIPTION, "renamed", hypothesis="rename it")
+    preset_spec(project, "codex", cli("codex"), model_server.url + "/v1", model="gpt-5")
+    env = {"OPENAI_API_KEY": KEY}
+    if sandbox == "none":
+        project.write_spec(
+            agent={
+                "preset": "codex",
+                "cli": str(cli("codex")),
+                "model": "gpt-5",
+                "base_url": model_server.url + "/v1",
+                "command": None,
+            },
+            sandbox={"mode": "none"},
+        )
+        env["HOME"] = str(REAL_HOME)  # Codex's sandbox refuses a home under /tmp
+    view = ok_run(project.loop(env=env))
+    assert outcomes(view) == [("failed", "agent_failed")], view["turns"][0].get("detail")
+    detail = view["turns"][0]["detail"]
+    if sandbox == "bwrap":  # a failed file_change event; the reason is on stderr only
+        assert detail.startswith("the agent exited 3: Codex could not apply its edit to "), detail
+        assert "/.git/description: Failed to write file " in detail
+    else:  # no event at all: the log line is the only signal
+        assert detail == (
+            "the agent exited 3: Codex was not allowed to edit: patch rejected: writing outside of the "
+            "project; rejected by user approval settings"
+        )
+    checkout = project.checkout(view["run_id"])
+    assert (checkout / ".git" / "description").read_text().strip() == GIT_DESCRIPTION

@@ -213,3 +213,47 @@ def test_codex_whose_edit_failed_failed_although_it_says_done() -> None:
     ]
     report = Codex().report("\n".join(json.dumps(e) for e in events), "", 0)
     assert report.failure == "Codex could not apply its edit to /w/app.py (see the agent log for why)"
+
+
+# Recorded from Codex 0.171 (stderr, trimmed): an edit its read-only sandbox refused leaves no event at
+# all, only this log line; an edit the file system refused (a read-only bind) is a failed file_change
+# whose reason is on stderr only.
+CODEX_REJECTED_STDERR = (
+    "Reading additional input from stdin...\n"
+    "2026-12-04T16:30:11.767388Z ERROR codex_core::tools::router: error=patch rejected: writing is blocked "
+    "by read-only sandbox; rejected by user approval settings\n"
+)
+CODEX_WRITE_FAILED_STDERR = (
+    "Reading additional input from stdin...\n"
+    "2026-12-04T16:31:16.794507Z ERROR codex_core::tools::router: error=Exit code: 1\n"
+    "Wall time: 0.1 seconds\nOutput:\nFailed to write file /w/src/value.txt\n\n"
+)
+CODEX_DONE = [
+    {"type": "item.completed", "item": {"type": "agent_message", "text": "Done.\nHYPOTHESIS: x"}},
+    {"type": "turn.completed", "usage": {"input_tokens": 2400, "output_tokens": 160}},
+]
+
+
+def test_codex_refused_by_its_own_sandbox_failed_although_no_event_says_so() -> None:
+    report = Codex().report("\n".join(json.dumps(e) for e in CODEX_DONE), CODEX_REJECTED_STDERR, 0)
+    assert report.failure == (
+        "Codex was not allowed to edit: patch rejected: writing is blocked by read-only sandbox; "
+        "rejected by user approval settings"
+    )
+    assert report.usage == (Usage(None, 2400, 160),)
+
+
+def test_codex_whose_write_failed_says_why_from_its_log() -> None:
+    change = {"type": "file_change", "changes": [{"path": "/w/src/value.txt"}], "status": "failed"}
+    events = [{"type": "item.completed", "item": change}, *CODEX_DONE]
+    report = Codex().report("\n".join(json.dumps(e) for e in events), CODEX_WRITE_FAILED_STDERR, 0)
+    assert report.failure == (
+        "Codex could not apply its edit to /w/src/value.txt: Failed to write file /w/src/value.txt"
+    )
+
+
+def test_codex_with_one_edit_refused_and_another_made_did_its_turn() -> None:
+    change = {"type": "file_change", "changes": [{"path": "/w/src/value.txt"}], "status": "completed"}
+    events = [{"type": "item.completed", "item": change}, *CODEX_DONE]
+    report = Codex().report("\n".join(json.dumps(e) for e in events), CODEX_REJECTED_STDERR, 0)
+    assert report.failure is None
