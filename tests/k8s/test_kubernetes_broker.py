@@ -15,6 +15,7 @@ from kubernetes import client
 
 from controller.brokers.kubernetes import manifest
 from controller.brokers.kubernetes.broker import FailureReason, KubernetesBroker
+from controller.config.agent import PRESET_NAMES
 from controller.config.spec import parse_spec
 from controller.domain.errors import ConflictError
 from controller.domain.jobs import RoundState
@@ -337,7 +338,7 @@ def test_round_job_names_are_dns_labels_and_stable() -> None:
     assert odd != manifest.job_name("run-with-odd-chars" * 5, 12), "a digest keeps slugged ids apart"
 
 
-@pytest.mark.parametrize("agent", ['command = "true"', 'preset = "claude-code"', 'preset = "codex"'])
+@pytest.mark.parametrize("agent", ['command = "true"', *(f'preset = "{name}"' for name in PRESET_NAMES)])
 def test_the_dry_runs_manifests_are_accepted_by_the_api_server_as_printed(
     control_plane: ControlPlane, namespace: Callable[..., str], tmp_path: Path, agent: str
 ) -> None:
