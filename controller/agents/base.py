@@ -9,7 +9,7 @@ preset the real CLI's output.
 
 The records are ``NamedTuple``s rather than dataclasses because this module is imported by the wrapper
 every turn runs: ``dataclasses`` pulls in ``inspect`` and costs more CPU at start-up than the rest of the
-wrapper's imports together (``bench/agents.py``, ADR-0031).
+wrapper's imports together (``bench/agents.py``, ADR-0033).
 """
 
 from __future__ import annotations

@@ -6,7 +6,10 @@ everything it and the CLI need must be visible there. The sandbox binds back, re
 path, and with ``--needs`` the directories behind it: the CLI's package (for an npm install, the
 ``node_modules`` folder holding it and its platform binaries), the Python that runs the wrapper and where
 crucible's code lives. ``-I`` keeps the workspace (a repository may well have a ``controller`` folder of
-its own) and ``PYTHON*`` variables out of the wrapper's imports.
+its own) and ``PYTHON*`` variables out of the wrapper's imports. ``-S`` skips ``site`` (its ``.pth`` files,
+an editable install's import hook: a third of the wrapper's start-up, ADR-0033), so the command appends
+crucible's code root to ``sys.path`` itself: ``python -I -S -c 'import sys; sys.path.append(ROOT); …'
+--preset …``.
 
 A CLI that is not found is still named (by its program name): the wrapper then fails the turn saying how to
 install it, and ``crucible loop --dry-run`` says so before any turn.

@@ -11,7 +11,7 @@ non-zero with one last line on stderr saying why: the turn's ``agent_failed`` de
 The CLI's own output goes to stderr (the turn's log), never to stdout, so nothing it prints can pass for a
 protocol line.
 
-Its start-up is part of every turn (``bench/agents.py``, ADR-0031), so it is started with ``-S`` (no
+Its start-up is part of every turn (``bench/agents.py``, ADR-0033), so it is started with ``-S`` (no
 ``site``: crucible's code root is put on ``sys.path`` by the command itself) and imports only light
 modules: no ``argparse``, ``subprocess``, ``threading``, ``tempfile``, ``shutil`` or ``dataclasses``,
 whose imports together cost more CPU than the interpreter's own start. The CLI is started with

@@ -1,5 +1,5 @@
 """The wrapper a preset's turn runs (``controller.agents.run``): its arguments, how it runs the CLI, and
-that it starts light (its start-up is part of every turn; ``bench/agents.py`` measures it, ADR-0031)."""
+that it starts light (its start-up is part of every turn; ``bench/agents.py`` measures it, ADR-0033)."""
 
 from __future__ import annotations
 
