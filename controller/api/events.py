@@ -21,7 +21,7 @@ from controller.api.bodies import ERRORS
 from controller.api.streams import LimitedStream, StreamSlots
 from controller.domain.enums import FINISHED_STATUSES
 from controller.services.views.reads import event_view
-from controller.store.store import Store
+from controller.store.ports import RunReads
 
 BATCH = 200
 KEEPALIVE_S = 15.0
@@ -37,7 +37,7 @@ def _last_event_id(header: str | None, after: int) -> int:
 
 
 async def event_stream(
-    store: Store, run_id: str, after: int, follow: bool, poll_s: float
+    store: RunReads, run_id: str, after: int, follow: bool, poll_s: float
 ) -> AsyncIterator[str]:
     """The run's events after ``after`` as SSE frames (also the dashboard's live feed)."""
     last = after
@@ -66,7 +66,7 @@ async def event_stream(
 
 
 def events_router(
-    store: Store,
+    store: RunReads,
     auth: Callable[..., Awaitable[None]],
     slots: StreamSlots,
     *,

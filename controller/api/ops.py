@@ -24,7 +24,7 @@ from starlette.concurrency import run_in_threadpool
 from controller.domain.enums import Outcome, RunStatus
 from controller.domain.errors import CrucibleError
 from controller.forge.base import ForgeUsage
-from controller.store.store import Store
+from controller.store.ports import OpsStore
 
 
 @dataclass
@@ -38,7 +38,7 @@ class ServiceStats:
 
 
 class _StoreCollector(Collector):
-    def __init__(self, store: Store, stats: ServiceStats) -> None:
+    def __init__(self, store: OpsStore, stats: ServiceStats) -> None:
         self.store = store
         self.stats = stats
 
@@ -83,7 +83,7 @@ class _StoreCollector(Collector):
         yield remaining
 
 
-def ops_router(store: Store, stats: ServiceStats) -> APIRouter:
+def ops_router(store: OpsStore, stats: ServiceStats) -> APIRouter:
     router = APIRouter(tags=["operations"])
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_StoreCollector(store, stats))

@@ -35,7 +35,7 @@ from controller.services.control.submit import ForgeFactory, Submission, submit_
 from controller.services.views import schemas
 from controller.services.views.patching import patch_text
 from controller.services.views.reads import feedback_view, pulls_view, run_view, turns_page
-from controller.store.store import Store
+from controller.store.ports import ApiRuns
 
 JSON = "application/json"
 
@@ -62,7 +62,7 @@ class RunControl(Protocol):
 
 def runs_router(
     settings: Settings,
-    store: Store,
+    store: ApiRuns,
     control: RunControl,
     auth: Callable[..., Awaitable[None]],
     forge_for: ForgeFactory | None = None,

@@ -18,7 +18,7 @@ import uvicorn
 
 from controller.api.dashboard.local import local_dashboard
 from controller.config.settings import Settings
-from controller.store.store import Store
+from controller.store.ports import RunViews
 
 GRACE_S = 2
 START_S = 15.0
@@ -33,7 +33,7 @@ def parse_address(value: str) -> tuple[str, int]:
 
 
 @contextmanager
-def dashboard_server(settings: Settings, store: Store, run_id: str, host: str, port: int) -> Iterator[str]:
+def dashboard_server(settings: Settings, store: RunViews, run_id: str, host: str, port: int) -> Iterator[str]:
     """Serve ``run_id``'s read-only dashboard on host:port for the block; yields the login link."""
     dashboard = local_dashboard(settings, store, run_id)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET

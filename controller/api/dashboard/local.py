@@ -21,7 +21,7 @@ from controller.api import errors
 from controller.api.auth import ApiTokens
 from controller.api.dashboard.pages import dashboard_router, install_not_found_page
 from controller.config.settings import Settings
-from controller.store.store import Store
+from controller.store.ports import RunViews
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,7 @@ class LocalDashboard:
         return f"{base_url}/login?token={self.token}"
 
 
-def local_dashboard(settings: Settings, store: Store, run_id: str) -> LocalDashboard:
+def local_dashboard(settings: Settings, store: RunViews, run_id: str) -> LocalDashboard:
     """The read-only dashboard app of ``run_id`` with a fresh token for its link."""
     token = secrets.token_urlsafe(24)
     tokens = ApiTokens(admin=secrets.token_urlsafe(32), readonly=token)

@@ -36,8 +36,8 @@ from controller.domain.enums import Direction, EventKind, Outcome, RunStatus
 from controller.domain.errors import NotFoundError
 from controller.services.views import schemas
 from controller.services.views.reads import run_view, turns_page
+from controller.store.ports import RunViews
 from controller.store.records import RunRecord
-from controller.store.store import Store
 
 HERE = Path(__file__).parent
 PAGE = 25
@@ -110,7 +110,7 @@ class Dashboard:
     def __init__(
         self,
         settings: Settings,
-        store: Store,
+        store: RunViews,
         tokens: ApiTokens,
         control: RunControl | None,
         *,
@@ -204,7 +204,7 @@ def _logged_in(request: Request, dash: Dashboard, role: Role, target: str) -> Re
 
 def dashboard_router(
     settings: Settings,
-    store: Store,
+    store: RunViews,
     tokens: ApiTokens,
     control: RunControl | None,
     *,

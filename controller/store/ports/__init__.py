@@ -20,7 +20,8 @@ Ports and their consumers (the methods are on each Protocol):
     feedback hub and intake, the watch, steering, refinement rounds.
   - ``Scheduling``: the server's scheduler. ``WorkerRoundRecords``: remote rounds.
     ``ProcessGroupRecords``: recovery.
-  - ``RunPages``, ``TurnPages``, ``OpsCounts``: the API's paged reads and ``/metrics``.
+  - ``RunPages``, ``TurnPages``, ``OpsCounts``, ``SchemaHealth``: the API's paged reads, ``/metrics``
+    and ``/readyz``.
 """
 
 from __future__ import annotations
@@ -30,10 +31,11 @@ from typing import Protocol
 from controller.store.ledger import Ledger
 from controller.store.ports.control import ProcessGroupRecords, Scheduling, WorkerRoundRecords
 from controller.store.ports.feedback import DeliveryQueue, FeedbackRecords, PullRecords, RoundRecords
-from controller.store.ports.pages import OpsCounts, RunPages, TurnPages
+from controller.store.ports.pages import OpsCounts, RunPages, SchemaHealth, TurnPages
 from controller.store.ports.runs import ComponentHeads, RunLeases, RunLifecycle, RunReads, TurnReads
 
 __all__ = [
+    "ApiRuns",
     "ComponentHeads",
     "ControllerStore",
     "DeliveryQueue",
@@ -41,6 +43,7 @@ __all__ = [
     "FeedbackRecords",
     "Ledger",
     "OpsCounts",
+    "OpsStore",
     "ProcessGroupRecords",
     "PullRecords",
     "Recovery",
@@ -54,6 +57,7 @@ __all__ = [
     "RunStore",
     "RunViews",
     "Scheduling",
+    "SchemaHealth",
     "Steering",
     "TurnPages",
     "TurnReads",
@@ -80,6 +84,14 @@ class FeedbackIntake(DeliveryQueue, PullRecords, FeedbackRecords, Protocol):
 
 class RunViews(RunReads, TurnReads, PullRecords, FeedbackRecords, RunPages, TurnPages, Protocol):
     """What the read models of a run and of the runs list read (``views.reads``)."""
+
+
+class OpsStore(OpsCounts, SchemaHealth, Protocol):
+    """What ``/metrics`` and ``/readyz`` read (``api.ops``)."""
+
+
+class ApiRuns(RunViews, RunLifecycle, Protocol):
+    """The runs routes: the read models, and submitting or reopening a run (``api.runs``)."""
 
 
 class TurnRecords(Ledger, TurnReads, Protocol):
@@ -127,6 +139,7 @@ class ControllerStore(
     RunPages,
     TurnPages,
     OpsCounts,
+    SchemaHealth,
     Protocol,
 ):
     """Every port at once: what the composition root hands the run service and the API. Only the

@@ -89,3 +89,17 @@ class OpsCounts(Protocol):
     def count_deliveries(self) -> tuple[int, int]:
         """(stored, still pending) webhook deliveries."""
         ...
+
+
+class SchemaHealth(Protocol):
+    """What ``/readyz`` and ``/metrics`` ask of the database itself rather than of its runs."""
+
+    def check_schema(self) -> None:
+        """Return if the database answers and is at this code's head revision; SchemaOutdatedError
+        when it is behind, an error of ``domain.errors`` when it does not answer."""
+        ...
+
+    @property
+    def statements(self) -> int:
+        """SQL statements this process has sent so far (never decreases)."""
+        ...
