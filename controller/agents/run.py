@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import os
 import select
+import signal
 import socket
 import sys
 from collections.abc import Callable, Sequence
@@ -206,7 +207,9 @@ def run_cli(argv: list[str], env: dict[str, str], stdin: str | None) -> tuple[st
     else:
         actions.append((os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0))
     try:  # the pipes are close-on-exec: the CLI keeps only the ends dup'ed onto 0, 1 and 2
-        pid = os.posix_spawn(argv[0], argv, env, file_actions=actions)
+        # Python ignores SIGPIPE and SIGXFSZ; the CLI gets them back at their defaults, as subprocess does.
+        restored = (signal.SIGPIPE, signal.SIGXFSZ)
+        pid = os.posix_spawn(argv[0], argv, env, file_actions=actions, setsigdef=restored)
     except OSError:
         for fd in (out_read, err_read, in_write):
             if fd >= 0:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -93,6 +94,14 @@ def test_a_cli_without_stdin_reads_nothing_and_its_exit_code_is_kept() -> None:
         [sys.executable, "-c", "import sys; print(repr(sys.stdin.read())); sys.exit(7)"], {}, None
     )
     assert (out, err, code) == ("''\n", "", 7)
+
+
+def test_the_cli_gets_the_signals_python_ignores_back_at_their_defaults() -> None:
+    """As with ``subprocess``: a CLI whose reader went away dies of SIGPIPE instead of looping on EPIPE."""
+    out, _, code = run_cli(["/bin/cat", "/proc/self/status"], {}, None)
+    ignored = int(next(line for line in out.splitlines() if line.startswith("SigIgn:")).split()[1], 16)
+    assert code == 0
+    assert not ignored & (1 << (signal.SIGPIPE - 1)) and not ignored & (1 << (signal.SIGXFSZ - 1))
 
 
 def test_a_cli_that_cannot_start_raises_and_leaks_no_pipe(tmp_path: Path) -> None:
