@@ -18,6 +18,7 @@ from controller.domain.enums import EventKind, Outcome, Reason, RunPhase, RunSta
 from controller.store.records import TurnDecision
 from tests.api.conftest import ADMIN, READER, Api, new_run
 from tests.api.dashboard_runs import seeded_run
+from tests.api.sqlite_only import sqlite_only  # noqa: F401  (a fixture: SQLite only)
 
 WATCHING = {"publish_prs": True, "watch_feedback": True}
 

@@ -23,6 +23,7 @@ from controller.store.records import TurnDecision
 from tests.api.conftest import ADMIN, READER, Api
 from tests.api.dashboard_runs import parallel_turn, running_parallel_turn, running_turn, seeded_run
 from tests.api.gated_loop import SAMPLES, start_gated_loop
+from tests.api.sqlite_only import sqlite_only  # noqa: F401  (a fixture: SQLite only)
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 

@@ -18,6 +18,7 @@ from controller.config.settings import Settings
 from controller.domain.enums import Outcome
 from tests.api.conftest import READER, Api
 from tests.api.dashboard_runs import parallel_turn, running_parallel_turn, running_turn, seeded_run
+from tests.api.sqlite_only import sqlite_only  # noqa: F401  (a fixture: SQLite only)
 
 PROBE = '<script>alert(1)</script> "><img src=x onerror=alert(3)>'
 ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt; &#34;&gt;&lt;img src=x onerror=alert(3)&gt;"

@@ -7,6 +7,7 @@ from __future__ import annotations
 import httpx
 
 from tests.api.conftest import Api
+from tests.api.sqlite_only import sqlite_only  # noqa: F401  (a fixture: SQLite only)
 from tests.api.test_dashboard_browser import Watched, browser, playwright_api
 
 __all__ = ["browser"]  # the fixture, shared with the dashboard's browser tests

@@ -9,6 +9,7 @@ from controller.api.pagecache import PageCache
 from controller.domain.enums import Outcome, Reason, RunStatus, SampleArm
 from controller.store import Store, TurnDecision
 from tests.api.conftest import Api, new_run
+from tests.api.sqlite_only import sqlite_only  # noqa: F401  (a fixture: SQLite only)
 
 
 def _decide(store: Store, number: int) -> None:
