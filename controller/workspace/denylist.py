@@ -152,8 +152,10 @@ def readonly_problem(entry: str, path: Path, denied: Sequence[Path]) -> str | No
     it does not exist, or it (or what it links to) equals, contains or lies inside a denied path."""
     if not path.exists():
         return f"{entry!r} does not exist"
+    present = [entry for entry in denied if entry.exists() or entry.is_symlink()]
     for candidate in (Path(os.path.normpath(path)), Path(os.path.realpath(path))):
-        cover = denied_cover(candidate, denied)
+        # Refused whether or not a credential is there yet; named by one that is, when there is one.
+        cover = denied_cover(candidate, present) or denied_cover(candidate, denied)
         if cover is not None:
             return f"{entry!r} covers {cover}, which the sandbox keeps hidden (credentials)"
     return None

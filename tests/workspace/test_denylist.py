@@ -14,6 +14,7 @@ from controller.workspace.denylist import (
     home_dirs,
     masks_inside,
     passwd_home,
+    readonly_problem,
     withheld,
 )
 
@@ -54,6 +55,19 @@ def test_the_passwd_home_is_a_home_whatever_home_says(tmp_path: Path) -> None:
 )
 def test_the_documented_credentials_are_denied(rel: str) -> None:
     assert rel in DENIED_IN_HOME
+
+
+def test_a_readonly_entry_covering_a_home_names_a_credential_that_is_there(tmp_path: Path) -> None:
+    denied = denied_paths([tmp_path])
+    assert readonly_problem("~", tmp_path, denied) == f"'~' covers {tmp_path / '.ssh'}, {HIDDEN}"
+    (tmp_path / ".kube").mkdir()
+    assert readonly_problem("~", tmp_path, denied) == f"'~' covers {tmp_path / '.kube'}, {HIDDEN}"
+    assert readonly_problem("~/.pyenv", tmp_path / ".pyenv", denied) == "'~/.pyenv' does not exist"
+    (tmp_path / ".pyenv").mkdir()
+    assert readonly_problem("~/.pyenv", tmp_path / ".pyenv", denied) is None
+
+
+HIDDEN = "which the sandbox keeps hidden (credentials)"
 
 
 def test_cover_inside_and_around(tmp_path: Path) -> None:
