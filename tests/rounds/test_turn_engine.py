@@ -18,16 +18,18 @@ import pytest
 from controller.config.settings import Settings
 from controller.config.spec import load_spec
 from controller.config.units import Tolerance
-from controller.domain.enums import Outcome, Reason
+from controller.domain.enums import Outcome, Reason, StopReason
+from controller.engine.candidate import HISTORY_LIMIT
 from controller.services.execution.baseline import run_baseline
 from controller.services.execution.context import RoundRule, RunContext
+from controller.services.execution.loop import run_loop
 from controller.services.execution.runs import create_run, open_context
 from controller.services.execution.turn import play_turns, run_turn
 from controller.store.store import Store
 
 BASE = """
 objective = "unit-test the round engine"
-turns = 5
+turns = {turns}
 [agent]
 command = '''{agent}'''
 timeout = 5
@@ -71,11 +73,18 @@ def engine(tmp_path: Path, repo_factory: Callable[..., Path]) -> Iterator[Callab
         samples: int = 1,
         confidence: float = 0.0,
         extra: str = "",
+        turns: int = 5,
     ) -> RunContext:
         repo = repo_factory({"src/value.txt": "10\n", "README": "hello\n", **SCRIPTS})
         spec_path = tmp_path / "crucible.toml"
         text = BASE.format(
-            agent=agent, metric=metric, samples=samples, confidence=confidence, extra=extra, repo=repo
+            agent=agent,
+            metric=metric,
+            samples=samples,
+            confidence=confidence,
+            extra=extra,
+            repo=repo,
+            turns=turns,
         )
         spec_path.write_text(text)
         spec = load_spec(spec_path)
@@ -191,3 +200,20 @@ def test_play_turns_cut_off_by_a_cancel_is_none(engine: Callable[..., RunContext
     ctx.executor.cancel.set()
     assert play_turns(ctx, 1, 2, round_rule=None, feedback=()) is None
     assert list(ctx.ledger.turn_snapshot(ctx.run_id, last=5).recent) == []
+
+
+def test_a_failure_bound_beyond_the_turns_read_each_turn_still_stops_the_run_at_it(
+    engine: Callable[..., RunContext],
+) -> None:
+    """The loop reads the last HISTORY_LIMIT + 1 turns each turn, not max_consecutive_failures of them
+    (issue 23: no per-turn read that grows with the bound); a streak longer than that window is read
+    back only while it lasts, and the run still stops exactly at the bound."""
+    bound = HISTORY_LIMIT + 4
+    ctx = engine("exit 3", extra=f"[budget]\nmax_consecutive_failures = {bound}", turns=bound + 5)
+    ctx_turns = bound + 5
+
+    result = run_loop(ctx)
+
+    assert result.stop_reason is StopReason.CONSECUTIVE_FAILURES
+    snapshot = ctx.ledger.turn_snapshot(ctx.run_id, last=ctx_turns)
+    assert [t.reason for t in snapshot.recent] == [Reason.AGENT_FAILED] * bound

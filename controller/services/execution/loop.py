@@ -7,8 +7,8 @@ an interrupted run and a resumed one behave identically.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from controller.domain import events
@@ -61,7 +61,8 @@ def budgets_of(ctx: RunContext) -> Budgets:
 def progress_of(
     ctx: RunContext, counts: TurnCounts, recent: list[TurnRecord], run: RunRecord | None = None
 ) -> Progress:
-    """Counters for the stop rules; ``recent`` must hold at least max_consecutive_failures turns."""
+    """Counters for the stop rules; ``recent`` must reach back to the start of the current failure
+    streak, or hold at least max_consecutive_failures turns."""
     run = run or ctx.ledger.get_run(ctx.run_id)
     failures = 0
     for t in reversed([t for t in recent if t.phase == TurnPhase.DECIDED]):
@@ -83,6 +84,15 @@ def progress_of(
     )
 
 
+def _streak_may_go_on(recent: Sequence[TurnRecord], window: int, bound: int) -> bool:
+    """Whether the failure streak may reach back past the ``window`` turns read and still matter:
+    every one of them is a failure, the window is full, and the bound lies beyond it."""
+    decided = [t for t in recent if t.phase == TurnPhase.DECIDED]
+    return (
+        len(recent) >= window and bound > len(decided) and all(t.reason in FAILURE_REASONS for t in decided)
+    )
+
+
 def knob_proposer(ctx: RunContext) -> tuple[KnobProposer, list[Knob]] | None:
     agent = ctx.spec.agent
     if agent.builtin != "knobs":
@@ -91,12 +101,17 @@ def knob_proposer(ctx: RunContext) -> tuple[KnobProposer, list[Knob]] | None:
     return KnobProposer(knobs, agent.seed), knobs
 
 
-def knob_history(ctx: RunContext, knobs: list[Knob]) -> list[tuple[Proposal, bool]]:
-    """Earlier proposals with whether they were kept, rebuilt from the event stream."""
+def knob_history(
+    ctx: RunContext, knobs: list[Knob], known: KnobHistory | None = None
+) -> list[tuple[Proposal, bool]]:
+    """Earlier proposals with whether they were kept, rebuilt from the event stream. With ``known``
+    (kept by the loop between turns) only the events after the last one read are read, so a turn of
+    a long run does not re-read every earlier decision."""
+    known = known if known is not None else KnobHistory()
     by_id = {k.ident: k for k in knobs}
     decided = {EventKind.ACCEPTED, EventKind.REJECTED, EventKind.FAILED, EventKind.NO_CHANGE}
-    history: list[tuple[Proposal, bool]] = []
-    for event in ctx.ledger.list_events(ctx.run_id, kinds=decided):
+    for event in ctx.ledger.list_events(ctx.run_id, after_id=known.after_id, kinds=decided):
+        known.after_id = max(known.after_id, event.id)
         turn = events.read(events.TurnDecidedPayload, event.payload)
         if turn is None:  # a malformed payload proposes nothing to replay
             continue
@@ -110,8 +125,16 @@ def knob_history(ctx: RunContext, knobs: list[Knob]) -> list[tuple[Proposal, boo
             if knob is None or p is None:
                 continue
             proposal = Proposal(knob, p.old, p.new, item.hypothesis or "")
-            history.append((proposal, item.outcome is Outcome.ACCEPTED))
-    return history
+            known.history.append((proposal, item.outcome is Outcome.ACCEPTED))
+    return list(known.history)
+
+
+@dataclass
+class KnobHistory:
+    """The knobs walk's history read so far, and the id of the last event read for it."""
+
+    after_id: int = 0
+    history: list[tuple[Proposal, bool]] = field(default_factory=list)
 
 
 def finish(ctx: RunContext, reason: StopReason, message: str) -> LoopResult:
@@ -191,10 +214,14 @@ def _drive(ctx: RunContext, budgets: Budgets, *, hand_over: bool = False) -> Loo
         arm = SampleArm.BASELINE if turn == 0 else SampleArm.CANDIDATE
         ctx.champion.measured(ctx.arm_from_store(turn, arm))
     proposer = knob_proposer(ctx)
-    # Per-turn reads stay bounded: aggregates plus the last few turns, however long the run.
-    window = max(HISTORY_LIMIT, budgets.max_consecutive_failures) + 1
+    known_knobs = KnobHistory()
+    # Per-turn reads stay bounded: aggregates plus the last few turns, however long the run and
+    # whatever max_consecutive_failures is (a longer read only while a longer failure streak runs).
+    window = HISTORY_LIMIT + 1
     while True:
         snapshot = ctx.ledger.turn_snapshot(ctx.run_id, last=window)
+        if _streak_may_go_on(snapshot.recent, window, budgets.max_consecutive_failures):
+            snapshot = ctx.ledger.turn_snapshot(ctx.run_id, last=budgets.max_consecutive_failures + 1)
         counts, recent, latest = snapshot.counts, list(snapshot.recent), snapshot.run
         progress = progress_of(ctx, counts, recent, latest)
         if ctx.executor.cancel.is_set():
@@ -212,7 +239,8 @@ def _drive(ctx: RunContext, budgets: Budgets, *, hand_over: bool = False) -> Loo
         if proposer is not None:
             knobs_proposer, knobs = proposer
             current = current_values(knobs, ctx.layout.workspace_root("champion"))
-            proposals = knobs_proposer.next_proposals(current, knob_history(ctx, knobs), parallel)
+            history = knob_history(ctx, knobs, known_knobs)
+            proposals = knobs_proposer.next_proposals(current, history, parallel)
             if not proposals:
                 if hand_over:
                     message = explain_stop(StopReason.EXHAUSTED, budgets, progress)
