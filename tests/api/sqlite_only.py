@@ -1,6 +1,7 @@
-"""``database_url`` on SQLite only, for the modules that import it (``from tests.api.sqlite_only import
-sqlite_only``): tests whose subject is a page (its HTML, the browser, the live script, the API docs),
-not the database under it.
+"""``database_url`` on SQLite only, for tests whose subject is a page (its HTML, the browser, the live
+script, the API docs) or the HTTP edge (authentication, validation, the protocol header), not the
+database under it: a whole module imports the fixture (``from tests.api.sqlite_only import
+sqlite_only``), a single test takes the mark (``@SQLITE_ONLY``).
 
 The root ``database_url`` runs a test on SQLite and PostgreSQL. These pages read through the store's
 methods, which run on both databases in ``tests/store`` and ``tests/ledger`` (and the API's own
@@ -19,3 +20,7 @@ import pytest
 def sqlite_only(tmp_path: Path) -> str:
     """A SQLite file in the test's temp dir, in place of the root fixture's two databases."""
     return f"sqlite:///{tmp_path / 'crucible.db'}"
+
+
+# The root fixture's parameter narrowed to SQLite for one test (its other fixtures unchanged).
+SQLITE_ONLY = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)

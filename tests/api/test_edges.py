@@ -15,8 +15,10 @@ from controller.domain.enums import EventKind, RunStatus, StopReason
 from controller.localforge.server import serve_in_thread
 from controller.store import Store
 from tests.api.conftest import ADMIN, READER, SPEC, Api, Recorder, new_run
+from tests.api.sqlite_only import SQLITE_ONLY
 
 
+@SQLITE_ONLY
 @pytest.mark.parametrize(
     ("method", "path"),
     [
@@ -36,6 +38,7 @@ def test_no_token_or_a_wrong_one_is_401(api: Api, method: str, path: str) -> Non
         assert client.get("/api/runs", headers={"Authorization": f"Basic {ADMIN}"}).status_code == 401
 
 
+@SQLITE_ONLY
 def test_the_read_only_token_reads_but_may_not_write(api: Api) -> None:
     new_run(api.store, "r1")
     with api.client(READER) as client:
@@ -50,6 +53,7 @@ def test_the_read_only_token_reads_but_may_not_write(api: Api) -> None:
     assert api.control.calls == [("cancel", "r1")]
 
 
+@SQLITE_ONLY
 def test_unknown_ids_are_404_on_every_run_route(api: Api) -> None:
     with api.client() as client:
         for sub in ("", "/turns", "/patch", "/pulls", "/feedback", "/replies", "/events"):

@@ -11,6 +11,7 @@ import httpx
 from controller.cli.remote import ApiClient
 from controller.domain.enums import EventKind, RunStatus, StopReason
 from tests.api.conftest import ADMIN, Api, new_run
+from tests.api.sqlite_only import SQLITE_ONLY
 
 
 def _read(response: httpx.Response, count: int | None) -> list[tuple[int, dict[str, object]]]:
@@ -86,6 +87,7 @@ def test_the_cli_client_resumes_a_dropped_stream_and_ends_with_the_run(api: Api)
     assert [e["kind"] for e in rest] == ["turn_started", "turn_started", "completed"]
 
 
+@SQLITE_ONLY
 def test_a_malformed_last_event_id_is_422(api: Api) -> None:
     new_run(api.store, "sse3")
     with api.client() as client:

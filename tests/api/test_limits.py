@@ -20,6 +20,7 @@ from controller.domain.enums import RunStatus
 from controller.localforge.server import serve_in_thread
 from controller.store import Store
 from tests.api.conftest import ADMIN, READER, SPEC, Api, Recorder, new_run
+from tests.api.sqlite_only import SQLITE_ONLY
 
 BOUND_S = 60.0  # a bound for a broken server, never reached by a working one
 
@@ -87,6 +88,7 @@ def test_head_answers_wherever_get_does_without_a_body(api: Api) -> None:
         assert anonymous.head("/api/runs").status_code == 401
 
 
+@SQLITE_ONLY
 def test_logout_ends_the_session_on_the_server(api: Api) -> None:
     with api.client(None) as client:
         assert client.post("/login", data={"token": READER}).status_code == 303
@@ -98,6 +100,7 @@ def test_logout_ends_the_session_on_the_server(api: Api) -> None:
         assert copied.get("/", follow_redirects=False).status_code == 303  # back to /login
 
 
+@SQLITE_ONLY
 @pytest.mark.parametrize(
     ("body", "key"),
     [({"turns": 10**12}, "turns"), ({"turns": 100_001}, "turns"), ({"spec": "#" * 1_000_001}, "spec")],

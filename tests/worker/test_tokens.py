@@ -16,6 +16,7 @@ from controller.services.remote.remote_rounds import token_hash
 from controller.store import NewRun
 from controller.store.worker_protocol import PROTOCOL_HEADER, PROTOCOL_VERSION
 from controller.wiring import Mode, build, round_kind
+from tests.api.sqlite_only import SQLITE_ONLY
 from tests.webhooks.helpers import comment_event
 from tests.worker.conftest import OPERATOR, Clock, Controller
 
@@ -60,6 +61,7 @@ def test_a_token_reads_its_own_run_and_no_other(controller: Controller) -> None:
     assert controller.store.list_events("r2") == [], "the refused write changed nothing"
 
 
+@SQLITE_ONLY
 def test_no_token_or_a_wrong_one_is_401(controller: Controller) -> None:
     controller.seed_run("r1")
     controller.mint("r1")
@@ -70,6 +72,7 @@ def test_no_token_or_a_wrong_one_is_401(controller: Controller) -> None:
             assert answer.headers["www-authenticate"] == "Bearer"
 
 
+@SQLITE_ONLY
 def test_a_worker_token_grants_nothing_in_the_operator_api(controller: Controller) -> None:
     controller.seed_run("r1")
     token = controller.mint("r1")["CRUCIBLE_WORKER_TOKEN"]
@@ -125,6 +128,7 @@ def test_the_token_expires(controller: Controller) -> None:
         assert expired.status_code == 401 and "expired" in expired.json()["detail"]
 
 
+@SQLITE_ONLY
 def test_worker_routes_are_in_the_document_under_their_own_tag(controller: Controller) -> None:
     """The worker protocol's schemas are its contract (ADR-0028): ``/openapi.json`` declares them."""
     with controller.client(None) as http:
@@ -134,6 +138,7 @@ def test_worker_routes_are_in_the_document_under_their_own_tag(controller: Contr
     assert all(op["tags"] == ["worker"] for item in worker.values() for op in item.values())
 
 
+@SQLITE_ONLY
 def test_a_worker_of_another_protocol_version_is_told_so(controller: Controller) -> None:
     controller.seed_run("r1")
     token = controller.mint("r1")["CRUCIBLE_WORKER_TOKEN"]
@@ -145,6 +150,7 @@ def test_a_worker_of_another_protocol_version_is_told_so(controller: Controller)
         assert http.get("/api/worker/runs/r1/ledger/run", headers=current).status_code == 200
 
 
+@SQLITE_ONLY
 def test_a_body_that_does_not_match_its_schema_is_422_naming_the_field(controller: Controller) -> None:
     controller.seed_run("r1")
     before = controller.store.get_run("r1")
