@@ -10,7 +10,10 @@ against ``CRUCIBLE_API_TOKEN`` only). Every request and answer is a schema of
 - ``GET  feedback``: a refinement round's feedback items (those of its job only), to quote.
 - ``GET  components/{name}/bundle``: the start commits of a component as a git bundle.
 - ``POST bundle?turn=N``: the worker's commits as a git bundle, verified before anything is recorded.
-- ``/ledger/…``: the ``Ledger`` port, one route per method (``store.http_ledger`` is the client).
+- ``/ledger/…``: the ``Ledger`` port, one route per method (``store.http_ledger`` is the client),
+  but for the run's status, which the controller records from the round's outcome (ADR-0031); a
+  worker appends only progress events (``turn_step``, ``sample``), the rest come with the write they
+  belong to (a started turn, a decision, the baseline), each of the kind that write makes.
 - ``POST outcome``: how the round ended; the token is revoked with it.
 - ``GET  slot/next?after=T``: a warm hypothesis pod's next hypothesis and its token (ADR-0031), with
   the pod's slot token, which no other route takes (a long poll of up to ``slots.WAIT_S``).
@@ -63,7 +66,6 @@ from controller.store.worker_protocol import (
     RoundFeedback,
     SamplesReport,
     SlotNext,
-    StatusChange,
     TurnStart,
 )
 
@@ -231,8 +233,7 @@ def _ledger_writes(router: APIRouter, remote: RemoteRounds, grant: Any, round_gr
 
     @router.post("/ledger/turns")
     def start_turn(body: TurnStart, g: WorkerRoundRecord = round_grant) -> TurnRecord:
-        event = body.event.pair() if body.event is not None else None
-        return store.start_turn(g.run_id, body.number, body.round, event=event)
+        return remote.start_turn(g, body)
 
     @router.post("/ledger/turns/{number}/decision")
     def decide_turn(number: int, body: DecisionReport, g: WorkerRoundRecord = round_grant) -> TurnRecord:
@@ -255,10 +256,4 @@ def _ledger_writes(router: APIRouter, remote: RemoteRounds, grant: Any, round_gr
 
     @router.post("/ledger/events")
     def append_event(body: EventSpec, g: WorkerRoundRecord = round_grant) -> EventRecord:
-        return store.append_event(g.run_id, body.kind, body.payload)
-
-    @router.post("/ledger/status")
-    def set_status(body: StatusChange, g: WorkerRoundRecord = round_grant) -> RunRecord:
-        return store.set_run_status(
-            g.run_id, body.status, stop_reason=body.stop_reason, stop_message=body.stop_message
-        )
+        return remote.append_event(g, body)

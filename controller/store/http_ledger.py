@@ -61,7 +61,6 @@ from controller.store.worker_protocol import (
     RoundFeedback,
     SamplesReport,
     SlotNext,
-    StatusChange,
     TurnStart,
 )
 
@@ -221,8 +220,9 @@ class HttpLedger:
         stop_reason: StopReason | None = None,
         stop_message: str | None = None,
     ) -> RunRecord:
-        body = StatusChange(status=status, stop_reason=stop_reason, stop_message=stop_message)
-        return _RUN.validate_python(self._call("POST", run_id, "status", body=body))
+        """A worker never moves the run: the controller records the stop its round's outcome names
+        (ADR-0031). ForbiddenError, without a request."""
+        raise ForbiddenError(f"a worker does not set run {run_id}'s status ({status}); the controller does")
 
     # -- plumbing -----------------------------------------------------------------------------
 

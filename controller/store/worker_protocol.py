@@ -28,7 +28,7 @@ from controller.domain.enums import EventKind, Reason, RunStatus, StopReason
 from controller.domain.jobs import HoldRule, RoundJob
 from controller.store.records import ChampionUpdate, FeedbackSource, Sample, TurnDecision
 
-PROTOCOL_VERSION = 2  # 1: the hand-written codec of ADR-0014 (samples as objects)
+PROTOCOL_VERSION = 3  # 1: the codec of ADR-0014; 2: no ``ledger/status``, worker event kinds (ADR-0031)
 PROTOCOL_HEADER = "Crucible-Worker-Protocol"
 
 
@@ -98,14 +98,6 @@ class DecisionReport(_Wire):
     event: EventSpec
     samples: list[Sample] = Field(default_factory=list)
     hypotheses: dict[int, tuple[Reason, str]] | None = None
-
-
-class StatusChange(_Wire):
-    """``POST ledger/status``: move the run."""
-
-    status: RunStatus
-    stop_reason: StopReason | None = None
-    stop_message: str | None = None
 
 
 class RoundEnd(_Wire):

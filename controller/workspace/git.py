@@ -10,8 +10,11 @@ failure into a :class:`~controller.domain.errors.GitError` carrying the command 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
+import resource
+import signal
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -122,30 +125,53 @@ def run_git_bytes(
     input: bytes | None = None,
     check: bool = True,
     timeout: float | None = None,
+    cpu_s: int | None = None,
 ) -> tuple[int, bytes, str]:
     """Run ``git *args`` in ``cwd``; return (returncode, raw stdout, stderr text).
 
     Raises GitError on a non-zero exit when ``check`` (the default), and always when ``timeout``
-    seconds pass first (the command is killed): git over input a worker sent must not run for as long
-    as the input makes it.
+    seconds pass first (the command is killed) or the command used ``cpu_s`` seconds of CPU (the
+    kernel stops it: ``RLIMIT_CPU``, inherited by anything it starts): git over input a worker sent
+    must not run for as long, nor burn as much of the controller's CPU, as the input makes it. The
+    CPU limit is set on the child once started (``prlimit``), not in a ``preexec_fn``, which is
+    unsafe in a process with threads (the API server's); the instants before it count towards it.
     """
-    try:
-        proc = subprocess.run(
-            ["git", *pinned_config(), *args],
-            cwd=cwd,
-            env=dict(env) if env is not None else git_env(),
-            input=input,
-            stdin=None if input is not None else subprocess.DEVNULL,
-            capture_output=True,
-            check=False,
-            timeout=timeout,
-        )
-    except subprocess.TimeoutExpired:
-        raise GitError(list(args), -9, f"timed out after {timeout:g} s") from None
-    stderr = proc.stderr.decode("utf-8", "replace")
+    proc = subprocess.Popen(
+        ["git", *pinned_config(), *args],
+        cwd=cwd,
+        env=dict(env) if env is not None else git_env(),
+        stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    with proc:
+        if cpu_s is not None:
+            _limit_cpu(proc.pid, cpu_s)
+        try:
+            out, err = proc.communicate(input, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            raise GitError(list(args), -9, f"timed out after {timeout:g} s") from None
+    stderr = err.decode("utf-8", "replace")
+    if cpu_s is not None and _out_of_cpu(proc.returncode, stderr):
+        raise GitError(list(args), proc.returncode, f"stopped after {cpu_s} s of CPU")
     if check and proc.returncode != 0:
         raise GitError(list(args), proc.returncode, stderr)
-    return proc.returncode, proc.stdout, stderr
+    return proc.returncode, out, stderr
+
+
+def _out_of_cpu(code: int, stderr: str) -> bool:
+    """Whether the limit stopped it: git itself by SIGXCPU (or SIGKILL at the hard limit), or a process
+    git started, which git reports as its exit status or in a "died of signal" line."""
+    xcpu, kill = int(signal.SIGXCPU), int(signal.SIGKILL)
+    return code in (-xcpu, -kill, 128 + xcpu) or f"died of signal {xcpu}" in stderr
+
+
+def _limit_cpu(pid: int, seconds: int) -> None:
+    """``RLIMIT_CPU`` of process ``pid``: SIGXCPU at ``seconds`` of CPU, SIGKILL a second later."""
+    with contextlib.suppress(ProcessLookupError):  # it has exited already: it used less
+        resource.prlimit(pid, resource.RLIMIT_CPU, (seconds, seconds + 1))
 
 
 def run_git(
@@ -156,15 +182,16 @@ def run_git(
     input: bytes | None = None,
     check: bool = True,
     timeout: float | None = None,
+    cpu_s: int | None = None,
 ) -> str:
     """Run ``git *args`` in ``cwd`` and return stdout as text.
 
     stdout is decoded as UTF-8 with ``surrogateescape`` (so odd path bytes survive a round trip
     through ``os.fsencode``) and stripped of one trailing newline only. ``env`` is the *complete*
     environment (build it with ``git_env(extra)``); None means ``git_env()``. Raises GitError on
-    a non-zero exit unless ``check=False``.
+    a non-zero exit unless ``check=False``; ``timeout`` and ``cpu_s`` as for ``run_git_bytes``.
     """
-    _, out, _ = run_git_bytes(args, cwd, env=env, input=input, check=check, timeout=timeout)
+    _, out, _ = run_git_bytes(args, cwd, env=env, input=input, check=check, timeout=timeout, cpu_s=cpu_s)
     text = out.decode("utf-8", "surrogateescape")
     return text[:-1] if text.endswith("\n") else text
 

@@ -48,6 +48,11 @@ def _decided(turn: int, decision: TurnDecision) -> dict[str, object]:
     return {"turn": turn, "round": 0, "outcome": str(decision.outcome), "reason": str(decision.reason)}
 
 
+def _progress(**extra: object) -> tuple[EventKind, dict[str, object]]:
+    """A progress event of the running turn, the kind a worker appends on its own (ADR-0031)."""
+    return EventKind.TURN_STEP, {"turn": 1, "round": 0, "step": "measuring", **extra}
+
+
 def _samples(arm: SampleArm, *values: float) -> list[tuple[SampleArm, int, dict[str, float], bool]]:
     return [(arm, i, {"p50_ms": v}, True) for i, v in enumerate(values)]
 
@@ -78,10 +83,11 @@ def test_every_method_names_an_unknown_run(harness: LedgerHarness) -> None:
         lambda: ledger.add_samples("nope", 0, _samples(SampleArm.BASELINE, 1.0)),
         lambda: ledger.list_samples("nope"),
         lambda: ledger.start_turn("nope", 1, 0),
-        lambda: ledger.append_event("nope", EventKind.RESUMED, {}),
+        lambda: ledger.append_event("nope", *_progress()),
         lambda: ledger.list_events("nope"),
-        lambda: ledger.set_run_status("nope", RunStatus.CANCELLED),
     ]
+    if not harness.worker:  # a worker never moves the run (test_a_worker_never_moves_the_run)
+        calls.append(lambda: ledger.set_run_status("nope", RunStatus.CANCELLED))
     for call in calls:
         with pytest.raises(NotFoundError):
             call()
@@ -225,14 +231,15 @@ def test_the_snapshot_counts_rounds_and_bounds_the_recent_turns(harness: LedgerH
 
 def test_events_page_in_id_order(harness: LedgerHarness) -> None:
     ledger, run_id = harness.ledger, harness.seed_run()
-    appended = [ledger.append_event(run_id, EventKind.RESUMED, {"n": n}) for n in range(5)]
+    appended = [ledger.append_event(run_id, *_progress(n=n)) for n in range(5)]
     ids = [e.id for e in appended]
     assert ids == sorted(ids) and len(set(ids)) == 5
     page = ledger.list_events(run_id, after_id=ids[1], limit=2)
     assert [e.payload["n"] for e in page] == [2, 3]
     assert ledger.list_events(run_id, after_id=ids[-1]) == []
-    ledger.append_event(run_id, EventKind.BASELINE, {"value": 5.0, "n": 5})
-    assert [e.payload["n"] for e in ledger.list_events(run_id, kinds={EventKind.BASELINE})] == [5]
+    sample = {"turn": 1, "round": 0, "arm": "candidate", "index": 0, "value": 1.0, "valid": True, "n": 5}
+    ledger.append_event(run_id, EventKind.SAMPLE, sample)
+    assert [e.payload["n"] for e in ledger.list_events(run_id, kinds={EventKind.SAMPLE})] == [5]
     assert ledger.list_events(run_id, kinds=set()) == []
 
 
@@ -243,7 +250,7 @@ def test_concurrent_appends_get_distinct_increasing_ids(harness: LedgerHarness) 
     def append(n: int) -> None:
         try:
             for i in range(5):
-                ledger.append_event(run_id, EventKind.RESUMED, {"writer": n, "i": i})
+                ledger.append_event(run_id, *_progress(writer=n, i=i))
         except BaseException as exc:  # pragma: no cover - reported below
             errors.append(exc)
 
@@ -262,6 +269,11 @@ def test_concurrent_appends_get_distinct_increasing_ids(harness: LedgerHarness) 
 
 def test_run_status_follows_the_transition_table(harness: LedgerHarness) -> None:
     ledger, run_id = harness.ledger, harness.seed_run()
+    if harness.worker:  # a worker never moves the run: the controller records its stop (ADR-0031)
+        with pytest.raises(ForbiddenError, match="does not set run"):
+            ledger.set_run_status(run_id, RunStatus.COMPLETED, stop_reason=StopReason.MAX_TURNS)
+        assert harness.store.get_run(run_id).status is RunStatus.RUNNING
+        return
     done = ledger.set_run_status(
         run_id, RunStatus.COMPLETED, stop_reason=StopReason.MAX_TURNS, stop_message="turn budget spent"
     )

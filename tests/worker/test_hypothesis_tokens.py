@@ -82,7 +82,6 @@ def test_a_hypothesis_token_cannot_start_or_decide_turns_or_move_the_run(control
             ("ledger/turns", {"number": 2, "round": 0}),
             ("ledger/turns/1/decision", {"decision": decision, "event": None, "component_heads": {}}),
             ("ledger/baseline/start", {}),
-            ("ledger/status", {"status": "completed"}),
             ("ledger/events", {"kind": "resumed", "payload": {}}),
         ]:
             answer = http.post(f"/api/worker/runs/r1/{path}", json=body)

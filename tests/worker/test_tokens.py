@@ -156,8 +156,8 @@ def test_a_body_that_does_not_match_its_schema_is_422_naming_the_field(controlle
     before = controller.store.get_run("r1")
     token = controller.mint("r1")["CRUCIBLE_WORKER_TOKEN"]
     with controller.client(token) as http:
-        answer = http.post("/api/worker/runs/r1/ledger/status", json={"status": "finished-ish"})
-        assert answer.status_code == 422 and answer.json()["key"] == "status", answer.text
+        answer = http.post("/api/worker/runs/r1/ledger/turns", json={"number": "first", "round": 0})
+        assert answer.status_code == 422 and answer.json()["key"] == "number", answer.text
         answer = http.post("/api/worker/runs/r1/ledger/samples", json={"turn": 0, "samples": [], "x": 1})
         assert answer.status_code == 422 and answer.json()["key"] == "x", answer.text
         forged = {"kind": "sample", "payload": {"turn": 1, "round": 0, "arm": "sideways"}}

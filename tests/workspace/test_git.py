@@ -87,3 +87,20 @@ def test_is_ancestor(tmp_path: Path) -> None:
     assert not is_ancestor(repo, second, first)
     with pytest.raises(GitError):
         is_ancestor(repo, "0" * 40, second)
+
+
+def test_a_git_command_past_its_cpu_bound_is_stopped_by_the_kernel(tmp_path: Path) -> None:
+    """``cpu_s`` bounds the CPU a command (and what it starts) may use: a git alias that spins forever,
+    as git's parsing of a hostile bundle might, is stopped at one second of CPU, long before its
+    wall-clock timeout, with an error that says so."""
+    repo = make_repo(tmp_path / "r", {"a": "1"})
+    spin = ["-c", "alias.spin=!while :; do :; done", "spin"]
+    with pytest.raises(GitError, match="stopped after 1 s of CPU"):
+        run_git(spin, repo, timeout=600, cpu_s=1)
+
+
+def test_a_git_command_within_its_cpu_bound_runs_as_without_it(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "r", {"a": "1"})
+    assert run_git(["rev-parse", "HEAD"], repo, cpu_s=5) == git(repo, "rev-parse", "HEAD")
+    blob = run_git(["hash-object", "--stdin"], repo, input=b"x\n", cpu_s=5)
+    assert blob == "587be6b4c3f93f93c489c0111bba5596147a26cb", "input reaches it as before"

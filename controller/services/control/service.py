@@ -224,12 +224,18 @@ class RunService:
 
     def _launch_search(self, ctx: RunContext) -> LoopResult:
         job = search_job(ctx, attempt=self._attempts.get(ctx.run_id, 0))
+        if self._remote(job.run_id, job.round) and self.store.get_run(ctx.run_id).status != RunStatus.RUNNING:
+            self.store.set_run_status(ctx.run_id, RunStatus.RUNNING)  # its worker never moves the run
         report = self._run_round(ctx, job)
         assert report.outcome is not None
-        if self._remote(job.run_id, job.round):
-            self._take_remote_round(ctx)
         outcome = report.outcome
         reason = outcome.stop_reason or StopReason.ERROR
+        if self._remote(job.run_id, job.round):
+            self._take_remote_round(ctx)
+            if outcome.run_status is not RunStatus.RUNNING:
+                # A worker never moves the run (ADR-0031): this controller, holding the lease, records
+                # the stop its outcome names (the status follows from the reason, not from its word).
+                return finish(ctx, reason, outcome.message)
         return LoopResult(outcome.run_status, reason, outcome.message)
 
     def _watch(

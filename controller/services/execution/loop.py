@@ -145,6 +145,8 @@ def finish(ctx: RunContext, reason: StopReason, message: str) -> LoopResult:
     if reason is StopReason.CANCELLED and ctx.hooks.detach.is_set():
         raise Detached(f"run {ctx.run_id} detached from this process; it goes on when resumed")
     status = status_for_stop(reason)
+    if ctx.lease_elsewhere:  # a worker: the controller holding the lease records the stop (ADR-0031)
+        return LoopResult(status, reason, message)
     if reason not in (StopReason.BASELINE_FAILED, StopReason.CANCELLED, StopReason.ERROR):
         notify_champion(ctx)  # publishing is idempotent: this repairs anything a crash or outage left
     ctx.ledger.set_run_status(ctx.run_id, status, stop_reason=reason, stop_message=message)
@@ -187,7 +189,7 @@ def heartbeat_for(ctx: RunContext) -> Heartbeat:
 
 def _run_held(ctx: RunContext, then: Handover | None) -> LoopResult:
     run = ctx.ledger.get_run(ctx.run_id)
-    if run.status != RunStatus.RUNNING:
+    if run.status != RunStatus.RUNNING and not ctx.lease_elsewhere:
         ctx.ledger.set_run_status(ctx.run_id, RunStatus.RUNNING)
     budgets = budgets_of(ctx)
     try:

@@ -3,6 +3,9 @@
 - ``reference``: what a turn is compared with besides the report: the champion's stored samples
   (the arm to beat without interleaving, read only when needed) and whether the champion is still
   the base commit.
+- ``require_progress`` / ``require_event``: a worker appends only its running turn's progress
+  (``turn_step``, ``sample``); every other event it causes comes with its write, of that write's kind
+  and about that turn, so it cannot draft a reply, finish a round or complete the run in the stream.
 - ``add_baseline_samples`` / ``set_baseline``: the baseline is the one measurement stored apart
   from a decision. Its samples come first (only baseline samples, only before the baseline is set:
   samples added to a decided turn would change the arm later turns are compared with), then its
@@ -22,8 +25,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from controller.config.spec import Spec
-from controller.domain.enums import SampleArm, TurnPhase
-from controller.domain.errors import ConflictError
+from controller.domain.enums import EventKind, SampleArm, TurnPhase
+from controller.domain.errors import ConflictError, ForbiddenError
 from controller.services.remote.recount import Reference, recount_baseline, stored_arm
 from controller.services.remote.refusals import refuse_report
 from controller.stats import Arm
@@ -43,6 +46,40 @@ def reference(store: RemoteRoundStore, spec: Spec, run_id: str) -> Reference:
         return all(c.head_sha == c.base_sha for c in store.list_components(run_id))
 
     return Reference(champion=champion, champion_is_base=at_base)
+
+
+WORKER_EVENTS = frozenset({EventKind.TURN_STEP, EventKind.SAMPLE})
+"""What a worker appends on its own: the running turn's progress. Every other event a worker causes
+comes with the write it belongs to, of the kind that write makes; ``reply_drafted``, ``completed``,
+rounds, publishing and the rest are the controller's."""
+
+
+def require_progress(kind: EventKind) -> None:
+    """ForbiddenError unless ``kind`` is one a worker appends on its own (``WORKER_EVENTS``)."""
+    if kind not in WORKER_EVENTS:
+        allowed = ", ".join(sorted(WORKER_EVENTS))
+        raise ForbiddenError(f"a worker appends only {allowed} events, not {kind}")
+
+
+def event_mismatch(
+    event: tuple[EventKind, Mapping[str, Any]], kind: EventKind, *, number: int, round: int | None = None
+) -> str | None:
+    """What is wrong with ``event`` as the ``kind`` event of turn ``number`` (of ``round``), or None."""
+    found, payload = event
+    if found is not kind:
+        return f"this write records a {kind} event, not {found}"
+    if payload.get("turn") != number or (round is not None and payload.get("round") != round):
+        return f"the {kind} event is about another turn than {number}"
+    return None
+
+
+def require_event(
+    event: tuple[EventKind, Mapping[str, Any]], kind: EventKind, *, number: int, round: int | None = None
+) -> None:
+    """ForbiddenError unless ``event`` is of ``kind`` and about turn ``number`` (of ``round``)."""
+    problem = event_mismatch(event, kind, number=number, round=round)
+    if problem is not None:
+        raise ForbiddenError(problem)
 
 
 def require_started(store: RemoteRoundStore, run_id: str, turn: int) -> None:

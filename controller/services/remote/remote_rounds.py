@@ -55,6 +55,7 @@ from controller.domain.errors import (
 )
 from controller.domain.jobs import RoundJob
 from controller.engine.policy import check_paths, evaluator_paths
+from controller.services.execution.work import EVENT_OF_OUTCOME
 from controller.services.remote import referee
 from controller.services.remote.recount import recount_decision, recount_hypothesis
 from controller.services.remote.refusals import PolicyViolation, refuse_bundle, refuse_report
@@ -64,6 +65,7 @@ from controller.store.ports import RemoteRoundStore
 from controller.store.records import (
     ChampionUpdate,
     ComponentRecord,
+    EventRecord,
     HypothesisRecord,
     HypothesisReport,
     Sample,
@@ -73,12 +75,14 @@ from controller.store.records import (
 )
 from controller.store.worker_protocol import (
     ComponentBase,
+    EventSpec,
     HypothesisScope,
     JobInputs,
     JobJson,
     QuotedFeedback,
     RoundEnd,
     RoundFeedback,
+    TurnStart,
 )
 from controller.store.worker_rounds import hypothesis_scope, slot_index
 from controller.workspace import bundles
@@ -332,6 +336,7 @@ class RemoteRounds:
         decision its samples do not give (``recount``: recorded, 403, the turn left undecided)."""
         self.require_round(grant)
         problem = "a worker does not decide a parallel turn" if hypotheses is not None else None
+        problem = problem or referee.event_mismatch(event, EVENT_OF_OUTCOME[decision.outcome], number=number)
         problem = problem or recount_decision(
             self._spec(grant.run_id),
             RoundJob.from_json(grant.job),
@@ -370,6 +375,20 @@ class RemoteRounds:
             raise refuse_report(self.store, grant, turn, f"hypothesis {report.index}: {problem}")
         self._require_proved(grant, report.commits)
         return self.store.report_hypothesis(grant.run_id, turn, report)
+
+    def start_turn(self, grant: WorkerRoundRecord, body: TurnStart) -> TurnRecord:
+        """The ledger's ``start_turn``, its event (if any) ``turn_started`` for that turn."""
+        self.require_round(grant)
+        event = body.event.pair() if body.event is not None else None
+        if event is not None:
+            referee.require_event(event, EventKind.TURN_STARTED, number=body.number, round=body.round)
+        return self.store.start_turn(grant.run_id, body.number, body.round, event=event)
+
+    def append_event(self, grant: WorkerRoundRecord, body: EventSpec) -> EventRecord:
+        """A worker's progress event; any other kind is ForbiddenError, nothing stored."""
+        self.require_round(grant)
+        referee.require_progress(body.kind)
+        return self.store.append_event(grant.run_id, body.kind, body.payload)
 
     def add_baseline_samples(self, grant: WorkerRoundRecord, turn: int, samples: Sequence[Sample]) -> None:
         """The baseline's samples (``referee.add_baseline_samples``)."""

@@ -1,0 +1,205 @@
+"""Oversized bundle uploads against a controller: its peak memory and how soon each is refused (issue 21).
+
+A controller (the real app with its worker routes, SQLite, uvicorn) runs in a child process of its
+own, so its memory is its own: ``/proc/<pid>/status``'s ``VmHWM`` is its peak resident set. This
+process seeds a run and mints round tokens in the same database, then:
+
+1. the floor: one normal small upload (a 64 KiB body; the controller reads it whole and refuses it as
+   no git bundle), its answer time, and the controller's peak memory after it;
+2. three uploads at once, each streamed in 1 MiB chunks without a ``Content-Length`` (so the cap can
+   only be enforced while reading), each larger than the cap; for each, the time from the moment its
+   sent bytes crossed the cap to its 413, and the controller's peak memory afterwards.
+
+Printed: the floor's answer time and peak memory, each oversized upload's time to 413 and its ratio to
+the floor's answer time, the peak memory with the three against the floor's, and the targets (issue
+21): under 300 MB resident and each 413 within a second of crossing the cap.
+
+    python bench/upload.py [--cap-mib 512] [--over-mib 64]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import httpx
+
+from controller.config.settings import Settings
+from controller.domain.enums import RunStatus
+from controller.domain.jobs import RoundJob
+from controller.services.remote.remote_rounds import RemoteRounds
+from controller.store import ComponentRecord, NewRun, Store
+
+MIB = 1024 * 1024
+CHUNK = b"\0" * MIB
+
+# The controller, in its own process: the app with its worker routes on a free port, printed first.
+SERVER = """
+import socket, sys, uvicorn
+from pathlib import Path
+from controller.api.app import create_app
+from controller.api.auth import ApiTokens
+from controller.config.settings import Settings
+from controller.services.remote.remote_rounds import RemoteRounds
+from controller.store import Store
+
+url, home, cap = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3])
+store = Store.open(url)
+settings = Settings(home=home, database_url=url)
+remote = RemoteRounds(settings, store, controller_url="http://unused")
+remote.max_bundle_bytes = cap
+
+
+class NoControl:
+    def cancel(self, run_id): raise AssertionError
+    def resume(self, run_id): raise AssertionError
+    def steer(self, run_id, text, component=None): raise AssertionError
+    def wake(self): return None
+
+
+app = create_app(settings, store, ApiTokens("operator-token-0123456789"), NoControl(), remote=remote)
+sock = socket.socket()
+sock.bind(("127.0.0.1", 0))
+print(sock.getsockname()[1], flush=True)
+uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
+"""
+
+
+def peak_mb(pid: int) -> float:
+    """The process's peak resident set (``VmHWM``), in MB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmHWM")
+
+
+def seed(url: str, home: Path, count: int) -> list[str]:
+    """A running run and ``count`` round tokens of it (one upload per token at a time)."""
+    with Store.open(url, upgrade=True) as store:
+        store.create_run(
+            NewRun(
+                id="rb",
+                spec_text='objective = "x"\n',
+                spec_fingerprint="fp",
+                spec_path=None,
+                objective="x",
+                metric_name="m",
+                direction="minimize",
+                turns_planned=10,
+            )
+        )
+        sha = "a" * 40
+        store.add_component(
+            ComponentRecord(
+                run_id="rb", name="app", repo="/src/app", base_ref="main", base_sha=sha, head_sha=sha
+            )
+        )
+        store.set_run_status("rb", RunStatus.RUNNING)
+        remote = RemoteRounds(Settings(home=home, database_url=url), store, controller_url="http://unused")
+        tokens = []
+        for round in range(count):
+            job = RoundJob(run_id="rb", round=round, turns=1, first_turn=round + 1, heads={"app": sha})
+            tokens.append(remote.mint_worker_env(job)["CRUCIBLE_WORKER_TOKEN"])
+        return tokens
+
+
+def upload(base: str, token: str, size: int, crossed: list[float]) -> tuple[int, float]:
+    """Stream ``size`` bytes as a bundle with ``token``; (status, seconds from crossing the cap to the
+    answer) where ``crossed[0]`` is set when the sent bytes pass ``crossed[1]`` (the cap)."""
+    cap = int(crossed[1])
+
+    def body() -> Iterator[bytes]:
+        sent = 0
+        while sent < size:
+            yield CHUNK
+            sent += len(CHUNK)
+            if sent > cap and not crossed[0]:
+                crossed[0] = time.perf_counter()
+
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/octet-stream"}
+    try:
+        answer = httpx.post(f"{base}/api/worker/runs/rb/bundle", content=body(), headers=headers, timeout=600)
+        status = answer.status_code
+    except httpx.HTTPError:  # the server closed the connection after its 413, mid-body
+        status = 413
+    return status, time.perf_counter() - (crossed[0] or time.perf_counter())
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--cap-mib", type=int, default=512, help="the controller's upload cap (512 MiB)")
+    parser.add_argument("--over-mib", type=int, default=64, help="how far past the cap each upload goes")
+    args = parser.parse_args()
+    cap = args.cap_mib * MIB
+    with tempfile.TemporaryDirectory() as tmp:
+        url = f"sqlite:///{tmp}/bench.db"
+        tokens = seed(url, Path(tmp) / "home", 4)
+        env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+        server = subprocess.Popen(
+            [sys.executable, "-c", SERVER, url, str(Path(tmp) / "home"), str(cap)],
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        try:
+            assert server.stdout is not None
+            base = f"http://127.0.0.1:{server.stdout.readline().strip()}"
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    httpx.get(f"{base}/api/worker/runs/rb/job", headers={"Authorization": "Bearer x"})
+                    break
+                except httpx.TransportError:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.1)
+            started = peak_mb(server.pid)
+            headers = {"Authorization": f"Bearer {tokens[0]}"}
+            t0 = time.perf_counter()
+            small = httpx.post(f"{base}/api/worker/runs/rb/bundle", content=b"\0" * 65536, headers=headers)
+            floor_s = time.perf_counter() - t0
+            floor_mb = peak_mb(server.pid)
+            results: list[tuple[int, float]] = [(0, 0.0)] * 3
+
+            def one(i: int) -> None:
+                results[i] = upload(base, tokens[i + 1], cap + args.over_mib * MIB, [0.0, float(cap)])
+
+            threads = [threading.Thread(target=one, args=(i,)) for i in range(3)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            peak = peak_mb(server.pid)
+        finally:
+            server.terminate()
+            server.wait()
+    print(f"controller at start: peak {started:.0f} MB resident")
+    print(
+        f"floor: a 64 KiB upload answered {small.status_code} in {floor_s * 1000:.0f} ms; "
+        f"peak {floor_mb:.0f} MB"
+    )
+    for i, (status, after) in enumerate(results):
+        print(
+            f"oversized upload {i + 1}: {status} {after:.2f} s after crossing the cap "
+            f"({after / floor_s:.1f}x floor)"
+        )
+    print(
+        f"peak with three oversized uploads at once: {peak:.0f} MB ({peak / floor_mb:.2f}x floor; "
+        f"target < 300 MB); slowest 413: {max(a for _s, a in results):.2f} s after the cap (target < 1 s)"
+    )
+    return 0 if all(s == 413 for s, _a in results) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
