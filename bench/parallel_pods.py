@@ -10,7 +10,8 @@ would run in parallel too, which this leaves out). Both arms run the same spec t
 and the Kubernetes path:
 
 - N = 1: one Job for the round; its pod runs the turns one after another, the sequential rule on;
-- N = 4: the controller drives the turns, each launching four hypothesis pods (the fixed rule, Holm).
+- N = 4: the controller drives the turns; four warm hypothesis pods (ADR-0031), started in the first
+  turn, take each turn's four hypotheses (the fixed rule, Holm).
 
 Each arm runs ``--hypotheses`` hypotheses in all (N = 1: that many turns; N = 4: a quarter as many
 turns), ``--pairs`` times alternated. Printed: wall time, kept true improvements, kept do-nothing
@@ -118,6 +119,8 @@ class Arm:
     kept_true: int
     kept_null: int
     turns: int
+    turn_s: float = 0.0  # the turns' own wall time, started to decided
+    slowest_s: float = 0.0  # of which the slowest hypothesis of each turn, as its pod timed it
 
 
 def k8s_env() -> dict[str, str]:
@@ -169,6 +172,7 @@ def run_arm(service: RunService, store: Store, spec_path: Path, good: list[str])
         raise SystemExit(f"run {run_id} ended {result.status}: {result.message}")
     kept_true = kept_null = 0
     turns = store.list_turns(run_id)
+    turn_s = slowest_s = 0.0
     for turn in turns:
         if turn.outcome is Outcome.ACCEPTED:
             key = (turn.hypothesis or "").split(" ")[1]
@@ -176,7 +180,12 @@ def run_arm(service: RunService, store: Store, spec_path: Path, good: list[str])
                 kept_true += 1
             else:
                 kept_null += 1
-    return Arm(spec.broker.parallel, wall, kept_true, kept_null, len(turns))
+        if turn.decided_at is not None:
+            turn_s += (turn.decided_at - turn.started_at).total_seconds()
+        slowest_s += max(
+            (h.duration_s or 0.0 for h in store.list_hypotheses(run_id, turn.number)), default=0.0
+        )
+    return Arm(spec.broker.parallel, wall, kept_true, kept_null, len(turns), turn_s, slowest_s)
 
 
 def main() -> None:
@@ -290,9 +299,11 @@ def report(arms: list[Arm], args: argparse.Namespace) -> None:
     turns = sum(a.turns for a in fours)
     if turns:
         sleeping = 2 * 10 * args.sleep
+        turn_s, slowest = sum(a.turn_s for a in fours) / turns, sum(a.slowest_s for a in fours) / turns
         print(
-            f"N = 4: {w4 / turns:.1f} s a turn (baseline included), of which {sleeping:.1f} s is one "
-            "hypothesis's metric sleeping (10 pairs); the rest is pod start, fetching, git and deciding"
+            f"N = 4: {w4 / turns:.1f} s a turn (baseline included); a turn from start to decision "
+            f"{turn_s:.1f} s, of which the slowest hypothesis in its pod {slowest:.1f} s (its metric "
+            f"sleeping {sleeping:.1f} s of it, 10 pairs); the rest is handing out, fetching and deciding"
         )
 
 

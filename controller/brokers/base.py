@@ -117,6 +117,8 @@ class HypothesisLauncher(Protocol):
       restarted controller launches no second); its state.
     - ``hypothesis_status(run_id, round, turn, index)``: its state; NotFoundError if never launched.
     - ``cancel_hypothesis(run_id, round, turn, index)``: stop it (its pod goes first); its state.
+    - ``wait_for_reports(timeout)``: return once a hypothesis report may have arrived, or after
+      ``timeout`` (so a turn waiting on its pods reads the record when there is news, not in a loop).
     """
 
     def launch_hypothesis(
@@ -127,11 +129,17 @@ class HypothesisLauncher(Protocol):
 
     def cancel_hypothesis(self, run_id: str, round: int, turn: int, index: int) -> HypothesisPod: ...
 
+    def wait_for_reports(self, timeout: float) -> None: ...
+
 
 class HypothesisSlots(Protocol):
     """Where a launcher of warm hypothesis pods (ADR-0031) leaves each hypothesis for its slot's pod
     to take (``services.remote.slots.Slots``, in the database, so any replica's worker routes hand
     it out): ``offer(job, turn, index, proposal)`` offers hypothesis ``index`` of ``turn`` to slot
-    ``index``, unless it is on offer or taken already (a restarted controller offers again)."""
+    ``index``, unless it is on offer or taken already (a restarted controller offers again);
+    ``wait_for_reports(timeout)`` returns when a hypothesis report arrived through this process's
+    worker routes, or after ``timeout``."""
 
     def offer(self, job: RoundJob, turn: int, index: int, proposal: Mapping[str, Any] | None) -> None: ...
+
+    def wait_for_reports(self, timeout: float) -> None: ...

@@ -51,6 +51,9 @@ class Offers:
     def offer(self, job: RoundJob, turn: int, index: int, proposal: Mapping[str, Any] | None) -> None:
         self.offered.append((turn, index, proposal))
 
+    def wait_for_reports(self, timeout: float) -> None:
+        raise AssertionError("the launcher waits only when a turn follows its pods")
+
 
 def _pods(
     control_plane: ControlPlane,

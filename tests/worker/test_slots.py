@@ -23,6 +23,7 @@ from tests.conftest import git
 from tests.worker.conftest import Controller
 from tests.worker.test_bundles import commit, worker_clone
 from tests.worker.test_bundles import seeded as seeded  # the fixture
+from tests.worker.test_hypothesis_tokens import _report
 
 JOB = RoundJob(run_id="r1", round=0, turns=1, first_turn=1, heads={"app": "a" * 40})
 NEXT = "/api/worker/runs/r1/slot/next"
@@ -117,6 +118,29 @@ def test_a_long_poll_is_woken_by_an_offer_made_while_it_waits(slotted: Controlle
     (taken,) = answers
     assert (taken.turn, taken.index) == (1, 2)
     assert taken.env is not None and taken.env["CRUCIBLE_TURN"] == "1"
+
+
+def test_a_report_wakes_a_turn_waiting_for_its_pods(slotted: Controller) -> None:
+    slotted.store.start_turn("r1", 1, 0)
+    hypothesis = slotted.remote.mint_hypothesis_env(JOB, 1, 0, None)["CRUCIBLE_WORKER_TOKEN"]
+    waiting = threading.Event()
+    woke = threading.Event()
+
+    def follow() -> None:
+        with slotted.remote.slots._reports:  # waiting before the report is sent: it must wake this
+            waiting.set()
+            slotted.remote.slots._reports.wait(3600)
+        woke.set()
+
+    thread = threading.Thread(target=follow, daemon=True)
+    thread.start()
+    waiting.wait()
+    with slotted.client(hypothesis) as http:
+        answer = http.post("/api/worker/runs/r1/ledger/turns/1/hypotheses", json=_report(0))
+    assert answer.status_code == 200, answer.text
+    thread.join(timeout=600)
+    assert woke.is_set(), "the report woke the waiting turn"
+    assert [h.index for h in slotted.store.list_hypotheses("r1", 1)] == [0]
 
 
 def test_an_offer_is_made_once_and_a_pod_asking_again_gets_a_fresh_token(slotted: Controller) -> None:

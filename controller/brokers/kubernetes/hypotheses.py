@@ -101,6 +101,9 @@ class HypothesisPods:
                 raise _api_error(exc, f"deleting Job {namespace}/{name}") from exc
         return self.hypothesis_status(run_id, round, turn, index)
 
+    def wait_for_reports(self, timeout: float) -> None:
+        self._slots.wait_for_reports(timeout)
+
     def close(self) -> None:
         self._pods.close()
 

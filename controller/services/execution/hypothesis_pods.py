@@ -19,7 +19,6 @@ A cancel deletes every pod still running; a detach (SIGTERM) leaves them running
 from __future__ import annotations
 
 import contextlib
-import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -31,7 +30,7 @@ from controller.engine.knobs import Proposal
 from controller.services.execution.context import Detached, RunContext
 from controller.store.records import HypothesisRecord, HypothesisReport, TurnRecord
 
-POLL_S = 0.2  # between looks at the turn's reports and pods
+POLL_S = 1.0  # between looks at the turn's reports and pods when no report woke the wait
 
 
 def try_in_pods(
@@ -64,7 +63,6 @@ def _follow(ctx: RunContext, pods: HypothesisLauncher, number: int, pending: lis
     """Until each pending hypothesis reported or its pod ended (then reported failed here)."""
     waiting = set(pending)
     cancelled = False
-    pause = threading.Event()
     while waiting:
         if ctx.executor.cancel.is_set() and not cancelled:
             if ctx.hooks.detach.is_set():  # SIGTERM: the pods go on; a resume adopts them
@@ -84,7 +82,7 @@ def _follow(ctx: RunContext, pods: HypothesisLauncher, number: int, pending: lis
                 _report_lost(ctx, number, index, state, cancelled)
             waiting.discard(index)
         if waiting:
-            pause.wait(POLL_S)
+            pods.wait_for_reports(POLL_S)
 
 
 def _state(pods: HypothesisLauncher, run_id: str, number: int, index: int) -> HypothesisPod:

@@ -374,7 +374,10 @@ class RemoteRounds:
             referee.require_unreported(self.store, grant.run_id, turn, report.index)
             raise refuse_report(self.store, grant, turn, f"hypothesis {report.index}: {problem}")
         self._require_proved(grant, report.commits)
-        return self.store.report_hypothesis(grant.run_id, turn, report)
+        try:
+            return self.store.report_hypothesis(grant.run_id, turn, report)
+        finally:
+            self.slots.reported()  # a turn waiting on its reports looks now (ADR-0031)
 
     def start_turn(self, grant: WorkerRoundRecord, body: TurnStart) -> TurnRecord:
         """The ledger's ``start_turn``, its event (if any) ``turn_started`` for that turn."""

@@ -22,7 +22,9 @@ one:
   controller reported lost) is never handed out again.
 
 Waiting: ``take`` re-reads the grants every ``poll_s`` until ``wait_s`` passed; an offer made in the
-same process wakes it at once. The pods only wait between turns, while the controller decides.
+same process wakes it at once. The pods only wait between turns, while the controller decides. The
+controller's turn waits for its reports the same way (``wait_for_reports``): woken by a report that
+arrives here, re-reading otherwise only every ``hypothesis_pods.POLL_S``.
 """
 
 from __future__ import annotations
@@ -78,6 +80,7 @@ class Slots:
         self.poll_s = poll_s
         self._clock = clock
         self._offered = threading.Condition()
+        self._reports = threading.Condition()
 
     def offer(self, job: RoundJob, turn: int, index: int, proposal: Mapping[str, Any] | None) -> None:
         """Hypothesis ``index`` of ``turn`` (from ``job.heads``) for slot ``index`` of ``job``'s round,
@@ -105,6 +108,17 @@ class Slots:
                 return Taken()
             with self._offered:
                 self._offered.wait(min(left, self.poll_s))
+
+    def reported(self) -> None:
+        """A hypothesis report arrived through this process's worker routes: wake the waiters."""
+        with self._reports:
+            self._reports.notify_all()
+
+    def wait_for_reports(self, timeout: float) -> None:
+        """Until a report arrives through this process's worker routes, or ``timeout`` passed (a
+        report through another replica's routes is seen by the caller's next read)."""
+        with self._reports:
+            self._reports.wait(timeout)
 
     def _next(self, run_id: str, round: int, index: int, after: int) -> WorkerRoundRecord | None:
         """The newest live grant of the index for a turn after ``after`` that has no report yet."""
