@@ -92,9 +92,7 @@ def _turn(rng: random.Random, better: bool) -> tuple[list[Sample], TurnDecision,
     champion = [100 * rng.gauss(1, 0.01) for _ in range(10)]
     candidate = [100 * effect * rng.gauss(1, 0.01) for _ in range(10)]
     rss = [50 * rng.gauss(1, 0.005) for _ in range(20)]
-    rule = TurnRule(
-        keep=keep_rule(spec), design=sequential_design(spec.metric, refinement=False, parallel=False)
-    )
+    rule = TurnRule(keep=keep_rule(spec), design=sequential_design(spec.metric))
     base = Arm(tuple(champion), {"rss": tuple(rss[:10])})
     for pairs in range(3, 11):  # as the live looks stop the measurement
         cand = Arm(tuple(candidate[:pairs]), {"rss": tuple(rss[10 : 10 + pairs])})
