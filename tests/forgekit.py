@@ -178,7 +178,7 @@ interleave = {str(interleave).lower()}
     return head + "\n".join(components) + f'\n[publish]\nforge = "{api_url}"\n{tail}\n'
 
 
-def review_round_spec(agent: Path, api_url: str, *, max_rounds: int = 1) -> str:
+def review_round_spec(agent: Path, api_url: str, *, max_rounds: int = 1, interleave: bool = True) -> str:
     """The spec of the review-round tests: one search turn, then up to ``max_rounds`` feedback rounds."""
     feedback = f"""\
 [feedback]
@@ -192,7 +192,7 @@ hold = "1%"
         agent=agent,
         api_url=api_url,
         components=[component_toml("app", "repo")],
-        interleave=True,
+        interleave=interleave,
         tail=feedback,
     )
 

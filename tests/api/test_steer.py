@@ -135,3 +135,37 @@ def test_a_steer_starts_a_refinement_round_of_a_watching_run(
     branch = branch_name(run_id)
     work = clone_as("bob", f"{forge.handle.url}/alice/app.git", tmp_path / "bob")
     assert f"> {STEER}" in git(work, "show", f"origin/{branch}:src/addressed.txt")
+
+
+def test_a_steered_round_without_interleaving_is_decided_against_the_stored_champion(
+    tmp_path: Path, forge: AppForge, root: Root
+) -> None:
+    """Issue 21: with ``metric.interleave = false`` the first refinement round under ``serve`` stopped
+    with ``AssertionError`` (the round's context had no champion arm: only the search round's had
+    one). The round's turn is compared with the champion's stored samples and kept."""
+    agent = write_agent(tmp_path, REVIEW_AGENT)
+    spec = review_round_spec(agent, forge.handle.api_url, max_rounds=1, interleave=False)
+    app, _scheduler = serve_app(
+        root.service(),
+        root.store(),
+        ApiTokens(ADMIN, READER),
+        max_concurrent_runs=2,
+        webhook_secret=None,
+        forge_for=root.forges.for_spec,
+        tick_s=0.05,
+        admission=root.admission,
+    )
+    store: Store = root.store()
+    auth = {"Authorization": f"Bearer {ADMIN}"}
+    with serve_in_thread(app) as url, httpx.Client(base_url=url, headers=auth, timeout=60) as http:
+        submit = {"spec": spec, "spec_dir": str(tmp_path), "publish_prs": True, "watch_feedback": True}
+        created = http.post("/api/runs", json=submit)
+        assert created.status_code == 201, created.text
+        run_id = created.json()["id"]
+        _until(lambda: store.get_run(run_id).phase is RunPhase.WATCHING, "the run to watch feedback")
+        assert http.post(f"/api/runs/{run_id}/rounds", json={"steer": STEER}).status_code == 202
+        _until(lambda: store.get_run(run_id).status is not RunStatus.RUNNING, "the round and the stop")
+    run = store.get_run(run_id)
+    assert (run.status, run.stop_reason) == (RunStatus.COMPLETED, "max_rounds"), run.stop_message
+    rounds = [(t.round, t.outcome) for t in store.list_turns(run_id)]
+    assert rounds == [(0, "accepted"), (1, "accepted")], rounds

@@ -70,6 +70,7 @@ def run_steered(
     *,
     agent: str = REVIEW_AGENT,
     after_steer: Callable[[str, Signals], None] | None = None,
+    interleave: bool = True,
 ) -> Steered:
     """Drive a watching run through ``make_broker``'s broker, steer it once it watches, to its end;
     ``after_steer(run_id, signals)`` runs once the steer is stored (a test that interferes with the
@@ -87,7 +88,9 @@ def run_steered(
     }
     root = build(environ, settings=Settings.from_env(environ), mode=Mode.SERVE)
     settings = root.settings
-    spec_text = review_round_spec(write_agent(tmp_path, agent), forge.handle.api_url, max_rounds=1)
+    spec_text = review_round_spec(
+        write_agent(tmp_path, agent), forge.handle.api_url, max_rounds=1, interleave=interleave
+    )
     spec_text += spec_tail
     launched: list[tuple[int, int]] = []
     results: list[LoopResult | BaseException] = []

@@ -49,6 +49,16 @@ def test_a_steered_refinement_round_runs_in_the_worker_and_lands_on_the_same_pr(
     check_steered(steered, tmp_path, forge, database_url)
 
 
+def test_a_refinement_round_without_interleaving_is_decided_against_the_stored_champion(
+    tmp_path: Path, forge: AppForge, database_url: str
+) -> None:
+    """Issue 21: with ``metric.interleave = false`` the first refinement round stopped with
+    ``AssertionError``: the round's context (the worker's, built for the round) had no champion arm.
+    Its turn is compared with the champion's stored samples, as the controller recounts it."""
+    steered = run_steered(tmp_path, forge, database_url, _subprocess_broker(tmp_path), interleave=False)
+    check_steered(steered, tmp_path, forge, database_url)
+
+
 # Round 1's first attempt waits until the controller is stopped; the resumed attempt goes on.
 WAITING_AGENT = """\
 if [ "$CRUCIBLE_ROUND" = "0" ]; then

@@ -253,3 +253,15 @@ class RunContext:
             primary=tuple(r.values[metric] for r in rows),
             guards={g: tuple(r.values[g] for r in rows) for g in self.guard_names()},
         )
+
+    def champion_reference(self) -> Arm:
+        """The arm to beat without interleaving: ``champion_arm``, read from the champion's stored
+        samples (the baseline's, or its kept turn's candidate arm) when this context has none yet,
+        as a context built for a refinement round or by ``crucible worker`` has not (issue 21). The
+        controller recounts a worker's decisions against the same stored samples."""
+        arm = self.champion.arm
+        if arm is None:
+            turn = self.ledger.get_run(self.run_id).champion_turn or 0
+            arm = self.arm_from_store(turn, SampleArm.BASELINE if turn == 0 else SampleArm.CANDIDATE)
+            self.champion.measured(arm)
+        return arm

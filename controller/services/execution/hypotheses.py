@@ -206,8 +206,7 @@ def _base_guard_failures(ctx: RunContext, report: HypothesisReport) -> tuple[str
     if ctx.spec.metric.interleave:
         champion = _arm(ctx, report, SampleArm.CHAMPION)
     else:
-        assert ctx.champion_arm is not None
-        champion = ctx.champion_arm
+        champion = ctx.champion_reference()
     if any(arm == SampleArm.BASE for arm, _i, _v, _ok in report.samples):
         base = _arm(ctx, report, SampleArm.BASE)  # measured in the hypothesis's own pod (ADR-0018)
     else:

@@ -55,8 +55,7 @@ def evaluate(
     if metric.interleave:
         champion = result.arm(SampleArm.CHAMPION, metric.name, guards)
     else:
-        assert ctx.champion_arm is not None
-        champion = ctx.champion_arm
+        champion = ctx.champion_reference()
     work.samples = list(candidate.primary)
     work.reference = list(champion.primary)
     # The same function the controller checks a worker's report with (``stats.verdicts``): the looks
@@ -100,8 +99,7 @@ def _pair_check(ctx: RunContext, rule: TurnRule, design: SequentialDesign, looks
         if design.interleaved:
             champion = result.arm(SampleArm.CHAMPION, metric, guards)
         else:
-            assert ctx.champion_arm is not None
-            champion = ctx.champion_arm
+            champion = ctx.champion_reference()
         if rule.hold is None:
             looks.append(look(rule.keep, design, candidate, champion))
         else:
