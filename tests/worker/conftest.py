@@ -23,6 +23,7 @@ from controller.localforge.server import serve_in_thread
 from controller.services.remote.remote_rounds import RemoteRounds
 from controller.services.views.schemas import RoundRequest
 from controller.store import ComponentRecord, NewRun, Store
+from tests.support.fixtures import seed_sqlite
 
 OPERATOR = "operator-token-0123456789"
 # A run's spec as the controller reads it when it checks a worker's report (``services.remote.recount``).
@@ -99,9 +100,10 @@ class Controller:
 
 
 @pytest.fixture
-def controller(tmp_path: Path, database_url: str) -> Iterator[Controller]:
+def controller(tmp_path: Path, database_url: str, migrated_sqlite: Path) -> Iterator[Controller]:
     settings = Settings(home=tmp_path / "home", database_url=database_url)
     clock = Clock()
+    seed_sqlite(database_url, migrated_sqlite)
     with Store.open(database_url, upgrade=True) as store:
         remote = RemoteRounds(settings, store, controller_url="http://unused", token_ttl_s=3600, clock=clock)
         app = create_app(settings, store, ApiTokens(OPERATOR), _Control(), remote=remote)
