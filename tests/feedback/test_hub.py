@@ -8,7 +8,6 @@ Requests are counted at the forge (the request log in front of its app), not ins
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -39,10 +38,9 @@ def site(request: pytest.FixtureRequest) -> LocalForge:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    s = Store.open(f"sqlite:///{tmp_path / 'hub.db'}", upgrade=True)
-    yield s
-    s.close()
+def database_url(tmp_path: Path) -> str:
+    """One SQLite file: the shared ``store`` fixture (``tests/support``) over it, not over both backends."""
+    return f"sqlite:///{tmp_path / 'crucible.db'}"
 
 
 def _publish(store: Store, run_id: str, number: int) -> None:

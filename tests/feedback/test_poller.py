@@ -111,7 +111,6 @@ def test_reviews_are_read_only_when_the_pull_moved(site: LocalForge) -> None:
     scene.review(busy, COLLABORATOR, "Looks slow.", [])
     assert kinds(poller.poll()) == [("review", "Looks slow.")]
     reads = [path for method, path, _ in site.log.seen if method == "GET" and path.endswith("/reviews")]
-    print("DBG", {n: (p.state, p.reviews_read_at, p.settled) for n, p in poller._repos[REPO].pulls.items()})
     assert reads == [f"/api/v3/repos/{REPO}/pulls/{busy}/reviews"]
 
 

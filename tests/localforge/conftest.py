@@ -13,7 +13,7 @@ import queue
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -29,22 +29,14 @@ from controller.localforge.tls import ensure_certificate
 from controller.localforge.users import add_user
 from tests.conftest import git, make_repo
 from tests.localforge.oracle import Recorder, validate
+from tests.support import Clock
 
 USERS = ("alice", "bob", "carol")
 BOT = "ci[bot]"
 
 
-class FakeClock:
-    """An injectable clock: starts at a fixed instant and moves only when told."""
-
-    def __init__(self) -> None:
-        self.now = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, seconds: int) -> None:
-        self.now += timedelta(seconds=seconds)
+# The forge's clock (``tests.support.Clock``) starts here and moves only when a test says so.
+FORGE_T0 = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
 
 
 @dataclass
@@ -107,7 +99,7 @@ class Forge:
     handle: ForgeHandle
     recorder: Recorder
     tokens: dict[str, str]
-    clock: FakeClock
+    clock: Clock
     work: Path
 
     @property
@@ -173,7 +165,7 @@ class ForgeStarter:
         self.tokens = {user: add_user(root, user) for user in USERS}
         self.tokens["admin"] = add_user(root, "admin", admin=True)
         self.tokens[BOT] = add_user(root, BOT)  # a GitHub App's bot: only Apps create check runs
-        self.clock = FakeClock()
+        self.clock = Clock(FORGE_T0)
         self.recorders: list[Recorder] = []
         self._running: list[Any] = []
 

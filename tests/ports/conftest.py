@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -23,24 +22,11 @@ from controller.domain.enums import RunStatus
 from controller.store import ComponentRecord, NewRun
 from controller.store.ports import ControllerStore
 from controller.store.store import Store, as_controller_store
+from tests.support import Clock
 
 IMPLEMENTATIONS = ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
 
-T0 = datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC)
 SHA_A, SHA_B, SHA_C = "a" * 40, "b" * 40, "c" * 40
-
-
-class Clock:
-    """The implementation's clock, moved by hand."""
-
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += timedelta(seconds=seconds)
 
 
 @dataclass

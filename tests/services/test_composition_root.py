@@ -19,6 +19,7 @@ from controller.config.settings import Settings
 from controller.domain.errors import SpecError
 from controller.store.http_ledger import HttpLedger
 from controller.wiring import Mode, Root, build
+from tests.support import root_for
 
 PACKAGE = Path(__file__).resolve().parents[2] / "controller"
 
@@ -117,13 +118,13 @@ def test_a_loop_root_serves_no_worker_api_and_says_so(settings: Settings) -> Non
     root.close()
 
 
-def test_only_a_worker_root_builds_the_workers_http_ledger(settings: Settings) -> None:
+def test_only_a_worker_root_builds_the_workers_http_ledger(tmp_path: Path) -> None:
     """``crucible worker`` gets its HTTP ledger from a ``worker`` root (nothing else builds one, per the
     scan above; ``tests/worker`` plays rounds through it); a controller's root refuses, its record
     being its store."""
-    ledgers = build({}, settings=settings, mode=Mode.WORKER).worker_ledgers("http://127.0.0.1:9/", "tok")
+    ledgers = root_for(tmp_path, mode=Mode.WORKER).worker_ledgers("http://127.0.0.1:9/", "tok")
     with ledgers() as ledger:
         assert isinstance(ledger, HttpLedger)
     for mode in (Mode.LOOP, Mode.SERVE, Mode.DEMO):
         with pytest.raises(ValueError, match="not a worker's HTTP ledger"):
-            build({}, settings=settings, mode=mode).worker_ledgers("http://127.0.0.1:9/", "tok")
+            root_for(tmp_path, mode=mode).worker_ledgers("http://127.0.0.1:9/", "tok")

@@ -2,41 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from controller.domain.enums import EventKind, Outcome, Reason, RunStatus, TurnPhase
 from controller.services.remote.cutoff import cut_off_reason, fail_cut_off_turn, relaunchable
-from controller.store import ComponentRecord, NewRun, Store
+from controller.store import Store
+from tests.support import component, new_run
 
 
 @pytest.fixture
-def store(database_url: str) -> Iterator[Store]:
-    opened = Store.open(database_url, upgrade=True)
-    opened.create_run(
-        NewRun(
-            id="r1",
-            spec_text='objective = "x"\n',
-            spec_fingerprint="fp",
-            spec_path=None,
-            objective="o",
-            metric_name="m",
-            direction="minimize",
-            turns_planned=3,
-        )
-    )
-    sha = "a" * 40
-    opened.add_component(
-        ComponentRecord(
-            run_id="r1", name="app", repo="/src", base_ref="main", base_sha=sha, head_sha=sha, extra={}
-        )
-    )
-    opened.set_run_status("r1", RunStatus.RUNNING)
-    # Closed after the test: the copy that returned the open store left its pooled PostgreSQL
-    # connection to the garbage collector, a ResourceWarning inside some later test (issue 22).
-    with opened:
-        yield opened
+def store(store: Store) -> Store:
+    """The shared store (``tests/support``, closed after the test) with run ``r1`` running, one component."""
+    store.create_run(new_run(turns_planned=3))
+    store.add_component(component("app"))
+    store.set_run_status("r1", RunStatus.RUNNING)
+    return store
 
 
 @pytest.mark.parametrize(

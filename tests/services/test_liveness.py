@@ -5,7 +5,6 @@ live one by watching the lease. Beats are called directly and the clock is a han
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -20,11 +19,16 @@ TTL = 30.0
 
 
 @pytest.fixture
-def store(database_url: str, clock: Clock) -> Iterator[Store]:
-    s = Store.open(database_url, upgrade=True, clock=clock)
-    s.create_run(new_run())
-    yield s
-    s.close()
+def store_clock(clock: Clock) -> Clock:
+    """The store reads the test's clock: expiry is tested by moving it, never by sleeping."""
+    return clock
+
+
+@pytest.fixture
+def store(store: Store) -> Store:
+    """The shared store (``tests/support``) with run ``r1`` in it."""
+    store.create_run(new_run())
+    return store
 
 
 def test_the_owner_id_names_host_and_pid_and_is_stable_in_a_process() -> None:

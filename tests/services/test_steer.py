@@ -4,7 +4,6 @@ runs a steered round end to end is ``tests/api/test_steer.py``."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,9 +16,9 @@ from controller.store.records import ComponentRecord, FeedbackSource, PullRecord
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    with Store.open(f"sqlite:///{tmp_path / 'c.db'}", upgrade=True) as opened:
-        yield opened
+def database_url(tmp_path: Path) -> str:
+    """One SQLite file: the shared ``store`` fixture (``tests/support``) over it, not over both backends."""
+    return f"sqlite:///{tmp_path / 'crucible.db'}"
 
 
 def _run(store: Store, run_id: str, *, watch: bool = True, components: tuple[str, ...] = ("app",)) -> str:

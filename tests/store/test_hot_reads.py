@@ -4,7 +4,6 @@ on SQLite (the store's reads in a thread) and PostgreSQL (psycopg's async connec
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 
 import pytest
 
@@ -17,14 +16,13 @@ from tests.support import new_run
 
 
 @pytest.fixture
-def store(database_url: str) -> Iterator[Store]:
-    s = Store.open(database_url, upgrade=True)
+def store(store: Store) -> Store:
+    """The shared store (``tests/support``) with four runs: r1 running, r2 cancelled, r0 and r3 pending."""
     for i in range(4):
-        s.create_run(new_run(f"r{i}", objective=f"objective {i}"))
-    s.set_run_status("r1", RunStatus.RUNNING)
-    s.set_run_status("r2", RunStatus.CANCELLED, stop_reason=StopReason.CANCELLED)
-    yield s
-    s.close()
+        store.create_run(new_run(f"r{i}", objective=f"objective {i}"))
+    store.set_run_status("r1", RunStatus.RUNNING)
+    store.set_run_status("r2", RunStatus.CANCELLED, stop_reason=StopReason.CANCELLED)
+    return store
 
 
 def test_the_hot_reads_read_what_the_store_reads(store: Store) -> None:

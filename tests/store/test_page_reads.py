@@ -3,8 +3,6 @@ one read, the version that tells a cached page is still current, and the runs li
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from controller.domain.enums import Outcome, Reason, RunStatus, SampleArm, StopReason
@@ -15,13 +13,12 @@ from tests.support import component, new_run
 
 
 @pytest.fixture
-def store(database_url: str) -> Iterator[Store]:
-    s = Store.open(database_url, upgrade=True)
-    s.create_run(new_run())  # metric p50_ms
-    s.add_component(component())
-    s.set_run_status("r1", RunStatus.RUNNING)
-    yield s
-    s.close()
+def store(store: Store) -> Store:
+    """The shared store (``tests/support``) with run ``r1`` running, its one component added."""
+    store.create_run(new_run())  # metric p50_ms
+    store.add_component(component())
+    store.set_run_status("r1", RunStatus.RUNNING)
+    return store
 
 
 def _decide(store: Store, number: int, *, kept: bool = False, samples: list[Sample] | None = None) -> None:

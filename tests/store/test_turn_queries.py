@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from controller.domain.enums import Outcome, Reason, RunStatus
@@ -13,13 +11,12 @@ from tests.support import component, new_run
 
 
 @pytest.fixture
-def store(database_url: str) -> Iterator[Store]:
-    s = Store.open(database_url, upgrade=True)
-    s.create_run(new_run())
-    s.add_component(component())
-    s.set_run_status("r1", RunStatus.RUNNING)
-    yield s
-    s.close()
+def store(store: Store) -> Store:
+    """The shared store (``tests/support``) with run ``r1`` running, its one component added."""
+    store.create_run(new_run())
+    store.add_component(component())
+    store.set_run_status("r1", RunStatus.RUNNING)
+    return store
 
 
 def _decide(store: Store, number: int) -> None:

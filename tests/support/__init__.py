@@ -5,12 +5,26 @@ polling helper about 10).
   reading (order by time is then deterministic).
 - ``waiting``: ``wait_until``, polling a condition with a deadline instead of sleeping a guessed time.
 - ``records``: builders of the records tests store (``new_run``, ``component``), keyword arguments only.
+- ``builders``: ``spec_text``, the smallest valid spec with what a test changes, and ``root_for``, a
+  composition root over the test's own home and SQLite file.
 - ``fixtures``: the ``store`` fixture (an upgraded ``Store`` over ``database_url``, closed after the
   test) and ``clock``; ``tests/conftest.py`` loads them for every test.
 """
 
+from tests.support.builders import root_for, spec_text
 from tests.support.clock import T0, Clock, Ticker
 from tests.support.records import SHA_A, SHA_B, component, new_run
 from tests.support.waiting import wait_until
 
-__all__ = ["SHA_A", "SHA_B", "T0", "Clock", "Ticker", "component", "new_run", "wait_until"]
+__all__ = [
+    "SHA_A",
+    "SHA_B",
+    "T0",
+    "Clock",
+    "Ticker",
+    "component",
+    "new_run",
+    "root_for",
+    "spec_text",
+    "wait_until",
+]

@@ -1,15 +1,21 @@
 """Fixtures every test may use (loaded by ``tests/conftest.py``); a test folder that needs a variant
-defines its own fixture of the same name, which wins there."""
+defines its own fixture of the same name, which wins there.
+
+Variants of ``store`` without a copy of it: a module whose store keeps another clock overrides
+``store_clock`` (``Ticker()``, or the ``clock`` fixture); one that wants runs in it overrides ``store``
+with a fixture of the same name taking ``store``, which pytest hands the one below."""
 
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from datetime import datetime
 from pathlib import Path
 
 import pytest
 
 from controller.store import Store
+from controller.store.store import utc_now
 from tests.support.clock import Clock
 
 
@@ -44,9 +50,15 @@ def seed_sqlite(database_url: str, migrated: Path) -> None:
 
 
 @pytest.fixture
-def store(database_url: str, migrated_sqlite: Path) -> Iterator[Store]:
-    """An upgraded ``Store`` over ``database_url`` (SQLite and PostgreSQL), closed after the test so
-    no pooled connection outlives it."""
+def store_clock() -> Callable[[], datetime]:
+    """The clock of the ``store`` fixture: the real one unless a module overrides this."""
+    return utc_now
+
+
+@pytest.fixture
+def store(database_url: str, migrated_sqlite: Path, store_clock: Callable[[], datetime]) -> Iterator[Store]:
+    """An upgraded ``Store`` over ``database_url`` (SQLite and PostgreSQL) on ``store_clock``, closed
+    after the test so no pooled connection outlives it."""
     seed_sqlite(database_url, migrated_sqlite)
-    with Store.open(database_url, upgrade=True) as opened:
+    with Store.open(database_url, upgrade=True, clock=store_clock) as opened:
         yield opened

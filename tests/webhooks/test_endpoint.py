@@ -32,10 +32,9 @@ from tests.webhooks.helpers import (
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    s = Store.open(f"sqlite:///{tmp_path / 'crucible.db'}", upgrade=True)
-    yield s
-    s.close()
+def database_url(tmp_path: Path) -> str:
+    """One SQLite file: the shared ``store`` fixture (``tests/support``) over it, not over both backends."""
+    return f"sqlite:///{tmp_path / 'crucible.db'}"
 
 
 def test_a_signed_delivery_is_queued_once_and_wakes_the_processor(client_for: Client, store: Store) -> None:

@@ -21,9 +21,9 @@ EVENT = "issue_comment"
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    with Store.open(f"sqlite:///{tmp_path / 'crucible.db'}", upgrade=True) as opened:
-        yield opened
+def database_url(tmp_path: Path) -> str:
+    """One SQLite file: the shared ``store`` fixture (``tests/support``) over it, not over both backends."""
+    return f"sqlite:///{tmp_path / 'crucible.db'}"
 
 
 @pytest.fixture

@@ -7,8 +7,8 @@ loopback socket, with a clock the test moves (token expiry) instead of sleeping.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
@@ -23,35 +23,15 @@ from controller.localforge.server import serve_in_thread
 from controller.services.remote.remote_rounds import RemoteRounds
 from controller.services.views.schemas import RoundRequest
 from controller.store import ComponentRecord, NewRun, Store
-from tests.support.fixtures import seed_sqlite
+from tests.support import Clock, spec_text
 
 OPERATOR = "operator-token-0123456789"
 # A run's spec as the controller reads it when it checks a worker's report (``services.remote.recount``).
-SPEC = """
-objective = "x"
-[agent]
-command = "true"
-[metric]
-command = "true"
-name = "m"
-direction = "minimize"
-samples = 3
-sequential = false
-[[component]]
-name = "app"
-repo = "."
-"""
+SPEC = spec_text(samples=3, sections={"metric": ["sequential = false"]})
 
 
-@dataclass
-class Clock:
-    now: datetime = field(default_factory=lambda: datetime(2026, 12, 3, 12, 0, tzinfo=UTC))
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += timedelta(seconds=seconds)
+# The remote rounds' clock (token expiry) starts here and moves only by hand (``tests.support.Clock``).
+START = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
 
 
 @dataclass
@@ -100,16 +80,15 @@ class Controller:
 
 
 @pytest.fixture
-def controller(tmp_path: Path, database_url: str, migrated_sqlite: Path) -> Iterator[Controller]:
+def controller(tmp_path: Path, database_url: str, store: Store) -> Iterator[Controller]:
+    """The controller's worker API over the shared ``store`` fixture (``tests/support``), served."""
     settings = Settings(home=tmp_path / "home", database_url=database_url)
-    clock = Clock()
-    seed_sqlite(database_url, migrated_sqlite)
-    with Store.open(database_url, upgrade=True) as store:
-        remote = RemoteRounds(settings, store, controller_url="http://unused", token_ttl_s=3600, clock=clock)
-        app = create_app(settings, store, ApiTokens(OPERATOR), _Control(), remote=remote)
-        with serve_in_thread(app) as url:
-            remote.controller_url = url
-            yield Controller(url, store, remote, settings, clock)
+    clock = Clock(START)
+    remote = RemoteRounds(settings, store, controller_url="http://unused", token_ttl_s=3600, clock=clock)
+    app = create_app(settings, store, ApiTokens(OPERATOR), _Control(), remote=remote)
+    with serve_in_thread(app) as url:
+        remote.controller_url = url
+        yield Controller(url, store, remote, settings, clock)
 
 
 class _Control:

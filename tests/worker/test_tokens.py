@@ -17,8 +17,9 @@ from controller.store import NewRun
 from controller.store.worker_protocol import PROTOCOL_HEADER, PROTOCOL_VERSION
 from controller.wiring import Mode, build, round_kind
 from tests.api.sqlite_only import SQLITE_ONLY
+from tests.support import Clock
 from tests.webhooks.helpers import comment_event
-from tests.worker.conftest import OPERATOR, Clock, Controller
+from tests.worker.conftest import OPERATOR, START, Controller
 
 
 def test_the_env_names_the_round_and_carries_no_other_credential(controller: Controller) -> None:
@@ -182,7 +183,7 @@ def test_the_composition_root_builds_the_worker_api_crucible_serve_mounts(
         service = root.service()  # before the worker API: the root does not depend on the order
         remote = root.worker_api()
         assert root.worker_api() is remote, "one worker API per root"
-        Controller("http://unused", store, remote, root.settings, Clock()).seed_run("r1")
+        Controller("http://unused", store, remote, root.settings, Clock(START)).seed_run("r1")
         job = RoundJob(run_id="r1", round=0, turns=1, first_turn=1, heads={"app": "a" * 40})
         env = remote.mint_worker_env(job)
         assert env["CRUCIBLE_CONTROLLER_URL"] == "http://crucible.crucible.svc:8080"
@@ -191,7 +192,7 @@ def test_the_composition_root_builds_the_worker_api_crucible_serve_mounts(
         tokens = ApiTokens(OPERATOR)
         app, _ = serve_app(service, store, tokens, max_concurrent_runs=1, webhook_secret=None, remote=remote)
         with serve_in_thread(app) as url:
-            served = Controller(url, store, remote, root.settings, Clock())
+            served = Controller(url, store, remote, root.settings, Clock(START))
             with served.client(env["CRUCIBLE_WORKER_TOKEN"]) as http:
                 answer = http.get("/api/worker/runs/r1/job")
         assert answer.status_code == 200 and answer.json()["job"]["run_id"] == "r1"
