@@ -5,15 +5,16 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
 from controller.localforge.cli import forge_cli
 from tests.localforge.conftest import Forge, ForgeStarter
+from tests.support import wait_until
 
 
 def test_user_add_prints_the_token_last(tmp_path: Path) -> None:
@@ -104,17 +105,18 @@ def test_serve_runs_the_forge_in_the_foreground(tmp_path: Path) -> None:
     argv = [sys.executable, "-c", code, "serve", "--root", str(tmp_path / "f"), "--port", str(port)]
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        answer = None
-        for _ in range(200):
+
+        def rate_limit() -> Any:
             try:
                 with urllib.request.urlopen(
                     f"http://127.0.0.1:{port}/api/v3/rate_limit", timeout=1
                 ) as response:
-                    answer = json.loads(response.read())
-                    break
+                    return json.loads(response.read())
             except OSError:
-                time.sleep(0.05)
-        assert answer is not None and answer["rate"]["limit"] == 60  # anonymous
+                return None  # not listening yet
+
+        answer = wait_until(rate_limit, "the forge to answer /rate_limit", proc=proc)
+        assert answer["rate"]["limit"] == 60  # anonymous
     finally:
         proc.terminate()
         proc.wait(timeout=10)

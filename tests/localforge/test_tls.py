@@ -7,7 +7,6 @@ import socket
 import ssl
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -18,6 +17,7 @@ from controller.localforge.server import running_forge
 from controller.localforge.tls import ensure_certificate
 from controller.localforge.users import add_user
 from tests.conftest import git, make_repo
+from tests.support import wait_until
 
 
 def test_the_forge_serves_https_that_clients_trust_once_told(tmp_path: Path) -> None:
@@ -73,15 +73,16 @@ def test_serve_tls_prints_how_to_trust_it(tmp_path: Path) -> None:
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     cert = tmp_path / "f" / "tls" / "cert.pem"
     try:
-        answer, trusted = None, None
-        for _ in range(200):
-            try:
-                trusted = trusted or ssl.create_default_context(cafile=str(cert))
-                answer = httpx.get(f"https://127.0.0.1:{port}/api/v3/rate_limit", verify=trusted, timeout=1)
-                break
+
+        def rate_limit() -> httpx.Response | None:
+            try:  # the certificate is written before the server listens: both may still be missing
+                trusted = ssl.create_default_context(cafile=str(cert))
+                return httpx.get(f"https://127.0.0.1:{port}/api/v3/rate_limit", verify=trusted, timeout=1)
             except (httpx.HTTPError, OSError, ssl.SSLError):
-                time.sleep(0.05)
-        assert answer is not None and answer.json()["rate"]["limit"] == 60
+                return None
+
+        answer = wait_until(rate_limit, "the TLS forge to answer /rate_limit", proc=proc)
+        assert answer.json()["rate"]["limit"] == 60
     finally:
         proc.terminate()
         proc.wait(timeout=10)
