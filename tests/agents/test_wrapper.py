@@ -117,7 +117,7 @@ def test_the_clis_home_is_removed_with_its_links_never_followed(tmp_path: Path) 
     (outside / "keep.txt").write_text("kept")
     home = tmp_path / "home"
     (home / ".codex" / "skills" / "a").mkdir(parents=True)
-    (home / ".codex" / "skills" / "a" / "SKILL.md").write_text("x")
+    (home / ".codex" / "skills" / "a" / "skill.txt").write_text("x")  # a file deep in the tree
     (home / "link-to-dir").symlink_to(outside)
     (home / "link-to-file").symlink_to(outside / "keep.txt")
     remove_tree(home)
