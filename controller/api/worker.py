@@ -15,7 +15,7 @@ against ``CRUCIBLE_API_TOKEN`` only). Every request and answer is a schema of
   worker appends only progress events (``turn_step``, ``sample``), the rest come with the write they
   belong to (a started turn, a decision, the baseline), each of the kind that write makes.
 - ``POST outcome``: how the round ended; the token is revoked with it.
-- ``GET  slot/next?after=T``: a warm hypothesis pod's next hypothesis and its token (ADR-0031), with
+- ``GET  slot/next?after=T``: a warm hypothesis pod's next hypothesis and its token (ADR-0034), with
   the pod's slot token, which no other route takes (a long poll of up to ``slots.WAIT_S``).
 
 A hypothesis pod's token (ADR-0018) reads alike, sends its bundle for its own turn and reports its

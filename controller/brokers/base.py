@@ -133,7 +133,7 @@ class HypothesisLauncher(Protocol):
 
 
 class HypothesisSlots(Protocol):
-    """Where a launcher of warm hypothesis pods (ADR-0031) leaves each hypothesis for its slot's pod
+    """Where a launcher of warm hypothesis pods (ADR-0034) leaves each hypothesis for its slot's pod
     to take (``services.remote.slots.Slots``, in the database, so any replica's worker routes hand
     it out): ``offer(job, turn, index, proposal)`` offers hypothesis ``index`` of ``turn`` to slot
     ``index``, unless it is on offer or taken already (a restarted controller offers again);

@@ -281,12 +281,12 @@ class WorkerApi:
 
     def start_bundle(self, component: str, out: Path, have: str | None = None) -> None:
         """Write the start commits of ``component`` (a git bundle) to ``out``; with ``have``, only
-        those past that commit when the controller knows it (a warm pod's fetch, ADR-0031)."""
+        those past that commit when the controller knows it (a warm pod's fetch, ADR-0034)."""
         params = {} if have is None else {"have": have}
         out.write_bytes(self._send("GET", f"/components/{component}/bundle", params=params).content)
 
     def next_hypothesis(self, after: int) -> SlotNext:
-        """A warm pod's next hypothesis after turn ``after`` (with its slot token; ADR-0031)."""
+        """A warm pod's next hypothesis after turn ``after`` (with its slot token; ADR-0034)."""
         answer = self._send("GET", "/slot/next", params={"after": after})
         return SlotNext.model_validate_json(answer.content)
 

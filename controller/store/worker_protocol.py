@@ -164,7 +164,7 @@ class HypothesisScope(_Wire):
 
 
 class SlotNext(_Wire):
-    """``GET slot/next?after=T``: a warm hypothesis pod's next hypothesis (ADR-0031). ``done``: the
+    """``GET slot/next?after=T``: a warm hypothesis pod's next hypothesis (ADR-0034). ``done``: the
     round needs the slot no more (exit); otherwise hypothesis ``index`` of ``turn`` with ``token``,
     the worker token of that one hypothesis (a secret: never logged), or all None: nothing offered
     yet, ask again."""

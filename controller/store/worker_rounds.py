@@ -30,7 +30,7 @@ def hypothesis_scope(job: Mapping[str, Any]) -> tuple[int, int] | None:
 
 
 def slot_index(job: Mapping[str, Any]) -> int | None:
-    """The parallel index of a warm hypothesis pod's slot grant (ADR-0031); None for any other.
+    """The parallel index of a warm hypothesis pod's slot grant (ADR-0034); None for any other.
     Such a token only asks for its slot's next hypothesis, each of which comes with its own
     hypothesis grant (``hypothesis_scope``)."""
     slot = job.get("slot")
@@ -62,7 +62,7 @@ class WorkerRounds:
         """A new attempt of ``round`` (attempts count from 1); earlier attempts of it are revoked, so
         only the newest worker of a round may write. A hypothesis grant (``job["hypothesis"]``, one
         pod per parallel hypothesis, ADR-0018) revokes only earlier grants of its own turn and index:
-        the N pods of a turn hold N live tokens; a slot grant (``job["slot"]``, ADR-0031) only earlier
+        the N pods of a turn hold N live tokens; a slot grant (``job["slot"]``, ADR-0034) only earlier
         grants of its own slot. ConflictError for a token hash already used."""
         with self._session() as s:
             lock_run(s, run_id)
@@ -149,7 +149,7 @@ class WorkerRounds:
     def worker_outcome(self, run_id: str, round: int) -> WorkerRoundRecord | None:
         """The newest attempt of the round that reported an outcome, or None. A hypothesis pod's
         ending (nor a warm slot's) is not the round's outcome (the controller decides its turns,
-        ADR-0018, ADR-0031)."""
+        ADR-0018, ADR-0034)."""
         query = (
             sa.select(WorkerRoundRow)
             .where(
@@ -169,7 +169,7 @@ class WorkerRounds:
 
     def live_hypotheses(self, run_id: str, round: int, index: int) -> list[WorkerRoundRecord]:
         """The unrevoked hypothesis grants of parallel index ``index`` of the round, oldest first
-        (what a warm pod's slot may take next, ADR-0031)."""
+        (what a warm pod's slot may take next, ADR-0034)."""
         query = (
             sa.select(WorkerRoundRow)
             .where(

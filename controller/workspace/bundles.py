@@ -28,7 +28,7 @@ _SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
 def can_exclude(repo: Path, have: str | None, start: str) -> bool:
     """Whether a bundle of ``start`` for a receiver that says it has ``have`` (a warm pod's previous
-    start, ADR-0031) may leave out what ``have`` reaches: a full sha that ``repo`` knows, strictly
+    start, ADR-0034) may leave out what ``have`` reaches: a full sha that ``repo`` knows, strictly
     behind ``start``. A string that is not a sha never reaches git's command line."""
     if have is None or not _SHA.fullmatch(have) or have == start:
         return False

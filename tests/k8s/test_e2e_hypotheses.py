@@ -1,4 +1,4 @@
-"""Warm hypothesis pods through the real control plane (ADR-0018, ADR-0031).
+"""Warm hypothesis pods through the real control plane (ADR-0018, ADR-0034).
 
 The run service drives a ``parallel = 3`` knobs round itself; its first turn starts three Jobs whose
 pods the process node runs as ``python -m controller.cli.main worker`` with only the pod's environment

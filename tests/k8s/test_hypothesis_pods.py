@@ -1,4 +1,4 @@
-"""``HypothesisPods`` on the real control plane (ADR-0018, ADR-0031): a warm Job per parallel index that
+"""``HypothesisPods`` on the real control plane (ADR-0018, ADR-0034): a warm Job per parallel index that
 later turns' hypotheses are offered to, adopted by its labels after a restart, started again within
 the turn when its pod fails, left alone by the round broker's reconciliation, cancelled with its pod."""
 

@@ -1,4 +1,4 @@
-"""A warm hypothesis pod's slot (ADR-0031): its token asks for the slot's next hypothesis and nothing
+"""A warm hypothesis pod's slot (ADR-0034): its token asks for the slot's next hypothesis and nothing
 else; what it gets is a hypothesis token scoped exactly as a one-shot hypothesis pod's (ADR-0018).
 Offers and takes live in the database, so a restarted controller (or another replica) hands out the
 same hypotheses without running one twice at once.

@@ -1,4 +1,4 @@
-"""``HypothesisPods``: a round's parallel hypotheses, each index in a warm pod (ADR-0018, ADR-0031).
+"""``HypothesisPods``: a round's parallel hypotheses, each index in a warm pod (ADR-0018, ADR-0034).
 
 With ``broker.parallel = N`` on Kubernetes the controller drives the round's turns itself. Index ``i``
 of the round has one pod at a time, which lives for the round: its Job,

@@ -62,7 +62,7 @@ def job_name(run_id: str, round: int, attempt: int = 0) -> str:
 
 def hypothesis_job_name(run_id: str, round: int, turn: int, index: int, attempt: int = 0) -> str:
     """``crucible-<run>-<round>-t<turn>-h<index>``: the Job of parallel index ``index`` started in
-    ``turn`` (ADR-0018; a warm pod runs that index's hypotheses of the later turns too, ADR-0031), the
+    ``turn`` (ADR-0018; a warm pod runs that index's hypotheses of the later turns too, ADR-0034), the
     same in any process, so a restarted controller finds it instead of launching a second;
     ``-a<attempt>`` after it for a pod started again in the same turn after one was lost."""
     return _named(run_id, f"-{round}-t{turn}-h{index}" + (f"-a{attempt}" if attempt else ""))

@@ -290,7 +290,7 @@ def dry_run(spec: Spec, environ: Mapping[str, str], turns: int | None = None) ->
 def round_manifests(spec: Spec, bases: Mapping[str, str], turns: int) -> list[dict[str, object]] | None:
     """What the Kubernetes broker would create for round 0 (the Job, and its Secret with the token
     redacted); with ``parallel > 1``, for the pod of index 0 started in turn 1 (a round starts one
-    such warm pod per index, which runs that index's hypotheses of every turn, ADR-0031). None
+    such warm pod per index, which runs that index's hypotheses of every turn, ADR-0034). None
     unless ``[broker] kind = "kubernetes"``."""
     if spec.broker.kind != "kubernetes":
         return None

@@ -2,7 +2,7 @@
 
 With ``broker.parallel = N`` on Kubernetes the controller runs the round's loop itself and, per turn,
 launches its N hypotheses through ``ctx.hooks.hypothesis_pods`` (which hands each to its index's warm
-pod, started once per round, ADR-0031). Each pod's ``crucible worker`` proposes
+pod, started once per round, ADR-0034). Each pod's ``crucible worker`` proposes
 its one hypothesis (``CRUCIBLE_PARALLEL_INDEX``; the knobs proposal is computed here and sent), measures
 it against the champion in its own pod, uploads its commits as a verified bundle and reports it
 through the worker API (``report_hypothesis``). This module waits until every one of the N has a

@@ -146,7 +146,7 @@ class RemoteRounds:
 
     def mint_slot_env(self, job: RoundJob, index: int) -> dict[str, str]:
         """The environment of a warm hypothesis pod holding slot ``index`` of ``job``'s round
-        (ADR-0031): its token only asks for the slot's next hypothesis (``next_hypothesis``), each of
+        (ADR-0034): its token only asks for the slot's next hypothesis (``next_hypothesis``), each of
         which brings a token of its own; earlier grants of the slot are revoked."""
         extra = {"CRUCIBLE_PARALLEL_INDEX": str(index), "CRUCIBLE_SLOT": "1"}
         return self._mint(job, {**job.to_json(), "slot": index}, extra)
@@ -182,7 +182,7 @@ class RemoteRounds:
 
     def authenticate(self, token: str, run_id: str, *, slot: bool = False) -> WorkerRoundRecord:
         """The attempt ``token`` grants, for a request about ``run_id`` (errors: module docstring).
-        A warm pod's slot token (ADR-0031) is good for ``next_hypothesis`` (``slot``) and nothing
+        A warm pod's slot token (ADR-0034) is good for ``next_hypothesis`` (``slot``) and nothing
         else; no other token is good for that."""
         digest = token_hash(token) if token else ""
         grant = self.store.worker_round_by_token(digest) if digest else None
@@ -269,7 +269,7 @@ class RemoteRounds:
 
     def start_bundle(self, grant: WorkerRoundRecord, component: str, have: str | None = None) -> Path:
         """A bundle of ``component``'s start head and base, written under the run's directory; with
-        ``have`` (a commit the worker holds: a warm pod's previous start, ADR-0031) only the start's
+        ``have`` (a commit the worker holds: a warm pod's previous start, ADR-0034) only the start's
         commits past it, when this host knows it too (otherwise the whole bundle)."""
         comp = self._component(grant.run_id, component)
         job = RoundJob.from_json(grant.job)
@@ -377,7 +377,7 @@ class RemoteRounds:
         try:
             return self.store.report_hypothesis(grant.run_id, turn, report)
         finally:
-            self.slots.reported()  # a turn waiting on its reports looks now (ADR-0031)
+            self.slots.reported()  # a turn waiting on its reports looks now (ADR-0034)
 
     def start_turn(self, grant: WorkerRoundRecord, body: TurnStart) -> TurnRecord:
         """The ledger's ``start_turn``, its event (if any) ``turn_started`` for that turn."""

@@ -1,4 +1,4 @@
-"""The slots of warm hypothesis pods (ADR-0031): which hypothesis each pod of a parallel round takes next.
+"""The slots of warm hypothesis pods (ADR-0034): which hypothesis each pod of a parallel round takes next.
 
 With ``broker.parallel = N`` on Kubernetes a round's N pods live for the round, not the turn (ADR-0018
 started one per hypothesis per turn, and its start cost most of a turn). Pod ``i`` holds slot ``i``

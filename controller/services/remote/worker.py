@@ -14,7 +14,7 @@ the score (``rounds.play_job``).
 With ``broker.parallel > 1`` on Kubernetes a pod runs hypotheses instead (ADR-0018): one hypothesis
 of one turn per token (it proposes with ``CRUCIBLE_PARALLEL_INDEX`` set, measures against the
 champion in its own pod, sends its commits as a bundle and its report, and leaves the turn's
-decision to the controller). A warm pod (``CRUCIBLE_SLOT=1``, ADR-0031) holds a slot token instead
+decision to the controller). A warm pod (``CRUCIBLE_SLOT=1``, ADR-0034) holds a slot token instead
 and runs one such hypothesis after another (``run_slot``), each with the token the controller hands
 out with it, in one working directory.
 
@@ -234,7 +234,7 @@ def run_slot(
     cancel: threading.Event | None = None,
     observer: Observer | None = None,
 ) -> RoundOutcome:
-    """A warm hypothesis pod (ADR-0031): holding slot ``config.parallel_index`` of the round, it asks
+    """A warm hypothesis pod (ADR-0034): holding slot ``config.parallel_index`` of the round, it asks
     the controller for the slot's next hypothesis, runs it as a one-shot hypothesis pod would (with
     that hypothesis's own token, in the same working directory, so its clones are reused and only
     the new champion's commits are fetched), and asks again, until the controller says ``done`` (the
