@@ -1,4 +1,6 @@
-"""``run_turn`` and ``play_turns`` called directly: every reason a single turn can end with.
+"""``run_turn`` and ``play_turns`` called directly: every reason a single turn can end with, a
+refinement round's turns and round 0's search through the one ``play_turns``, and the frozen round
+environment (the champion moves through its own object; the driver's hooks are handed in).
 
 The round engine is driven here without the run loop, the CLI or a server: a real git repository, a
 real SQLite store (the ledger) and real shell commands without a sandbox, one turn at a time. The
@@ -8,6 +10,7 @@ reasons a parallel turn or a remote round adds (``superseded``, ``lost``) are de
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -18,13 +21,15 @@ import pytest
 from controller.config.settings import Settings
 from controller.config.spec import load_spec
 from controller.config.units import Tolerance
-from controller.domain.enums import Outcome, Reason, StopReason
+from controller.domain.enums import Outcome, Reason, RunStatus, StopReason
 from controller.engine.candidate import HISTORY_LIMIT
 from controller.services.execution.baseline import run_baseline
-from controller.services.execution.context import RoundRule, RunContext
-from controller.services.execution.loop import run_loop
+from controller.services.execution.context import Hooks, RoundRule, RunContext
+from controller.services.execution.liveness import Heartbeat
+from controller.services.execution.loop import Search, budgets_of, run_loop
+from controller.services.execution.play import Refinement, play_turns
 from controller.services.execution.runs import create_run, open_context
-from controller.services.execution.turn import play_turns, run_turn
+from controller.services.execution.turn import run_turn
 from controller.store.store import Store
 
 BASE = """
@@ -74,6 +79,7 @@ def engine(tmp_path: Path, repo_factory: Callable[..., Path]) -> Iterator[Callab
         confidence: float = 0.0,
         extra: str = "",
         turns: int = 5,
+        hooks: Hooks | None = None,
     ) -> RunContext:
         repo = repo_factory({"src/value.txt": "10\n", "README": "hello\n", **SCRIPTS})
         spec_path = tmp_path / "crucible.toml"
@@ -92,7 +98,7 @@ def engine(tmp_path: Path, repo_factory: Callable[..., Path]) -> Iterator[Callab
         store = Store.open(settings.database_url, upgrade=True)
         stores.append(store)
         run_id = create_run(store, spec, text, spec_path)
-        ctx = open_context(settings, store, run_id, spec, environ={"PATH": "/usr/bin:/bin"})
+        ctx = open_context(settings, store, run_id, spec, environ={"PATH": "/usr/bin:/bin"}, hooks=hooks)
         assert run_baseline(ctx) is None
         return ctx
 
@@ -179,8 +185,8 @@ def test_play_turns_stops_at_the_first_turn_that_holds_the_score(engine: Callabl
     agent = 'if [ "$CRUCIBLE_TURN" = 1 ]; then echo 5; else echo 9.5; fi > src/value.txt'
     ctx = engine(agent)
     rule = RoundRule(hold=Tolerance(1.0, relative=False), first_published=10.0)
-    played = play_turns(ctx, 1, 3, round_rule=rule, feedback=())
-    assert played is not None and played.kept
+    played = play_turns(ctx, 1, Refinement(3), round_rule=rule, feedback=())
+    assert played.kept and not played.cut_off
     turns = ctx.ledger.turn_snapshot(ctx.run_id, last=5).recent
     assert [(t.number, t.round, t.outcome) for t in turns] == [
         (1, 1, Outcome.REJECTED),
@@ -190,15 +196,15 @@ def test_play_turns_stops_at_the_first_turn_that_holds_the_score(engine: Callabl
 
 def test_play_turns_without_a_keep_reports_the_last_detail(engine: Callable[..., RunContext]) -> None:
     ctx = engine("true")
-    played = play_turns(ctx, 1, 2, round_rule=None, feedback=())
-    assert played is not None and not played.kept
+    played = play_turns(ctx, 1, Refinement(2), round_rule=None, feedback=())
+    assert not played.kept and not played.cut_off
     assert played.detail == "the agent changed nothing"
 
 
-def test_play_turns_cut_off_by_a_cancel_is_none(engine: Callable[..., RunContext]) -> None:
+def test_play_turns_cut_off_by_a_cancel_says_so(engine: Callable[..., RunContext]) -> None:
     ctx = engine("echo 11 > src/value.txt")
     ctx.executor.cancel.set()
-    assert play_turns(ctx, 1, 2, round_rule=None, feedback=()) is None
+    assert play_turns(ctx, 1, Refinement(2), round_rule=None, feedback=()).cut_off
     assert list(ctx.ledger.turn_snapshot(ctx.run_id, last=5).recent) == []
 
 
@@ -217,3 +223,53 @@ def test_a_failure_bound_beyond_the_turns_read_each_turn_still_stops_the_run_at_
     assert result.stop_reason is StopReason.CONSECUTIVE_FAILURES
     snapshot = ctx.ledger.turn_snapshot(ctx.run_id, last=ctx_turns)
     assert [t.reason for t in snapshot.recent] == [Reason.AGENT_FAILED] * bound
+
+
+def test_round_0_is_played_by_play_turns_with_the_search_planner(engine: Callable[..., RunContext]) -> None:
+    # Turn 1 improves (10 -> 11); turns 2-5 write 11 again and change nothing; the budget (5 turns)
+    # ends the search, which, handed over, leaves the run running for the feedback watch.
+    ctx = engine("echo 11 > src/value.txt")
+    search = Search(ctx, budgets_of(ctx), hand_over=True)
+    played = play_turns(ctx, 0, search)
+    assert played.kept and not played.cut_off
+    assert search.stop is not None
+    assert (search.stop.status, search.stop.stop_reason) == (RunStatus.RUNNING, StopReason.MAX_TURNS)
+    turns = ctx.ledger.turn_snapshot(ctx.run_id, last=10).recent
+    assert [(t.number, t.round, t.reason) for t in turns] == [
+        (1, 0, Reason.IMPROVED),
+        *[(n, 0, Reason.NO_DIFF) for n in range(2, 6)],
+    ]
+
+
+def test_the_search_planner_stops_the_run_on_a_cancel(engine: Callable[..., RunContext]) -> None:
+    ctx = engine("echo 11 > src/value.txt")
+    ctx.executor.cancel.set()
+    search = Search(ctx, budgets_of(ctx), hand_over=False)
+    played = play_turns(ctx, 0, search)
+    assert played.cut_off and search.stop is not None
+    assert (search.stop.status, search.stop.stop_reason) == (RunStatus.CANCELLED, StopReason.CANCELLED)
+    assert ctx.ledger.get_run(ctx.run_id).status is RunStatus.CANCELLED
+
+
+def test_the_champion_moves_through_its_own_object_and_the_hooks_are_handed_in(
+    engine: Callable[..., RunContext],
+) -> None:
+    told: list[dict[str, str]] = []
+    ctx = engine(
+        'if [ "$CRUCIBLE_TURN" = 1 ]; then echo 11; else echo 9; fi > src/value.txt',
+        hooks=Hooks(on_champion=lambda c: told.append(dict(c.champion_heads))),
+    )
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        ctx.spec = ctx.spec  # type: ignore[misc]
+    base = dict(ctx.champion_heads)
+    kept = run_turn(ctx, 1, 0, None)
+    assert kept.reason is Reason.IMPROVED
+    assert dict(ctx.champion.heads) == {**base, **kept.commits} != base
+    assert told == [dict(ctx.champion.heads)], "the driver's hook is told once, after the keep"
+    rejected = run_turn(ctx, 2, 0, None)
+    assert rejected.reason is Reason.NOT_IMPROVED and len(told) == 1
+    # run_loop hands the rounds a lease it claims itself: a copy sharing the champion and checkouts.
+    leased = ctx.with_lease(Heartbeat(ctx.store, ctx.run_id, cancel=threading.Event()))
+    assert leased.hooks.lease is not None and ctx.hooks.lease is None
+    assert leased.champion is ctx.champion and leased.hooks.on_champion is ctx.hooks.on_champion
+    assert leased.checkout("candidate", "app") is ctx.checkout("candidate", "app")

@@ -1,4 +1,5 @@
-"""The run loop: baseline, then one turn after another until a budget or a failure stops the run.
+"""The run loop: baseline, then round 0's search, one turn after another (``play.play_turns`` with the
+``Search`` planner) until a budget or a failure stops the run.
 
 The loop keeps no state of its own between turns beyond what ``RunContext`` caches; before every turn
 it re-derives the counters (turns done, consecutive failures, cost) from the store, which is what makes
@@ -29,10 +30,9 @@ from controller.engine.stopping import Budgets, Progress, check_stop, explain_st
 from controller.services.execution.baseline import run_baseline
 from controller.services.execution.context import Detached, RunContext
 from controller.services.execution.execute import disk_usage
-from controller.services.execution.hypotheses import run_parallel_turn
 from controller.services.execution.keep import notify_champion
 from controller.services.execution.liveness import Heartbeat
-from controller.services.execution.turn import run_turn
+from controller.services.execution.play import TurnPlan, play_turns
 from controller.store.records import RunRecord, TurnCounts, TurnRecord
 from controller.workspace.sandboxpaths import sandbox_hides
 
@@ -215,48 +215,74 @@ def _drive(ctx: RunContext, budgets: Budgets, *, hand_over: bool = False) -> Loo
         turn = run.champion_turn or 0
         arm = SampleArm.BASELINE if turn == 0 else SampleArm.CANDIDATE
         ctx.champion.measured(ctx.arm_from_store(turn, arm))
-    proposer = knob_proposer(ctx)
-    known_knobs = KnobHistory()
-    # Per-turn reads stay bounded: aggregates plus the last few turns, however long the run and
-    # whatever max_consecutive_failures is (a longer read only while a longer failure streak runs).
-    window = HISTORY_LIMIT + 1
-    while True:
-        snapshot = ctx.ledger.turn_snapshot(ctx.run_id, last=window)
-        if _streak_may_go_on(snapshot.recent, window, budgets.max_consecutive_failures):
+    search = Search(ctx, budgets, hand_over=hand_over)
+    play_turns(ctx, 0, search)
+    assert search.stop is not None  # the search plays turns until it stops
+    return search.stop
+
+
+class Search:
+    """Round 0's planner (``play.play_turns``): before each turn the counters are re-derived from the
+    record and the stop rules applied; the turn is of ``broker.parallel`` hypotheses, with the knobs'
+    next proposals for a knobs agent. ``stop`` is the round's result once it is over: the run's stop
+    (written by ``finish``), or, with ``hand_over``, the search's end that the feedback watch takes."""
+
+    def __init__(self, ctx: RunContext, budgets: Budgets, *, hand_over: bool) -> None:
+        self.budgets, self.hand_over = budgets, hand_over
+        self.proposer = knob_proposer(ctx)
+        self.known_knobs = KnobHistory()  # the knobs walk so far: each turn reads only new decisions
+        # Per-turn reads stay bounded: aggregates plus the last few turns, however long the run and
+        # whatever max_consecutive_failures is (a longer read only while a longer failure streak runs).
+        self.window = HISTORY_LIMIT + 1
+        self.stop: LoopResult | None = None
+
+    def next_turn(self, ctx: RunContext) -> TurnPlan | None:
+        budgets = self.budgets
+        snapshot = ctx.ledger.turn_snapshot(ctx.run_id, last=self.window)
+        if _streak_may_go_on(snapshot.recent, self.window, budgets.max_consecutive_failures):
             snapshot = ctx.ledger.turn_snapshot(ctx.run_id, last=budgets.max_consecutive_failures + 1)
         counts, recent, latest = snapshot.counts, list(snapshot.recent), snapshot.run
         progress = progress_of(ctx, counts, recent, latest)
         if ctx.executor.cancel.is_set():
-            return finish(ctx, StopReason.CANCELLED, explain_stop(StopReason.CANCELLED, budgets, progress))
+            self.stop = finish(
+                ctx, StopReason.CANCELLED, explain_stop(StopReason.CANCELLED, budgets, progress)
+            )
+            return None
         reason = check_stop(budgets, progress)
-        if reason is None and hand_over and latest.phase is not RunPhase.SEARCH:
+        if reason is None and self.hand_over and latest.phase is not RunPhase.SEARCH:
             # Resumed after round 0 (watching, or in a round): the watch picks up where it was.
-            return LoopResult(RunStatus.RUNNING, StopReason.MAX_TURNS, "round 0 was over before the resume")
+            self.stop = LoopResult(
+                RunStatus.RUNNING, StopReason.MAX_TURNS, "round 0 was over before the resume"
+            )
+            return None
         if reason is not None:
-            if hand_over and reason in SEARCH_DONE:
-                return LoopResult(RunStatus.RUNNING, reason, explain_stop(reason, budgets, progress))
-            return finish(ctx, reason, explain_stop(reason, budgets, progress))
+            self.stop = self._end(ctx, reason, explain_stop(reason, budgets, progress))
+            return None
         parallel = ctx.spec.broker.parallel
         proposals: list[Proposal] | None = None
-        if proposer is not None:
-            knobs_proposer, knobs = proposer
+        if self.proposer is not None:
+            knobs_proposer, knobs = self.proposer
             current = current_values(knobs, ctx.layout.workspace_root("champion"))
-            history = knob_history(ctx, knobs, known_knobs)
+            history = knob_history(ctx, knobs, self.known_knobs)
             proposals = knobs_proposer.next_proposals(current, history, parallel)
             if not proposals:
-                if hand_over:
-                    message = explain_stop(StopReason.EXHAUSTED, budgets, progress)
-                    return LoopResult(RunStatus.RUNNING, StopReason.EXHAUSTED, message)
-                return finish(
-                    ctx, StopReason.EXHAUSTED, explain_stop(StopReason.EXHAUSTED, budgets, progress)
-                )
+                exhausted = explain_stop(StopReason.EXHAUSTED, budgets, progress)
+                self.stop = self._end(ctx, StopReason.EXHAUSTED, exhausted)
+                return None
         number = counts.started[0] if counts.started else counts.highest + 1
-        if parallel > 1:
-            run_parallel_turn(ctx, number, parallel, proposals, recent, sum(counts.decided.values()), latest)
-        else:
-            proposal = proposals[0] if proposals else None
-            run_turn(ctx, number, 0, proposal, recent, sum(counts.decided.values()), latest)
+        return TurnPlan(number, proposals, parallel, recent, sum(counts.decided.values()), latest)
+
+    def decided(self, ctx: RunContext, record: TurnRecord) -> bool:
         if sandbox_hides(problem := ctx.executor.last_start_problem):
             # The sandbox hides what a command needs: every later turn would fail the same way.
-            message = f"stopped: turn {number}: a command cannot start: {ctx.executor.redact(problem or '')}"
-            return finish(ctx, StopReason.ERROR, message)
+            cause = ctx.executor.redact(problem or "")
+            message = f"stopped: turn {record.number}: a command cannot start: {cause}"
+            self.stop = finish(ctx, StopReason.ERROR, message)
+            return True
+        return False
+
+    def _end(self, ctx: RunContext, reason: StopReason, message: str) -> LoopResult:
+        """The search is over for ``reason``: the run stops, unless the watch takes over after it."""
+        if self.hand_over and reason in SEARCH_DONE:
+            return LoopResult(RunStatus.RUNNING, reason, message)
+        return finish(ctx, reason, message)

@@ -1,5 +1,4 @@
-"""One turn: propose → policy check → validation → measurement → decision → keep or restore (docs/agent.md),
-and the turns of a refinement round (``play_turns``).
+"""One turn: propose → policy check → validation → measurement → decision → keep or restore (docs/agent.md).
 
 The decisions themselves are pure functions (``controller.engine``, ``controller.stats``); the steps
 are in ``steps``, the verdict in ``verdict`` and the keep in ``keep``; this module performs them in
@@ -8,17 +7,16 @@ ends exactly at the champion (restore) or at the new champion (keep) before the 
 so a crash before the write re-runs the turn from a clean state.
 
 What varies per round (a refinement round's rule, the feedback it quotes) is an argument of
-``run_turn`` and ``play_turns``, never state set on the run's context.
+``run_turn``, never state set on the run's context; the turns of a round are ``play.play_turns``.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 from controller.domain import events
-from controller.domain.enums import OUTCOME_OF_REASON, EventKind, Outcome, Reason, TurnPhase
+from controller.domain.enums import OUTCOME_OF_REASON, EventKind, Reason, TurnPhase
 from controller.engine.candidate import HISTORY_LIMIT, FeedbackQuote, HistoryLine, render_candidate
 from controller.engine.knobs import Proposal
 from controller.services.execution.context import Detached, RoundRule, RunContext
@@ -199,39 +197,3 @@ def run_turn(
 def partial_refs(turn: int) -> Callable[[str], dict[str, str]]:
     """The refs of turn ``turn``'s kept commit, as ``commit_changed`` asks for them."""
     return lambda sha: champion_refs(turn, sha)
-
-
-@dataclass(frozen=True)
-class Played:
-    """What a refinement round's turns came to: whether one was kept, and the detail of the last
-    decided one (None: no turn ran)."""
-
-    kept: bool
-    detail: str | None
-
-
-def play_turns(
-    ctx: RunContext,
-    round_number: int,
-    turns: int,
-    *,
-    round_rule: RoundRule | None,
-    feedback: Sequence[FeedbackQuote],
-) -> Played | None:
-    """Up to ``turns`` turns of refinement round ``round_number`` until one holds the score, through
-    the ledger only: on the controller (``feedback.rounds``) and in ``crucible worker`` alike. None
-    when a cancel cut the round off before a turn was kept (the run stays in the round)."""
-    kept, detail = False, None
-    for _ in range(turns):
-        if ctx.executor.cancel.is_set():
-            return None
-        counts = ctx.ledger.turn_snapshot(ctx.run_id, last=1).counts
-        number = counts.started[0] if counts.started else counts.highest + 1
-        record = run_turn(ctx, number, round_number, None, round_rule=round_rule, feedback=feedback)
-        detail = record.detail
-        if record.outcome == Outcome.ACCEPTED:
-            kept = True
-            break
-    if ctx.executor.cancel.is_set() and not kept:
-        return None
-    return Played(kept, detail)

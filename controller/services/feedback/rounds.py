@@ -22,7 +22,7 @@ from controller.domain.jobs import RoundJob
 from controller.engine.candidate import FeedbackQuote
 from controller.services.execution.context import RoundRule, RunContext
 from controller.services.execution.keep import notify_champion
-from controller.services.execution.turn import play_turns
+from controller.services.execution.play import Refinement, play_turns
 from controller.store.records import FeedbackRecord, FeedbackSource
 from controller.workspace.git import is_ancestor
 
@@ -275,8 +275,8 @@ def _play(ctx: RunContext, number: int, batch: Batch) -> bool | None:
     detail = decided[-1].detail if decided else "no turn ran"
     if not kept:  # a resumed round plays only the turns it has left
         left = spec.feedback.turns - len(decided)
-        played = play_turns(ctx, number, left, round_rule=rule, feedback=quotes(ctx, batch))
-        if played is None:
+        played = play_turns(ctx, number, Refinement(left), round_rule=rule, feedback=quotes(ctx, batch))
+        if played.cut_off:
             return None
         kept, detail = played.kept, played.detail or detail
     end_round(ctx, number, batch, kept, detail)
@@ -324,5 +324,5 @@ def play_job(ctx: RunContext, job: RoundJob, items: Sequence[Quotable], componen
     assert spec.feedback is not None
     rule = RoundRule(spec.feedback.hold, job.hold.first_published) if job.hold else None
     feedback = quote_items(ctx, component, items)
-    played = play_turns(ctx, job.round, job.turns, round_rule=rule, feedback=feedback)
-    return None if played is None else played.kept
+    played = play_turns(ctx, job.round, Refinement(job.turns), round_rule=rule, feedback=feedback)
+    return None if played.cut_off else played.kept
