@@ -189,16 +189,10 @@ class RunService:
         options = self.reader.options(run_id)
         spec = stored_spec(self.store, run_id)
         forge = self._forge_for(spec) if options.publish_prs else None
-        publisher = None
-        if forge is not None:
-            publisher = Publisher(forge, dashboard_url=self.settings.forge.dashboard_url).publish
-        hooks = Hooks(
-            on_champion=publisher,
-            lease=lease,
-            wakeup=signals.wakeup,
-            detach=signals.detach,
-            hypothesis_pods=self._hypotheses(run_id) if self._hypotheses is not None else None,
-        )
+        url = self.settings.forge.dashboard_url
+        publish = Publisher(forge, dashboard_url=url).publish if forge is not None else None
+        pods = self._hypotheses(run_id) if self._hypotheses is not None else None
+        hooks = Hooks(publish, lease, wakeup=signals.wakeup, detach=signals.detach, hypothesis_pods=pods)
         ctx = open_context(
             self.settings,
             self.store,
