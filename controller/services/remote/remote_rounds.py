@@ -49,14 +49,13 @@ from controller.domain.errors import (
     ConflictError,
     CrucibleError,
     ForbiddenError,
-    GitError,
     NotFoundError,
     UnauthenticatedError,
 )
 from controller.domain.jobs import RoundJob
-from controller.engine.policy import check_paths, evaluator_paths
 from controller.services.execution.work import EVENT_OF_OUTCOME
 from controller.services.remote import referee
+from controller.services.remote.bundle_import import import_bundle
 from controller.services.remote.recount import recount_decision, recount_hypothesis
 from controller.services.remote.refusals import PolicyViolation, refuse_bundle, refuse_report
 from controller.services.remote.slots import WAIT_S, Slots, Taken
@@ -87,7 +86,6 @@ from controller.store.worker_protocol import (
 from controller.store.worker_rounds import hypothesis_scope, slot_index
 from controller.workspace import bundles
 from controller.workspace.checkout import CRUCIBLE_REF_PREFIX
-from controller.workspace.git import is_ancestor
 
 TOKEN_BYTES = 32
 MAX_BUNDLE_BYTES = 512 * 1024 * 1024  # a round's own commits; the start bundle goes the other way
@@ -418,58 +416,17 @@ class RemoteRounds:
     # -- bundles ------------------------------------------------------------------------------
 
     def _import(self, grant: WorkerRoundRecord, path: Path, turn: int | None) -> dict[str, str]:
-        run_id = grant.run_id
-        components = {c.name: c for c in self.store.list_components(run_id)}
-        job = RoundJob.from_json(grant.job)
-        scratch = self._scratch(run_id)
-        try:
-            heads = bundles.list_heads(path, scratch)
-        except GitError as exc:
-            raise self._refuse(grant, turn, f"not a git bundle: {exc}") from exc
-        allowed = {f"{CRUCIBLE_REF_PREFIX}{run_id}/{name}": name for name in components}
-        outside = sorted(ref for ref in heads if ref not in allowed)
-        if outside or not heads:
-            raise self._refuse(grant, turn, f"refs outside the run: {', '.join(outside) or '(none at all)'}")
-        proved: dict[str, str] = {}
-        spec = self._spec(run_id)
-        for ref, sha in heads.items():
-            name = allowed[ref]
-            repo = self._repo(components[name])
-            problem = bundles.verify(path, repo)
-            if problem is not None:
-                raise refuse_bundle(
-                    self.store,
-                    grant,
-                    turn,
-                    f"{name}: the bundle does not build on the round's start: {problem}",
-                )
-            bundles.fetch(path, repo, [ref])
-            start = job.heads[name]
-            if not is_ancestor(repo, start, sha):
-                raise refuse_bundle(
-                    self.store,
-                    grant,
-                    turn,
-                    f"{name}: {sha[:12]} does not descend from the start {start[:12]}",
-                )
-            comp_spec = spec.component(name)
-            commands = [spec.metric.command] + ([spec.validation.command] if spec.validation else [])
-            named = evaluator_paths(commands, repo)
-            for commit, paths in bundles.paths_by_commit(repo, start, sha).items():
-                verdict = check_paths(
-                    paths, mutable=comp_spec.mutable, protected=comp_spec.protected, evaluator_paths=named
-                )
-                if not verdict.ok:
-                    detail = "; ".join(verdict.violations[:10])
-                    raise self._refuse(grant, turn, f"{name}: commit {commit[:12]} changes {detail}")
-            unsafe = bundles.unsafe_entries(repo, start, sha)
-            if unsafe:
-                raise self._refuse(grant, turn, f"{name}: {'; '.join(unsafe[:10])}")
-            proved[name] = sha
-        for name, sha in proved.items():
-            bundles.pin(self._repo(components[name]), f"{CRUCIBLE_REF_PREFIX}{run_id}/worker/{name}", sha)
-        self.store.prove_worker_heads(grant.token_hash, proved)
-        return proved
+        components = {c.name: c for c in self.store.list_components(grant.run_id)}
+        return import_bundle(
+            self.store,
+            grant,
+            path,
+            turn,
+            spec=self._spec(grant.run_id),
+            components=tuple(components),
+            repo_of=lambda name: self._repo(components[name]),
+            scratch=self._scratch(grant.run_id),
+        )
 
     def _refuse(self, grant: WorkerRoundRecord, turn: int | None, detail: str) -> PolicyViolation:
         return refuse_bundle(self.store, grant, turn, detail)
