@@ -146,6 +146,10 @@ class _Keeper:
         self.store, self.owner, self.ttl_s = store, owner, ttl_s
         self._beats: dict[str, Heartbeat] = {}
         self._lock = threading.Lock()
+        # Held while a renewal is in flight: ``remove`` waits on it, so a stopped heartbeat's driver
+        # can close its store without a renewal still holding one of its connections. Reentrant: a
+        # renewal's answer may stop the heartbeat from this very thread.
+        self._renewing = threading.RLock()
         self._thread: threading.Thread | None = None
 
     @classmethod
@@ -165,19 +169,23 @@ class _Keeper:
                 self._thread.start()
 
     def remove(self, beat: Heartbeat) -> None:
+        """Stop renewing ``beat``; returns once no renewal that may include it is in flight."""
         with self._lock:
             if self._beats.get(beat.run_id) is beat:
                 del self._beats[beat.run_id]
+        with self._renewing:
+            pass
 
     def renew(self) -> None:
         """One beat for every lease held (the thread's body; tests call it directly)."""
-        with self._lock:
-            beats = dict(self._beats)
-        if not beats:
-            return
-        renewals = self.store.renew_leases(self.owner, self.ttl_s, list(beats))
-        for run_id, beat in beats.items():
-            beat.renewed(renewals.get(run_id))
+        with self._renewing:
+            with self._lock:
+                beats = dict(self._beats)
+            if not beats:
+                return
+            renewals = self.store.renew_leases(self.owner, self.ttl_s, list(beats))
+            for run_id, beat in beats.items():
+                beat.renewed(renewals.get(run_id))
 
     def _run(self) -> None:
         while True:
