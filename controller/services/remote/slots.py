@@ -80,6 +80,9 @@ class Slots:
         self.poll_s = poll_s
         self._clock = clock
         self._offered = threading.Condition()
+        # Counts offers made in this process: ``take`` waits only if none came since it last looked,
+        # so an offer made between its look and its wait is not slept through (a lost wake-up).
+        self._offers = 0
         self._reports = threading.Condition()
 
     def offer(self, job: RoundJob, turn: int, index: int, proposal: Mapping[str, Any] | None) -> None:
@@ -89,6 +92,7 @@ class Slots:
         if not any(hypothesis_scope(g.job) == (turn, index) for g in live):
             self._mint(job, turn, index, proposal)  # its token is thrown away: ``take`` mints the pod's
         with self._offered:
+            self._offers += 1
             self._offered.notify_all()
 
     def take(self, run_id: str, round: int, index: int, after: int, wait_s: float = WAIT_S) -> Taken:
@@ -96,6 +100,8 @@ class Slots:
         one (module docstring), with a token minted for the asking pod."""
         deadline = self._clock() + wait_s
         while True:
+            with self._offered:
+                seen = self._offers
             grant = self._next(run_id, round, index, after)
             if grant is not None:
                 scope = grant.job["hypothesis"]
@@ -107,7 +113,8 @@ class Slots:
             if left <= 0:
                 return Taken()
             with self._offered:
-                self._offered.wait(min(left, self.poll_s))
+                if self._offers == seen:
+                    self._offered.wait(min(left, self.poll_s))
 
     def reported(self) -> None:
         """A hypothesis report arrived through this process's worker routes: wake the waiters."""
