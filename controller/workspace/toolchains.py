@@ -12,7 +12,7 @@ manager needs because ``HOME`` moves inside the sandbox (``RUSTUP_HOME``, ``VOLT
 
 Managers are recognised by their roots (the environment variable that moves them, else the default
 under each home) and by markers on the way up (``conda-meta``, ``libexec/pyenv``). A shim that is a
-script is read for the absolute paths and the program it execs (``exec "/root/.pyenv/libexec/pyenv"``,
+script is read for the absolute paths and the program it execs (``exec "/home/me/.pyenv/libexec/pyenv"``,
 ``exec asdf exec``), and a pyenv shim is resolved to the selected version's program.
 """
 
