@@ -93,25 +93,29 @@ def test_the_turns_version_moves_with_every_decision_and_nothing_else_a_page_sho
     assert store.turns_version("r1") == decided, "another run's events are not this run's"
 
 
+# A rejected decision with nothing to keep: what the page reads here need of a decided turn.
+_REJECTED = TurnDecision(
+    outcome=Outcome.REJECTED,
+    reason=Reason.NOT_IMPROVED,
+    value=1.0,
+    p_value=None,
+    hypothesis=None,
+    changed_paths=(),
+    commits={},
+    cost_usd=0.0,
+    tokens=0,
+    duration_s=0.1,
+    detail="",
+)
+
+
 def _other_run_decides(store: Store) -> None:
     store.set_run_status("r2", RunStatus.RUNNING)
     store.start_turn("r2", 1, 0)
     store.decide_turn(
         "r2",
         1,
-        TurnDecision(
-            outcome=Outcome.REJECTED,
-            reason=Reason.NOT_IMPROVED,
-            value=1.0,
-            p_value=None,
-            hypothesis=None,
-            changed_paths=(),
-            commits={},
-            cost_usd=0.0,
-            tokens=0,
-            duration_s=0.1,
-            detail="",
-        ),
+        _REJECTED,
         champion=None,
         component_heads={},
         event=("rejected", {}),
@@ -147,19 +151,7 @@ def _decide_parallel(store: Store, n: int) -> None:
     store.decide_turn(
         "r1",
         n,
-        TurnDecision(
-            outcome=Outcome.REJECTED,
-            reason=Reason.NOT_IMPROVED,
-            value=1.0,
-            p_value=None,
-            hypothesis=None,
-            changed_paths=(),
-            commits={},
-            cost_usd=0.0,
-            tokens=0,
-            duration_s=0.1,
-            detail="",
-        ),
+        _REJECTED,
         champion=None,
         component_heads={},
         event=("rejected", {}),
