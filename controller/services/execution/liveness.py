@@ -173,8 +173,12 @@ class _Keeper:
         with self._lock:
             if self._beats.get(beat.run_id) is beat:
                 del self._beats[beat.run_id]
-        with self._renewing:
-            pass
+        # Bounded: a renewal stuck on a locked row must not hold the driver's stop for good (the lease
+        # then expires by itself, which a takeover already waits out).
+        if self._renewing.acquire(timeout=self.ttl_s):
+            self._renewing.release()
+        else:
+            log.warning("run %s: a lease renewal is still in flight after %.0f s", beat.run_id, self.ttl_s)
 
     def renew(self) -> None:
         """One beat for every lease held (the thread's body; tests call it directly)."""
