@@ -6,6 +6,9 @@ implementation, add its name to ``IMPLEMENTATIONS`` and a branch to ``harness`` 
 client with the controller-side store seeding behind it; every test in ``test_contract.py`` then
 runs against it unchanged.
 
+``memory`` is the fake the round engine's unit tests use (``tests.support.memory_ledger``): it seeds
+itself, standing in for the controller's store, and must pass every test the real ledgers pass.
+
 The HTTP ledger (``store.http_ledger``, what ``crucible worker`` uses) runs against the controller's
 real app served by uvicorn on a loopback socket, over SQLite and PostgreSQL. Each seeded run gets a
 worker token of its own (minted as the remote broker would); a run the test never seeded is asked
@@ -17,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 import pytest
 
@@ -28,9 +32,11 @@ from controller.domain.jobs import RoundJob
 from controller.localforge.server import serve_in_thread
 from controller.services.remote.remote_rounds import RemoteRounds, token_hash
 from controller.services.views.schemas import RoundRequest
-from controller.store import ComponentRecord, NewRun, Store
+from controller.store import ComponentRecord, NewRun, RunRecord, Store
 from controller.store.http_ledger import HttpLedger
 from controller.store.ledger import Ledger
+from controller.store.records import Sample
+from tests.support.memory_ledger import MemoryLedger
 
 # The run's spec as the controller reads it: the HTTP ledger's routes recompute a worker's verdicts
 # with its keep rule (``services.remote.recount``), so the suite's decisions are what its samples give.
@@ -50,6 +56,7 @@ repo = "."
 """
 
 IMPLEMENTATIONS = [
+    "memory",
     "sqlite",
     pytest.param("postgresql", marks=pytest.mark.postgres),
     "http-sqlite",
@@ -57,10 +64,21 @@ IMPLEMENTATIONS = [
 ]
 
 
+class Seeder(Protocol):
+    """What the suite asks of the controller's side: create a run and its components, move it, and
+    store samples the way a cut-off attempt left them (``Store``; the memory ledger itself)."""
+
+    def create_run(self, new: NewRun) -> RunRecord: ...
+    def add_component(self, rec: ComponentRecord) -> None: ...
+    def set_run_status(self, run_id: str, status: RunStatus) -> RunRecord: ...
+    def add_samples(self, run_id: str, turn: int, samples: list[Sample]) -> None: ...
+    def get_run(self, run_id: str) -> RunRecord: ...
+
+
 @dataclass
 class LedgerHarness:
     ledger: Ledger
-    store: Store  # the controller's own store, for seeding runs
+    store: Seeder  # the controller's own store, for seeding runs
     worker: bool = False  # the ledger is a worker's: the controller checks what it reports
     on_seed: Callable[[str], None] = field(default=lambda _run: None)  # mint a worker token
 
@@ -153,7 +171,10 @@ class _NoControl:
 
 @pytest.fixture(params=IMPLEMENTATIONS)
 def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LedgerHarness]:
-    if request.param == "sqlite":
+    if request.param == "memory":
+        memory = MemoryLedger()
+        yield LedgerHarness(ledger=memory, store=memory)
+    elif request.param == "sqlite":
         yield from _sql(f"sqlite:///{tmp_path / 'ledger.db'}")
     elif request.param == "postgresql":
         yield from _sql(request.getfixturevalue("postgres_url"))

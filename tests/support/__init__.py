@@ -7,6 +7,9 @@ polling helper about 10).
 - ``records``: builders of the records tests store (``new_run``, ``component``), keyword arguments only.
 - ``builders``: ``spec_text``, the smallest valid spec with what a test changes, and ``root_for``, a
   composition root over the test's own home and SQLite file.
+- ``memory_ledger`` and ``scripted_executor``: the round engine's fakes (a ``Ledger`` in a dict, an
+  ``Executor`` whose commands are Python functions), each passing the real part's contract suite
+  (``tests/ledger``, ``tests/services/test_executor_contract.py``); imported from their modules.
 - ``fixtures``: the ``store`` fixture (an upgraded ``Store`` over ``database_url``, closed after the
   test) and ``clock``; ``tests/conftest.py`` loads them for every test.
 """
