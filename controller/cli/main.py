@@ -342,6 +342,11 @@ def worker_cmd(
     CRUCIBLE_WORKER_TOKEN. Exit 0 once the round ran to its end and the controller accepted it."""
     import threading
 
+    # A pod pays its start for every slot of every parallel round (ADR-0035): httpx imports its own
+    # command-line tool, and rich and pygments with it where they are installed, unless that import
+    # fails; the worker never runs it, so it is marked absent before httpx is first imported.
+    sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
+
     from controller.services.remote.worker import TOKEN_VARIABLE, run_worker, worker_config
     from controller.wiring import Mode, build, process_environment, withdraw_from_environment
     from controller.workspace.selfguard import make_undumpable

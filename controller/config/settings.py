@@ -15,12 +15,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Self
+from typing import Any, ClassVar, Self
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 from pydantic.fields import FieldInfo
-from pydantic_settings import BaseSettings, EnvSettingsSource, NoDecode, SettingsConfigDict
-from pydantic_settings.sources import PydanticBaseSettingsSource
 
 from controller.config.paths import database_url, home_dir
 from controller.config.units import parse_duration
@@ -29,41 +27,29 @@ from controller.domain.errors import SpecError
 PREFIX = "CRUCIBLE_"
 
 
-class _MappingSource(EnvSettingsSource):
-    """pydantic-settings' environment source over a mapping the edge hands in, not ``os.environ``."""
+class SettingsGroup(BaseModel):
+    """Base of every group: frozen, unknown fields refused, and no implicit environment reads.
 
-    def __init__(self, settings_cls: type[BaseSettings], environ: Mapping[str, str]) -> None:
-        self._environ = dict(environ)
-        super().__init__(settings_cls, case_sensitive=False, env_prefix=PREFIX)
+    A plain pydantic model, not pydantic-settings' ``BaseSettings``: every field is a scalar (or a
+    comma-separated list split by its own validator), so reading the environment is one lookup per
+    field, and the 0.1-1 s that pydantic-settings takes to import is not paid by ``crucible worker``,
+    whose pods start once per parallel round slot (ADR-0035)."""
 
-    def _load_env_vars(self) -> Mapping[str, str | None]:
-        # Only the documented upper-case names count (``crucible_home`` is not ``CRUCIBLE_HOME``);
-        # the source matches field names lower-cased.
-        return {k.lower(): v for k, v in self._environ.items() if k.startswith(PREFIX)}
-
-
-class SettingsGroup(BaseSettings):
-    """Base of every group: frozen, unknown fields refused, and no implicit environment reads."""
-
-    model_config = SettingsConfigDict(
-        env_prefix=PREFIX, case_sensitive=False, frozen=True, extra="forbid", use_attribute_docstrings=True
-    )
-
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return (init_settings,)  # from_env feeds the environment in explicitly
+    # Without ``use_attribute_docstrings``: it reads and parses this module's source at import, in every
+    # process; ``describe`` reads the field docstrings only when asked.
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> Self:
-        """The group as ``environ`` sets it; SpecError naming the variable for a bad value."""
-        values = _MappingSource(cls, environ)()
+        """The group as ``environ`` sets it; SpecError naming the variable for a bad value.
+
+        Only the documented upper-case names count (``crucible_home`` is not ``CRUCIBLE_HOME``); the
+        value goes to the field as the text it is, which pydantic converts (numbers, booleans, paths)."""
+        values = {
+            name: environ[PREFIX + name.upper()]
+            for name in cls.model_fields
+            if PREFIX + name.upper() in environ
+        }
         try:
             return cls(**values)
         except ValidationError as exc:
@@ -100,10 +86,10 @@ class ForgeSettings(SettingsGroup):
     forge_write_interval: float = Field(default=1.0, ge=0)
     """CRUCIBLE_FORGE_WRITE_INTERVAL, seconds between two write calls to the forge; GitHub asks
     integrations for at least one second to stay clear of its secondary rate limits."""
-    own_logins: Annotated[tuple[str, ...], NoDecode] = ()
+    own_logins: tuple[str, ...] = ()
     """CRUCIBLE_OWN_LOGINS, comma-separated: crucible's own accounts, whose activity never triggers a
     round (needed when the token's login is not the only one crucible writes as)."""
-    forge_hosts: Annotated[tuple[str, ...], NoDecode] = ()
+    forge_hosts: tuple[str, ...] = ()
     """CRUCIBLE_FORGE_HOSTS, comma-separated forge API URLs (``https://ghe.acme.dev/api/v3``) or hosts
     (``ghe.acme.dev``, meaning https on its default port): the only forges ``crucible serve`` sends
     its credentials to. Unset, ``https://api.github.com`` alone; a submitted spec naming any other
@@ -245,9 +231,31 @@ def describe() -> list[tuple[str, str, str]]:
         ("CRUCIBLE_LEASE_TTL", "30s", "how long a run's lease outlives its holder's last heartbeat"),
     ]
     for group in Settings.GROUPS.values():
+        docs = _attribute_docstrings(group)
         for name, info in group.model_fields.items():
-            rows.append((PREFIX + name.upper(), _default(info), (info.description or "").strip()))
+            rows.append((PREFIX + name.upper(), _default(info), docs.get(name, "").strip()))
     return rows
+
+
+def _attribute_docstrings(cls: type) -> dict[str, str]:
+    """The string literal under each annotated field of ``cls``'s body, by field name."""
+    import ast
+    import inspect
+    import textwrap
+
+    body = ast.parse(textwrap.dedent(inspect.getsource(cls))).body[0]
+    assert isinstance(body, ast.ClassDef)
+    docs: dict[str, str] = {}
+    for field, after in zip(body.body, body.body[1:], strict=False):
+        if (
+            isinstance(field, ast.AnnAssign)
+            and isinstance(field.target, ast.Name)
+            and isinstance(after, ast.Expr)
+            and isinstance(after.value, ast.Constant)
+            and isinstance(after.value.value, str)
+        ):
+            docs[field.target.id] = inspect.cleandoc(after.value.value)
+    return docs
 
 
 def _default(info: FieldInfo) -> str:

@@ -26,10 +26,6 @@ from collections.abc import Callable, Mapping, MutableSequence
 from pathlib import Path
 from typing import Any
 
-import tomlkit
-import yaml
-from tomlkit.exceptions import TOMLKitError
-
 from controller.domain.errors import PermanentError
 
 Scalar = int | float | str | bool
@@ -73,34 +69,47 @@ def write_knob(path: Path, key: str, value: Scalar) -> None:
     path.write_bytes(fmt.dump(doc, text).encode("utf-8"))
 
 
-class _Format:
-    """How one file format is parsed and serialised; ``dump`` sees the original text for hints."""
+_Library = tuple[Callable[[str], Any], Callable[[Any, str], str], tuple[type[Exception], ...]]
+"""A format's parse, its dump (which sees the original text for hints) and the errors its parse raises."""
 
-    def __init__(
-        self,
-        name: str,
-        parse: Callable[[str], Any],
-        dump: Callable[[Any, str], str],
-        errors: tuple[type[Exception], ...],
-    ) -> None:
+
+class _Format:
+    """How one file format is parsed and serialised. Its library (tomlkit, PyYAML) is imported on first
+    use: only the ``knobs`` proposer needs one, and ``crucible worker`` starts without them (ADR-0035)."""
+
+    def __init__(self, name: str, library: Callable[[], _Library]) -> None:
         self.name = name
-        self._parse = parse
-        self.dump = dump
-        self._errors = errors
+        self._library = library
 
     def load(self, text: str, path: Path, key: str) -> Any:
+        parse, _dump, errors = self._library()
         try:
-            return self._parse(text)
-        except self._errors as exc:
+            return parse(text)
+        except errors as exc:
             raise KnobError(str(path), key, f"not valid {self.name}: {exc}") from exc
 
+    def dump(self, doc: Any, original: str) -> str:
+        return self._library()[1](doc, original)
 
-def _dump_toml(doc: Any, _original: str) -> str:
-    return tomlkit.dumps(doc)
+
+def _toml() -> _Library:
+    import tomlkit
+    from tomlkit.exceptions import TOMLKitError
+
+    return tomlkit.parse, lambda doc, _original: tomlkit.dumps(doc), (TOMLKitError,)
 
 
-def _dump_yaml(doc: Any, _original: str) -> str:
-    return yaml.safe_dump(doc, sort_keys=False, default_flow_style=False, allow_unicode=True)
+def _yaml() -> _Library:
+    import yaml
+
+    def dump(doc: Any, _original: str) -> str:
+        return yaml.safe_dump(doc, sort_keys=False, default_flow_style=False, allow_unicode=True)
+
+    return yaml.safe_load, dump, (yaml.YAMLError,)
+
+
+def _json() -> _Library:
+    return json.loads, _dump_json, (ValueError,)
 
 
 _INDENT_RE = re.compile(r"\n([ \t]+)\S")
@@ -120,10 +129,10 @@ def _dump_json(doc: Any, original: str) -> str:
 
 
 _FORMATS: dict[str, _Format] = {
-    ".toml": _Format("TOML", tomlkit.parse, _dump_toml, (TOMLKitError,)),
-    ".yaml": _Format("YAML", yaml.safe_load, _dump_yaml, (yaml.YAMLError,)),
-    ".yml": _Format("YAML", yaml.safe_load, _dump_yaml, (yaml.YAMLError,)),
-    ".json": _Format("JSON", json.loads, _dump_json, (ValueError,)),
+    ".toml": _Format("TOML", _toml),
+    ".yaml": _Format("YAML", _yaml),
+    ".yml": _Format("YAML", _yaml),
+    ".json": _Format("JSON", _json),
 }
 
 
