@@ -20,7 +20,6 @@ from controller.localforge.server import serve_in_thread
 from controller.services.views.schemas import RoundRequest
 from controller.store import NewRun, Store
 from tests.conftest import make_repo
-from tests.support.fixtures import seed_sqlite
 
 ADMIN = "admin-token-0123456789"
 READER = "reader-token-0123456789"
@@ -101,7 +100,7 @@ def new_run(store: Store, run_id: str, objective: str = "o") -> str:
 
 
 @pytest.fixture
-def api(tmp_path: Path, database_url: str, migrated_sqlite: Path) -> Iterator[Api]:
+def api(tmp_path: Path, database_url: str, store: Store) -> Iterator[Api]:
     # SPEC runs unsandboxed, which the operator allows here: these tests are about the HTTP edge
     # (test_admission holds a strict controller's refusals).
     settings = Settings(
@@ -109,8 +108,6 @@ def api(tmp_path: Path, database_url: str, migrated_sqlite: Path) -> Iterator[Ap
     )
     repo = make_repo(tmp_path / "app", {"src/a.py": "x = 1\n", "crucible.toml": SPEC})
     control = Recorder()
-    seed_sqlite(database_url, migrated_sqlite)
-    with Store.open(database_url, upgrade=True) as store:
-        app = create_app(settings, store, ApiTokens(ADMIN, READER), control, events_poll_s=0.02)
-        with serve_in_thread(app) as url:
-            yield Api(url, store, control, repo)
+    app = create_app(settings, store, ApiTokens(ADMIN, READER), control, events_poll_s=0.02)
+    with serve_in_thread(app) as url:
+        yield Api(url, store, control, repo)

@@ -29,6 +29,7 @@ from controller.services.control.admission import Admission, forge_origin
 from controller.store import Store
 from controller.wiring import ForgeClients
 from tests.api.conftest import ADMIN, Recorder
+from tests.api.sqlite_only import sqlite_only  # noqa: F401 (database_url on SQLite only: the HTTP edge)
 from tests.api.test_serve import serving
 from tests.conftest import make_repo
 
@@ -75,24 +76,24 @@ def spec(*, mode: str = "bwrap", env_allow: str = "", forge: str = "") -> str:
 
 
 @pytest.fixture
-def strict(tmp_path: Path) -> Iterator[tuple[httpx.Client, Store, Path]]:
+def strict(tmp_path: Path, database_url: str, store: Store) -> Iterator[tuple[httpx.Client, Store, Path]]:
     """A controller with the defaults (nothing unsandboxed, GitHub's API only) holding a forge token that
     its environment also has under another name, as ``GITHUB_TOKEN``."""
-    url = f"sqlite:///{tmp_path / 'crucible.db'}"
     settings = Settings(
-        home=tmp_path / "home", database_url=url, forge=ForgeSettings(github_token=SecretStr(FORGE_TOKEN))
+        home=tmp_path / "home",
+        database_url=database_url,
+        forge=ForgeSettings(github_token=SecretStr(FORGE_TOKEN)),
     )
     environ = {"GITHUB_TOKEN": FORGE_TOKEN, "OPENAI_API_KEY": "sk-agent-key-0123456789"}
     admission = Admission.of(settings, environ)
     forges = ForgeClients(settings.forge, admission)
     repo = make_repo(tmp_path / "app", {"src/a.py": "x = 1\n"})
-    with Store.open(url, upgrade=True) as store:
-        app = create_app(
-            settings, store, ApiTokens(ADMIN), Recorder(), forge_for=forges.for_spec, admission=admission
-        )
-        auth = {"Authorization": f"Bearer {ADMIN}"}
-        with serve_in_thread(app) as base, httpx.Client(base_url=base, headers=auth) as client:
-            yield client, store, repo
+    app = create_app(
+        settings, store, ApiTokens(ADMIN), Recorder(), forge_for=forges.for_spec, admission=admission
+    )
+    auth = {"Authorization": f"Bearer {ADMIN}"}
+    with serve_in_thread(app) as base, httpx.Client(base_url=base, headers=auth) as client:
+        yield client, store, repo
 
 
 @pytest.mark.parametrize(

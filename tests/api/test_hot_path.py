@@ -46,10 +46,9 @@ class Inner:
 
 
 @pytest.fixture
-def bare(database_url: str) -> Iterator[tuple[Store, Inner, PageCache[int], httpx.Client]]:
+def bare(store: Store) -> Iterator[tuple[Store, Inner, PageCache[int], httpx.Client]]:
     """The middleware alone over ``Inner``, served by uvicorn."""
     with ExitStack() as stack:
-        store = stack.enter_context(Store.open(database_url, upgrade=True))
         inner, pages = Inner(), PageCache[int]()
         run_pages: PageCache[SummaryRows] = PageCache()
         app = HotPath(

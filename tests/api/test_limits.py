@@ -26,17 +26,15 @@ BOUND_S = 60.0  # a bound for a broken server, never reached by a working one
 
 
 @pytest.fixture
-def capped(tmp_path: Path) -> Iterator[tuple[str, Store]]:
+def capped(tmp_path: Path, database_url: str, store: Store) -> Iterator[tuple[str, Store]]:
     """An app whose streams are capped at 2 per token and 3 in all."""
-    url = f"sqlite:///{tmp_path / 'crucible.db'}"
     api = ApiSettings(max_event_streams=3, max_event_streams_per_token=2)
-    settings = Settings(home=tmp_path / "home", database_url=url, api=api)
-    with Store.open(url, upgrade=True) as store:
-        new_run(store, "r1")
-        store.set_run_status("r1", RunStatus.RUNNING)  # a live run: its streams stay open
-        app = create_app(settings, store, ApiTokens(ADMIN, READER), Recorder(), events_poll_s=0.02)
-        with serve_in_thread(app) as base:
-            yield base, store
+    settings = Settings(home=tmp_path / "home", database_url=database_url, api=api)
+    new_run(store, "r1")
+    store.set_run_status("r1", RunStatus.RUNNING)  # a live run: its streams stay open
+    app = create_app(settings, store, ApiTokens(ADMIN, READER), Recorder(), events_poll_s=0.02)
+    with serve_in_thread(app) as base:
+        yield base, store
 
 
 def _stream(stack: ExitStack, base: str, token: str) -> httpx.Response:
@@ -45,6 +43,7 @@ def _stream(stack: ExitStack, base: str, token: str) -> httpx.Response:
     return client.send(request, stream=True)
 
 
+@SQLITE_ONLY
 def test_event_streams_are_capped_per_token_and_per_server(capped: tuple[str, Store]) -> None:
     base, _store = capped
     with ExitStack() as stack:

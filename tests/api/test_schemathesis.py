@@ -24,6 +24,7 @@ from controller.config.settings import Settings
 from controller.domain.enums import EventKind, RunStatus, StopReason
 from controller.store import Store
 from tests.api.conftest import ADMIN, READER, Recorder, new_run
+from tests.api.sqlite_only import sqlite_only  # noqa: F401 (database_url on SQLite only: the HTTP edge)
 
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
 EXAMPLES = 30
@@ -37,18 +38,18 @@ def _check(case: Any) -> None:
         case.call_and_validate(headers=headers, checks=CHECKS)
 
 
-def test_no_5xx_and_every_answer_matches_the_document(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'crucible.db'}"
-    with Store.open(url, upgrade=True) as store:
-        run_id = new_run(store, "finished-run")
-        store.append_event(run_id, EventKind.RESUMED, {})
-        store.set_run_status(run_id, RunStatus.RUNNING)
-        store.set_run_status(run_id, RunStatus.COMPLETED, stop_reason=StopReason.MAX_TURNS)
-        app_settings = Settings(home=tmp_path / "home", database_url=url)
-        app = create_app(app_settings, store, ApiTokens(ADMIN, READER), Recorder(), events_poll_s=0.01)
-        schema = schemathesis.openapi.from_asgi("/openapi.json", app)
-        operations = [result.ok() for result in schema.get_all_operations()]
-        assert len(operations) >= 12
-        for operation in operations:
-            run = given(case=operation.as_strategy())(_check)
-            settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))(run)()
+def test_no_5xx_and_every_answer_matches_the_document(
+    tmp_path: Path, database_url: str, store: Store
+) -> None:
+    run_id = new_run(store, "finished-run")
+    store.append_event(run_id, EventKind.RESUMED, {})
+    store.set_run_status(run_id, RunStatus.RUNNING)
+    store.set_run_status(run_id, RunStatus.COMPLETED, stop_reason=StopReason.MAX_TURNS)
+    app_settings = Settings(home=tmp_path / "home", database_url=database_url)
+    app = create_app(app_settings, store, ApiTokens(ADMIN, READER), Recorder(), events_poll_s=0.01)
+    schema = schemathesis.openapi.from_asgi("/openapi.json", app)
+    operations = [result.ok() for result in schema.get_all_operations()]
+    assert len(operations) >= 12
+    for operation in operations:
+        run = given(case=operation.as_strategy())(_check)
+        settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))(run)()
