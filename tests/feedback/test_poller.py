@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 import requests
 
@@ -87,7 +85,7 @@ def test_quiet_polls_cost_nothing(site: LocalForge) -> None:
     poller.watch(REPO, number)
     scene.review(number, COLLABORATOR, "", THREE)
     scene.comment(number, COLLABORATOR, "and this")
-    time.sleep(1.1)  # past the second of the last update, so this read settles the PR
+    site.clock.advance(1.1)  # past the second of the last update, so this read settles the PR
     poller.poll()
     poller.poll()  # the comment cursors moved: one more full read of each list, whose ETags are kept
     before = remaining(site)
@@ -105,7 +103,7 @@ def test_reviews_are_read_only_when_the_pull_moved(site: LocalForge) -> None:
     poller = Poller(scene.harness.forge.feedback_reader(), repos=[REPO])
     poller.watch(REPO, quiet)
     poller.watch(REPO, busy)
-    time.sleep(1.1)
+    site.clock.advance(1.1)  # past the second of the pulls' last update
     poller.poll()
     site.log.seen.clear()
     scene.review(busy, COLLABORATOR, "Looks slow.", [])

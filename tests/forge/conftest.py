@@ -23,6 +23,7 @@ from controller.localforge.server import ForgeHandle, serve_in_thread
 from controller.localforge.users import add_user
 from tests.conftest import git
 from tests.forge.fakes import FakeForge, fake_sha
+from tests.support.clock import Ahead
 
 OWNER, COLLABORATOR, STRANGER = "alice", "bob", "carol"
 REPO = f"{OWNER}/demo"
@@ -68,6 +69,7 @@ class LocalForge:
     tokens: dict[str, str]
     work: Path
     checkout: Path
+    clock: Ahead  # the forge's: ``clock.advance(1.1)`` is past the second of its last write, no sleep
 
     def api(self, method: str, path: str, user: str = OWNER, **kwargs: Any) -> requests.Response:
         """A raw REST call as ``user`` (test set-up only; the adapter is what is under test)."""
@@ -106,12 +108,13 @@ def local_forge(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Loc
     root, work = tmp_path / "forge", tmp_path / "work"
     work.mkdir()
     tokens = {user: add_user(root, user) for user in (OWNER, COLLABORATOR, STRANGER)}
-    app = create_app(root)
+    clock = Ahead()
+    app = create_app(root, clock=clock)
     log = RequestLog(app)
     with serve_in_thread(log) as url:
         handle = ForgeHandle(url, f"{url}/api/v3", root, app)
         checkout = work / "checkout"
-        forge = LocalForge(handle, log, tokens, work, checkout)
+        forge = LocalForge(handle, log, tokens, work, checkout, clock)
         forge.api("POST", "/user/repos", json={"name": "demo", "auto_init": True})
         git(work, "clone", "-q", f"{url}/{REPO}.git", str(checkout))
         git(checkout, "config", "user.email", "dev@example.com")

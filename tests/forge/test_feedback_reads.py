@@ -10,7 +10,6 @@ the reviewer, which the adapter itself can never do).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -161,7 +160,7 @@ def test_pulls_are_listed_most_recently_updated_first(scene: Scene) -> None:
     again = scene.reader.list_pulls(REPO, etag=page.etag)
     assert (again.pulls, again.etag, again.not_modified) == ((), page.etag, True)
     if isinstance(scene.harness, LocalHarness):
-        time.sleep(1.1)  # updated_at has one-second resolution; the fake's clock ticks per write
+        scene.harness.local.clock.advance(1.1)  # updated_at has one-second resolution (the fake's ticks)
     scene.comment(first, COLLABORATOR, "activity moves the pull request")
     moved = scene.reader.list_pulls(REPO, etag=page.etag)
     assert not moved.not_modified and moved.pulls[0].number == first

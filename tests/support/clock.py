@@ -25,6 +25,23 @@ class Clock:
         self.advance(seconds)
 
 
+class Ahead:
+    """The real clock, moved ahead by hand: time passes as usual, and ``advance`` skips some of it.
+
+    For a server whose timestamps have one-second resolution (the local forge's ``updated_at``): a
+    test that must be past the second of the last write advances this instead of sleeping 1.1 s, and
+    everything the server does between two of its calls still happens in the order it happened."""
+
+    def __init__(self) -> None:
+        self.offset = timedelta()
+
+    def __call__(self) -> datetime:
+        return datetime.now(UTC) + self.offset
+
+    def advance(self, seconds: float) -> None:
+        self.offset += timedelta(seconds=seconds)
+
+
 class Ticker(Clock):
     """A clock that advances one second per reading, so rows written in order have distinct times."""
 
