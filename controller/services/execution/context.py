@@ -27,8 +27,9 @@ from controller.stats import Arm, GuardRule, KeepRule
 from controller.store.ledger import Ledger
 from controller.store.ports import RunStore
 from controller.workspace.checkout import Checkout
+from controller.workspace.ignored import Fingerprint
 
-__all__ = ["Champion", "Detached", "Hooks", "Observer", "Parked", "RoundRule", "RunContext"]
+__all__ = ["Champion", "CopyPrint", "Detached", "Hooks", "Observer", "Parked", "RoundRule", "RunContext"]
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,16 @@ class RoundRule:
 
     hold: Tolerance
     first_published: float
+
+
+@dataclass(frozen=True)
+class CopyPrint:
+    """The champion's copy of one component as crucible left it for the next agent
+    (``champion_copy.settle``): at ``head``, with only the ignored files in ``kept`` (by path, with
+    their fingerprints) besides the commit's own."""
+
+    head: str
+    kept: Mapping[str, Fingerprint]
 
 
 class Detached(Exception):
@@ -142,6 +153,9 @@ class RunContext:
     observer: Observer = field(default_factory=Observer)
     hooks: Hooks = field(default_factory=Hooks)
     _checkouts: dict[tuple[str, str], Checkout] = field(default_factory=dict)
+    # The champion's copy per component as crucible last left it (``champion_copy``): a cache, like the
+    # checkouts; a context built afresh fingerprints the copies again before its first agent runs.
+    champion_prints: dict[str, CopyPrint] = field(default_factory=dict)
     # The controller holds the run's lease while a worker executes its round elsewhere (ADR-0014):
     # the round's loop claims none of its own.
     lease_elsewhere: bool = False

@@ -13,9 +13,11 @@ from functools import partial
 from controller.domain.enums import SampleArm
 from controller.domain.errors import CrucibleError
 from controller.engine.conventions import author_identity, commit_message, kept_facts
+from controller.services.execution import champion_copy
 from controller.services.execution.context import RunContext
 from controller.services.execution.parallel import run_all
 from controller.services.execution.work import TurnWork
+from controller.workspace.checkout import Checkout
 
 CHAMPION_REF = "refs/crucible/champion"
 TURN_REF = "refs/crucible/turns/{turn}"
@@ -27,25 +29,33 @@ def champion_refs(turn: int, sha: str) -> dict[str, str]:
 
 
 def settle_arms(ctx: RunContext, new_heads: Mapping[str, str] | None) -> None:
-    """End a turn. After a rejection the candidate is restored exactly and the champion loses the
-    ignored files (build caches) its measurement left, except ``workspace.keep_ignored``, so both arms
-    start the next measurement alike; after a keep the champion arm moves to the new champion. The git
-    work of the arms runs side by side.
+    """End a turn. After a rejection the candidate is restored exactly; after a keep the champion arm
+    moves to the new champion. Either way the champion's copy then loses every file outside its commit
+    but ``workspace.keep_ignored`` (the caches its measurement left), so both arms start the next
+    measurement alike, and is fingerprinted for the check after the next agent (``champion_copy``).
+    The git work of the arms runs side by side.
     """
     keep_ignored = ctx.spec.workspace.keep_ignored
     calls: list[Callable[[], None]] = []
     for comp in ctx.components:
         candidate = ctx.checkout("candidate", comp.name)
-        champion = ctx.checkout("champion", comp.name)
+        champion = ctx.checkout("champion", comp.name)  # created here, not in the threads below
         old = ctx.champion_heads[comp.name]
         if new_heads is None:
             calls.append(partial(candidate.restore, old, keep_ignored))
-            calls.append(partial(champion.clean, keep_ignored))
-        elif new_heads[comp.name] != old:
-            # After a keep both arms keep the caches their own measurement built (alike again);
-            # only the champion moves, touching just the files that differ.
-            calls.append(partial(champion.advance, new_heads[comp.name]))
+            calls.append(partial(champion_copy.settle, ctx, comp.name, old))
+        else:
+            # After a keep the candidate keeps the caches its own measurement built; the champion
+            # moves, touching just the files that differ (the measurement's tidy removes the caches
+            # nobody keeps from both arms anyway).
+            calls.append(partial(_advance, ctx, champion, comp.name, new_heads[comp.name]))
     run_all(calls)
+
+
+def _advance(ctx: RunContext, champion: Checkout, component: str, new: str) -> None:
+    if new != ctx.champion_heads[component]:
+        champion.advance(new)
+    champion_copy.settle(ctx, component, new)
 
 
 def commit_changed(

@@ -16,6 +16,7 @@ from controller.domain.enums import Reason, TurnStep
 from controller.engine.knobs import Proposal, apply
 from controller.engine.policy import check_paths, evaluator_paths
 from controller.engine.protocol import parse_agent_output
+from controller.services.execution import champion_copy
 from controller.services.execution.context import RunContext
 from controller.services.execution.measure import ArmRoot, Measurement, PairCheck, measure
 from controller.services.execution.parallel import run_all
@@ -75,7 +76,9 @@ def agent_command(ctx: RunContext) -> str:
 
 
 def scan_kept(ctx: RunContext, work: TurnWork) -> None:
-    """Fingerprint the kept ignored files of the candidate before the agent may touch them."""
+    """Fingerprint the kept ignored files of the candidate before the agent may touch them, and the
+    champion's copy if this context has not yet (``champion_copy``)."""
+    champion_copy.settle_once(ctx)
     keep = ctx.spec.workspace.keep_ignored
     for comp in ctx.components:
         root = ctx.checkout("candidate", comp.name).path
@@ -163,35 +166,11 @@ def check_policy(ctx: RunContext, work: TurnWork) -> None:
         verdict = check_paths(paths, mutable=comp.mutable, protected=comp.protected, evaluator_paths=mine)
         violations += [f"{prefix}{v}" for v in verdict.violations]
         violations += [f"{prefix}{p}: symlink leaving the repository" for p in co.escaping_symlinks(paths)]
-    violations += repair_champion(ctx)
+    violations += champion_copy.repair(ctx)
     if violations:
         raise TurnStop(Reason.POLICY_VIOLATION, "; ".join(violations[:20]))
     if not work.changed:
         raise TurnStop(Reason.NO_DIFF, "the agent changed nothing")
-
-
-def repair_champion(ctx: RunContext) -> list[str]:
-    """The champion's copy as the agent left it: each component's checkout must still be the champion
-    commit with nothing changed (HEAD and one status walk: tracked and untracked files). One the agent
-    changed is restored at once (ignored files too, but ``workspace.keep_ignored``) and named as this
-    turn's policy violation (issue 21): the measurement that follows, and every later turn, see the
-    champion as it is, instead of blaming the metric (``evaluator_mutated``) turn after turn."""
-    found: list[str] = []
-    prefix = ctx.layout.composite
-    for comp in ctx.components:
-        co = ctx.checkout("champion", comp.name)
-        if not (co.path / ".git").exists():  # no champion copy in this process (nothing to change)
-            continue
-        head = ctx.champion_heads[comp.name]
-        moved = co.head() != head
-        changed = sorted(co.status())
-        if not moved and not changed:
-            continue
-        name = f"{comp.name}/" if prefix else ""
-        what = ["HEAD moved"] if moved else [f"{name}{p}" for p in changed[:10]]
-        found.append(f"the agent changed the champion's copy (restored): {', '.join(what)}")
-        co.restore(head, ctx.spec.workspace.keep_ignored)
-    return found
 
 
 def validate_candidate(ctx: RunContext, work: TurnWork) -> None:
