@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import secrets
 import signal
-import time
 from pathlib import Path
 
 import pytest
@@ -21,6 +20,7 @@ from tests.e2e.conftest import (
     outcomes,
     user_checkout_state,
 )
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -159,10 +159,8 @@ def test_timed_out_agent_is_killed_with_its_whole_process_group(project: Project
     try:
         view = ok_run(project.loop())
         # SIGKILL has been sent when the CLI exits; give the kernel a moment to finish the exits it queued.
-        deadline = time.monotonic() + 5.0
-        while _survivors(marker) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert _survivors(marker) == [], "a process of the timed-out agent outlived the run"
+        gone = "the timed-out agent's processes to go"
+        wait_until(lambda: _survivors(marker) == [], what=gone, timeout=5.0)
     finally:
         for pid in _survivors(marker):
             os.kill(pid, signal.SIGKILL)

@@ -12,7 +12,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,6 +23,7 @@ from tests.conftest import MACHINE_HOME, free_port
 from tests.e2e.conftest import Project, outcomes
 from tests.e2e.test_sandbox_paths import tool_venv  # noqa: F401  (a fixture)
 from tests.e2e.test_toolchains import MACHINE_SHIM, SHELL_PATH, pyenv_shaped_home, python_project
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -47,11 +47,10 @@ def serving(project: Project, env: Mapping[str, str]) -> Iterator[str]:
         )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + READY_S
-        while not _ready(url):
-            assert proc.poll() is None, f"crucible serve exited {proc.returncode}: {log.read_text()[-3000:]}"
-            assert time.monotonic() < deadline, "crucible serve did not get ready"
-            time.sleep(0.1)
+        try:
+            wait_until(lambda: _ready(url), what="crucible serve to get ready", timeout=READY_S, proc=proc)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}: {log.read_text()[-3000:]}") from exc
         yield url
     finally:
         proc.terminate()

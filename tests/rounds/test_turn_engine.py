@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -31,6 +30,7 @@ from controller.services.execution.play import Refinement, play_turns
 from controller.services.execution.runs import create_run, open_context
 from controller.services.execution.turn import run_turn
 from controller.store.store import Store
+from tests.support.waiting import wait_until
 
 BASE = """
 objective = "unit-test the round engine"
@@ -168,8 +168,7 @@ def test_a_cancelled_turn_is_a_failure_and_leaves_the_champion(
     ctx = engine(f"echo 11 > src/value.txt; touch {started}; sleep 30")
 
     def cancel_once_started() -> None:
-        while not started.exists():
-            time.sleep(0.01)
+        wait_until(started.exists, what="the agent to start")
         ctx.executor.cancel.set()
 
     canceller = threading.Thread(target=cancel_once_started, daemon=True)

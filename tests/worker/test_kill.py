@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from controller.domain.enums import EventKind, RunStatus, TurnPhase
 from controller.domain.jobs import RoundJob
 from controller.services.execution.runs import create_run
 from tests.conftest import git, make_repo
+from tests.support.waiting import wait_until
 from tests.worker.conftest import Controller
 
 pytestmark = pytest.mark.slow
@@ -103,11 +103,10 @@ def test_a_killed_worker_then_a_new_attempt_decides_every_turn_once(
 
     first_env = controller.remote.mint_worker_env(_job(controller, run_id))
     first = _worker(first_env, tmp_path / "pod-1")
-    deadline = time.monotonic() + DEADLINE_S
-    while not (gate / "started-2").exists():
-        assert first.poll() is None, (tmp_path / "pod-1" / "log").read_text()
-        assert time.monotonic() < deadline, "turn 2 never started"
-        time.sleep(0.05)
+    try:
+        wait_until((gate / "started-2").exists, what="turn 2 to start", timeout=DEADLINE_S, proc=first)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}: {(tmp_path / 'pod-1' / 'log').read_text()}") from exc
     os.killpg(first.pid, signal.SIGKILL)
     first.wait()
     assert controller.store.get_turn(run_id, 1).phase is TurnPhase.DECIDED
