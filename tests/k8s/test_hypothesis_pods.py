@@ -124,14 +124,25 @@ def test_a_launch_of_a_started_hypothesis_adopts_its_job_and_the_round_broker_ig
     second.close()
 
 
-def test_a_hypothesis_whose_pod_exits_zero_is_finished_without_error(
+def test_a_pod_that_exits_zero_without_taking_its_offer_gets_one_new_pod_then_ends_without_error(
     control_plane: ControlPlane, namespace: Any
 ) -> None:
+    """The race of a warm pod's idle exit with an offer: the launcher saw the slot's pod running and
+    only offered the hypothesis, and the pod exited 0 without taking it (``DONE`` exits at once, as
+    a pod idling out just then does). The offer gets a new pod within the turn, not a report of a
+    lost hypothesis; a second exit 0 is final (finished without error, which the turn reports as
+    lost), so a slot whose run stopped does not start pods forever."""
     ns = namespace(labels=RESTRICTED)
-    pods = _pods(control_plane, ns, DONE, Minted())
+    minted, offers = Minted(), Offers()
+    pods = _pods(control_plane, ns, DONE, minted, offers)
     pods.launch_hypothesis(JOB, 1, 0, None)
-    wait_until(lambda: pods.hypothesis_status("r1", 0, 1, 0).finished, what="the pod's end", timeout=120)
+    wait_until(lambda: pods.hypothesis_status("r1", 0, 1, 0).finished, what="the pods' end", timeout=180)
     assert pods.hypothesis_status("r1", 0, 1, 0).error is None
+    batch = client.BatchV1Api(control_plane.api)
+    names = sorted(j.metadata.name for j in batch.list_namespaced_job(ns).items)
+    assert names == ["crucible-r1-0-t1-h0", "crucible-r1-0-t1-h0-a1"], "one new pod for the offer"
+    assert minted.calls == [(1, 0), (1, 0)]
+    assert offers.offered == [(1, 0, None)], "offered once: the new pod takes the standing offer"
     pods.close()
 
 

@@ -13,8 +13,9 @@ it, so it never starts a second pod for a slot; what a hypothesis concluded come
 to the controller, never from the pod. A hypothesis whose pod ends before reporting is finished
 with an error starting with a named ``FailureReason`` and, when the pod failed, its slot gets a new
 pod at once (``-a<n>`` when one started in the same turn); a pod that exited 0 had nothing more to
-do (its run stopped, or it idled past ``worker.IDLE_S``), and the next offer starts another. Cancel
-deletes the Job (foreground).
+do (its run stopped, or it idled past ``worker.IDLE_S``), and the next offer starts another. When it
+exited 0 holding an offer it never took (it idled out just as the offer came), the offer gets one
+new pod before the hypothesis counts as lost. Cancel deletes the Job (foreground).
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ class HypothesisPods:
         self._cancelling: set[str] = set()
         self._current: dict[_Slot, RoundJob] = {}  # the slot's pod: its job (the name's turn, attempt)
         self._holder: dict[tuple[str, int, int, int], str] = {}  # (run, round, turn, index) -> Job
+        self._revived: set[tuple[str, int, int, int]] = set()  # given a new pod after an exit 0
 
     def launch_hypothesis(
         self, job: RoundJob, turn: int, index: int, proposal: Mapping[str, Any] | None
@@ -82,10 +84,20 @@ class HypothesisPods:
         state = self._state(namespace, name)
         if state is None:
             raise NotFoundError(f"hypothesis {index} of turn {turn} of run {run_id} has no Job {name}")
-        if state.error is not None and name not in self._cancelling:
-            current = self._current.get((run_id, round, index))
-            if current is not None and self._name(current, index) == name:
-                self._start(current, turn, index, namespace)  # the slot goes on in a new pod
+        if not state.finished or name in self._cancelling:
+            return state
+        current = self._current.get((run_id, round, index))
+        if current is None or self._name(current, index) != name:
+            return state
+        if state.error is not None:
+            self._start(current, turn, index, namespace)  # the slot goes on in a new pod
+        elif (run_id, round, turn, index) not in self._revived:
+            # Exit 0 without this hypothesis's report (the caller asks only about unreported ones):
+            # the pod never took it, since one that does reports it or fails. It idled out, or saw
+            # its run stop, just as the offer came. The offer stands: a new pod takes it, once.
+            self._revived.add((run_id, round, turn, index))
+            self._holder[(run_id, round, turn, index)] = self._start(current, turn, index, namespace)
+            return HypothesisPod(False)
         return state
 
     def cancel_hypothesis(self, run_id: str, round: int, turn: int, index: int) -> HypothesisPod:
