@@ -11,7 +11,6 @@ import os
 import shlex
 import shutil
 import subprocess
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -19,6 +18,8 @@ from pathlib import Path
 
 import pytest
 from kubernetes import client, config
+
+from tests.support.waiting import wait_until as support_wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 START_HINT = "start it with `bash scripts/k8s/up` (builds the pinned binaries once, then 15-30 s)"
@@ -115,9 +116,6 @@ def _has_default_account(core: client.CoreV1Api, ns: str) -> bool:
 
 
 def wait_until(predicate: Callable[[], bool], *, what: str, timeout: float = 60.0) -> None:
-    """Poll ``predicate`` until true; the timeout only bounds a hang, no assertion is timed."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting for {what} after {timeout:.0f} s")
-        time.sleep(0.1)
+    """Poll ``predicate`` until true; the timeout only bounds a hang, no assertion is timed. The shared
+    ``tests.support.wait_until``, looking every 0.1 s (each look may be a request to the API server)."""
+    support_wait_until(predicate, what, timeout=timeout, interval=0.1)

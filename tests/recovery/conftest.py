@@ -24,7 +24,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -37,6 +36,7 @@ from controller.config.settings import Settings
 from controller.services.control.recovery import recorded_groups
 from controller.store.store import Store
 from tests.conftest import git, make_repo
+from tests.support.waiting import wait_until as support_wait_until
 
 COMPONENT = "app"
 TURNS = 4
@@ -177,13 +177,7 @@ def running_members(pgid: int) -> list[int]:
 
 def wait_until(condition: Any, what: str, *, proc: subprocess.Popen[bytes] | None = None) -> None:
     """Poll ``condition()`` every POLL_S up to WAIT_S; fail early if ``proc`` exits meanwhile."""
-    deadline = time.monotonic() + WAIT_S
-    while not condition():
-        if proc is not None and proc.poll() is not None:
-            pytest.fail(f"the controller exited ({proc.returncode}) before {what}")
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {WAIT_S:g}s waiting for {what}")
-        time.sleep(POLL_S)
+    support_wait_until(condition, what, timeout=WAIT_S, interval=POLL_S, proc=proc)
 
 
 # ------------------------------------------------------------------------------------------------------ CLI

@@ -26,7 +26,7 @@ from controller.services.control.scheduler import Scheduler
 from controller.store.store import Store
 from controller.wiring import Mode, Root, build
 from tests.conftest import make_repo
-from tests.support import wait_until
+from tests.support import root_for, wait_until
 
 SPEC = """
 objective = "count up"
@@ -108,8 +108,7 @@ def test_a_run_cancelled_and_resumed_in_one_process_is_driven_again_as_a_new_att
 
 
 def test_the_scheduler_needs_a_concurrent_broker(tmp_path: Path) -> None:
-    settings = Settings(home=tmp_path, database_url=f"sqlite:///{tmp_path / 'c.db'}")
-    inline = build({}, settings=settings, mode=Mode.LOOP)
+    inline = root_for(tmp_path, mode=Mode.LOOP)
     with pytest.raises(ValueError, match="concurrent broker"):
         Scheduler(inline.service(), max_concurrent_runs=1)
     inline.close()

@@ -17,7 +17,7 @@ from controller.store import NewRun
 from controller.store.worker_protocol import PROTOCOL_HEADER, PROTOCOL_VERSION
 from controller.wiring import Mode, build, round_kind
 from tests.api.sqlite_only import SQLITE_ONLY
-from tests.support import Clock
+from tests.support import Clock, spec_text
 from tests.webhooks.helpers import comment_event
 from tests.worker.conftest import OPERATOR, START, Controller
 
@@ -212,8 +212,7 @@ def test_refinement_rounds_of_a_kubernetes_run_go_there_too(tmp_path: Path, data
     root = build(environ)
     try:
         store = root.upgraded_store()
-        spec = 'objective = "x"\n[agent]\ncommand = "true"\n[metric]\ncommand = "true"\nname = "m"\n'
-        spec += '[[component]]\nname = "app"\nrepo = "."\n[broker]\nkind = "kubernetes"\nimage = "loop:1"\n'
+        spec = spec_text(sections={"broker": ['kind = "kubernetes"', 'image = "loop:1"']})
         store.create_run(
             NewRun(
                 id="k1",
