@@ -22,6 +22,7 @@ from fastapi import FastAPI
 from controller.api.app import create_app
 from controller.api.auth import ApiTokens
 from controller.api.ops import ServiceStats
+from controller.api.stopping import StoppingServer
 from controller.forge.base import ForgeUsage
 from controller.services.control.admission import Admission
 from controller.services.control.scheduler import Scheduler
@@ -92,9 +93,10 @@ def serve_app(
     return app, scheduler
 
 
-def run_server(app: FastAPI, host: str, port: int) -> None:
-    """Serve until SIGTERM or SIGINT (uvicorn's handlers), then shut down gracefully."""
+def run_server(app: FastAPI, host: str, port: int, remote: RemoteRounds | None = None) -> None:
+    """Serve until SIGTERM or SIGINT (uvicorn's handlers), then shut down gracefully; the warm pods'
+    long polls on ``remote``'s slots end as the shutdown begins (``stopping``)."""
     config = uvicorn.Config(
         app, host=host, port=port, lifespan="on", log_level="info", timeout_graceful_shutdown=GRACEFUL_S
     )
-    uvicorn.Server(config).run()
+    StoppingServer(config, remote.slots.close if remote is not None else None).run()

@@ -7,13 +7,14 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import uvicorn
 from fastapi import FastAPI
 
 from controller.api import errors
+from controller.api.stopping import StoppingServer
 from controller.api.worker import worker_router
 from controller.services.remote.remote_rounds import RemoteRounds
 
@@ -29,11 +30,16 @@ def worker_app(remote: RemoteRounds) -> FastAPI:
 
 
 @contextmanager
-def serving(app: FastAPI, host: str = "127.0.0.1") -> Iterator[str]:
-    """Serve ``app`` on a free port of ``host`` for the ``with`` block; yields its base URL."""
+def serving(
+    app: FastAPI, host: str = "127.0.0.1", on_stop: Callable[[], None] | None = None
+) -> Iterator[str]:
+    """Serve ``app`` on a free port of ``host`` for the ``with`` block; yields its base URL.
+    ``on_stop``: called as the server begins to stop, before it waits for open requests
+    (``Slots.close`` ends the warm pods' long polls; ``stopping`` says why)."""
     sock = socket.socket()
     sock.bind((host, 0))
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+    config = uvicorn.Config(app, log_level="warning", lifespan="off")
+    server = StoppingServer(config, on_stop)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="worker-api", daemon=True)
     thread.start()
     try:

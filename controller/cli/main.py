@@ -325,7 +325,7 @@ def serve(host: str, port: int, max_concurrent_runs: int | None) -> None:
         admission=admission,
     )
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    run_server(app, host, port)
+    run_server(app, host, port, remote)
 
 
 @cli.command("worker")
@@ -434,7 +434,9 @@ def demo(turns: int, as_json: bool, keep_dir: Path | None, kubernetes: bool) -> 
 
             # As ``serve`` builds it: round 0 of a watching run hands over to the review round.
             remote = demo_root.worker_api()
-            remote.controller_url = stack.enter_context(serving(worker_app(remote)))
+            remote.controller_url = stack.enter_context(
+                serving(worker_app(remote), on_stop=remote.slots.close)
+            )
         return DemoParts(demo_root.service(), demo_root.reader(), demo_root.forges.for_url(forge_url))
 
     with stack:

@@ -25,6 +25,7 @@ from kubernetes import client
 
 from controller.api.app import create_app
 from controller.api.auth import ApiTokens
+from controller.api.worker_serve import serving
 from controller.brokers.kubernetes.hypotheses import HypothesisPods
 from controller.brokers.kubernetes.manifest import LABEL_TURN
 from controller.brokers.local import LocalBroker
@@ -32,7 +33,6 @@ from controller.config.options import RunOptions
 from controller.config.settings import Settings
 from controller.config.spec import load_spec
 from controller.domain.enums import EventKind, Reason, RunStatus, SampleArm, TurnPhase
-from controller.localforge.server import serve_in_thread
 from controller.services.control.recovery import stored_spec
 from controller.services.control.service import RunService, Signals
 from controller.services.remote.remote_rounds import RemoteRounds
@@ -101,7 +101,8 @@ def sides(
         settings = Settings(home=tmp_path / "home-remote", database_url=database_url, lease_ttl_s=2.0)
         remote = RemoteRounds(settings, store, controller_url="http://unused")
         app = create_app(settings, store, ApiTokens(OPERATOR), _Control(), remote=remote)
-        with serve_in_thread(app) as url:
+        # As ``crucible serve`` stops: the pods' long polls end first, so the server stops at once.
+        with serving(app, on_stop=remote.slots.close) as url:
             remote.controller_url = url
             local = compose_service(
                 local_settings,

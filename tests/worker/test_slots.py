@@ -12,8 +12,10 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+import httpx
 import pytest
 
+from controller.api.worker_serve import serving, worker_app
 from controller.domain.enums import Reason, RunStatus
 from controller.domain.jobs import RoundJob
 from controller.services.remote.remote_rounds import token_hash
@@ -108,16 +110,72 @@ def test_a_slot_of_a_run_that_no_longer_runs_is_told_done(slotted: Controller) -
         assert http.get(NEXT).json()["done"] is True
 
 
+def test_a_long_poll_of_a_run_that_stops_while_it_waits_is_told_done(slotted: Controller) -> None:
+    slotted.remote.slot_wait_s = 3600.0  # only the run's end (read at every re-read) can end the wait
+    slotted.remote.slots.poll_s = 0.05
+    token = _slot(slotted, 0)
+    answers: list[dict[str, object]] = []
+    with slotted.client(token) as http:
+        poll = threading.Thread(
+            target=lambda: answers.append(http.get(NEXT, timeout=600).json()), daemon=True
+        )
+        poll.start()
+        slotted.store.set_run_status("r1", RunStatus.CANCELLED)
+        poll.join(timeout=600)
+    assert [a["done"] for a in answers] == [True], "its pod exits now, not after the wait"
+
+
 def test_a_long_poll_is_woken_by_an_offer_made_while_it_waits(slotted: Controller) -> None:
     slotted.remote.slots.poll_s = 3600.0  # only the offer's wake-up can end the wait early
     answers: list[Taken] = []
     wait = threading.Thread(target=lambda: answers.append(slotted.remote.slots.take("r1", 0, 2, 0, 3600)))
     wait.start()
     slotted.remote.slots.offer(JOB, 1, 2, None)
-    wait.join()
+    wait.join(timeout=600)
     (taken,) = answers
     assert (taken.turn, taken.index) == (1, 2)
     assert taken.env is not None and taken.env["CRUCIBLE_TURN"] == "1"
+
+
+def test_closing_the_slots_ends_a_waiting_long_poll_with_nothing_offered(slotted: Controller) -> None:
+    slots = slotted.remote.slots
+    slots.poll_s = 3600.0  # neither a re-read nor the deadline can end the wait: only ``close``
+    answers: list[Taken] = []
+    wait = threading.Thread(target=lambda: answers.append(slots.take("r1", 0, 2, 0, 3600)), daemon=True)
+    wait.start()
+    slots.close()
+    wait.join(timeout=600)
+    assert answers == [Taken()], "close ended the wait: nothing offered, the pod asks again"
+    assert slots.take("r1", 0, 2, 0, 3600) == Taken(), "a take after close does not wait"
+
+
+def test_a_server_stopping_ends_a_pods_long_poll_before_it_waits_for_open_requests(
+    slotted: Controller, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """uvicorn waits for open requests before the app's own shutdown runs: without ``on_stop`` a
+    pod's ``slot/next`` would hold the server's stop for its whole wait (an hour here)."""
+    slots = slotted.remote.slots
+    slotted.remote.slot_wait_s = 3600.0
+    slots.poll_s = 3600.0
+    asked = threading.Event()
+    look = slots._next
+
+    def looked(*args: int | str) -> object:
+        found = look(*args)  # type: ignore[arg-type]
+        asked.set()  # the request is in ``take``: it waits next
+        return found
+
+    monkeypatch.setattr(slots, "_next", looked)
+    token = _slot(slotted, 0)
+    answers: list[dict[str, object]] = []
+    with serving(worker_app(slotted.remote), on_stop=slots.close) as url:
+        client = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=600)
+        poll = threading.Thread(target=lambda: answers.append(client.get(NEXT).json()), daemon=True)
+        poll.start()
+        assert asked.wait(timeout=600), "the long poll reached the slots"
+    poll.join(timeout=600)
+    client.close()
+    assert answers == [{"done": False, "turn": None, "index": None, "token": None}], "answered: ask again"
 
 
 def test_a_report_wakes_a_turn_waiting_for_its_pods(slotted: Controller) -> None:

@@ -205,9 +205,13 @@ class RemoteRounds:
         ``done`` once the run no longer runs (its pod exits)."""
         index = slot_index(grant.job)
         assert index is not None
-        if self.store.get_run(grant.run_id).status is not RunStatus.RUNNING:
+
+        def stopped() -> bool:
+            return self.store.get_run(grant.run_id).status is not RunStatus.RUNNING
+
+        if stopped():
             return Taken(done=True)
-        return self.slots.take(grant.run_id, grant.round, index, after, self.slot_wait_s)
+        return self.slots.take(grant.run_id, grant.round, index, after, self.slot_wait_s, stopped)
 
     def require_round(self, grant: WorkerRoundRecord) -> None:
         """ForbiddenError for a hypothesis pod's token on a route only a round's worker may use

@@ -22,9 +22,11 @@ one:
   controller reported lost) is never handed out again.
 
 Waiting: ``take`` re-reads the grants every ``poll_s`` until ``wait_s`` passed; an offer made in the
-same process wakes it at once. The pods only wait between turns, while the controller decides. The
-controller's turn waits for its reports the same way (``wait_for_reports``): woken by a report that
-arrives here, re-reading otherwise only every ``hypothesis_pods.POLL_S``.
+same process wakes it at once, and so does ``close`` (the server is stopping: a long poll must not hold
+its shutdown for up to ``WAIT_S``; the pod asks again, reaching whichever replica serves next). The
+pods only wait between turns, while the controller decides. The controller's turn waits for its
+reports the same way (``wait_for_reports``): woken by a report that arrives here, re-reading otherwise
+only every ``hypothesis_pods.POLL_S``.
 """
 
 from __future__ import annotations
@@ -83,6 +85,7 @@ class Slots:
         # Counts offers made in this process: ``take`` waits only if none came since it last looked,
         # so an offer made between its look and its wait is not slept through (a lost wake-up).
         self._offers = 0
+        self._closed = False
         self._reports = threading.Condition()
 
     def offer(self, job: RoundJob, turn: int, index: int, proposal: Mapping[str, Any] | None) -> None:
@@ -95,9 +98,19 @@ class Slots:
             self._offers += 1
             self._offered.notify_all()
 
-    def take(self, run_id: str, round: int, index: int, after: int, wait_s: float = WAIT_S) -> Taken:
+    def take(
+        self,
+        run_id: str,
+        round: int,
+        index: int,
+        after: int,
+        wait_s: float = WAIT_S,
+        stopped: Callable[[], bool] | None = None,
+    ) -> Taken:
         """The hypothesis on offer to the slot for a turn after ``after``, waiting up to ``wait_s`` for
-        one (module docstring), with a token minted for the asking pod."""
+        one (module docstring), with a token minted for the asking pod. ``stopped`` is asked at every
+        re-read: True (the run no longer runs) answers ``done`` then, so a pod whose run ended while
+        it waited exits at once instead of after the rest of the wait and one more request."""
         deadline = self._clock() + wait_s
         while True:
             with self._offered:
@@ -110,11 +123,21 @@ class Slots:
                 env = self._mint(job, turn, index, scope.get("proposal"))
                 return Taken(turn=turn, index=index, env=env)
             left = deadline - self._clock()
-            if left <= 0:
+            if left <= 0 or self._closed:
                 return Taken()
             with self._offered:
-                if self._offers == seen:
+                if self._offers == seen and not self._closed:
                     self._offered.wait(min(left, self.poll_s))
+            if stopped is not None and stopped():
+                return Taken(done=True)
+
+    def close(self) -> None:
+        """The server is stopping: every waiting ``take`` answers "nothing yet" now, and every later one
+        without waiting. uvicorn waits for open requests before the app's shutdown runs, so a pod's
+        long poll would otherwise hold the shutdown for the rest of its ``wait_s``."""
+        with self._offered:
+            self._closed = True
+            self._offered.notify_all()
 
     def reported(self) -> None:
         """A hypothesis report arrived through this process's worker routes: wake the waiters."""
