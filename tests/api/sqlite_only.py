@@ -24,3 +24,8 @@ def sqlite_only(tmp_path: Path) -> str:
 
 # The root fixture's parameter narrowed to SQLite for one test (its other fixtures unchanged).
 SQLITE_ONLY = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+# And to PostgreSQL, for a test about sharing one database between processes (a controller killed and
+# another taking over, as replicas do), which is what PostgreSQL is deployed for.
+POSTGRES_ONLY = pytest.mark.parametrize(
+    "database_url", [pytest.param("postgresql", marks=pytest.mark.postgres)], indirect=True
+)

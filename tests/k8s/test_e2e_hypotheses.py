@@ -6,6 +6,10 @@ pods the process node runs as ``python -m controller.cli.main worker`` with only
 token scoped to that one hypothesis), measures it against the champion and reports it; the controller
 decides the turn. Compared with the same run through the local broker, where the three run one after
 another: the same decisions, the same hypotheses' reasons, the same trees.
+
+One database each (issue 23): PostgreSQL where a killed controller and the one taking over share
+it (as replicas do), SQLite elsewhere; what these runs store is tested on both databases in
+``tests/worker``, ``tests/store`` and ``tests/ledger``.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from controller.store import Store
 from controller.store.migrate import make_engine
 from controller.store.models import WorkerRoundRow
 from controller.wiring import compose_service
+from tests.api.sqlite_only import POSTGRES_ONLY, SQLITE_ONLY
 from tests.conftest import git, make_repo
 from tests.k8s.broker_harness import RESTRICTED
 from tests.k8s.conftest import ControlPlane, wait_until
@@ -144,6 +149,7 @@ def _decisions(store: Store, run_id: str) -> list[tuple[object, ...]]:
     return out
 
 
+@SQLITE_ONLY
 def test_each_hypothesis_runs_in_its_own_pod_and_the_turns_decide_as_locally(
     sides: Sides, control_plane: ControlPlane
 ) -> None:
@@ -190,6 +196,7 @@ def test_each_hypothesis_runs_in_its_own_pod_and_the_turns_decide_as_locally(
     assert len(slots) == 3, "one slot token per pod, for the whole round"
 
 
+@SQLITE_ONLY
 @pytest.mark.parametrize("metric_delay", ["1.0"])
 def test_a_pod_deleted_mid_hypothesis_fails_that_hypothesis_and_the_turn_is_decided(
     sides: Sides, control_plane: ControlPlane
@@ -228,6 +235,7 @@ def test_a_pod_deleted_mid_hypothesis_fails_that_hypothesis_and_the_turn_is_deci
 
 # Its own waits add up past the default 300 s on a loaded CI machine (up to 240 s for turn 2's pods,
 # then the dead controller's lease, then turn 2's measurements): alone it takes about 45 s.
+@POSTGRES_ONLY
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("metric_delay", ["1.0"])
 def test_a_restarted_controller_adopts_the_hypothesis_pods_and_decides_each_turn_once(
@@ -289,6 +297,7 @@ def _uids(sides: Sides, control_plane: ControlPlane, turn: int) -> dict[str, str
     return {j.metadata.name: j.metadata.uid for j in jobs if j.metadata.labels[LABEL_TURN] == str(turn)}
 
 
+@SQLITE_ONLY
 @pytest.mark.parametrize("metric_delay", ["1.0"])
 def test_cancelling_the_run_deletes_the_turns_pods_and_decides_the_turn(
     sides: Sides, control_plane: ControlPlane
@@ -327,6 +336,7 @@ tolerance = "50%"
 """
 
 
+@SQLITE_ONLY
 def test_a_guarded_keep_after_the_champion_moved_measures_the_base_in_its_own_pod(
     sides: Sides, control_plane: ControlPlane
 ) -> None:

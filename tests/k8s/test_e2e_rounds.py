@@ -5,6 +5,10 @@ runs as ``python -m controller.cli.main worker`` on this host, with only the pod
 worker's variables, its token from the round's Secret). The worker reaches the controller's app (its
 worker routes) over HTTP, as a pod reaches the controller's Service. Compared with the same run through
 the local broker: the same decisions, the same trees.
+
+One database each (issue 23): PostgreSQL where a killed controller and the one taking over share
+it (as replicas do), SQLite elsewhere; what these runs store is tested on both databases in
+``tests/worker``, ``tests/store`` and ``tests/ledger``.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from controller.services.control.service import RunService
 from controller.services.remote.remote_rounds import RemoteRounds
 from controller.store import Store, TurnRecord
 from controller.wiring import compose_service
+from tests.api.sqlite_only import POSTGRES_ONLY, SQLITE_ONLY
 from tests.conftest import git, make_repo
 from tests.forgekit import app_forge
 from tests.k8s.broker_harness import RESTRICTED
@@ -144,6 +149,7 @@ def _decisions(turns: list[TurnRecord]) -> list[tuple[object, ...]]:
     return [(t.number, t.round, t.outcome, t.reason, t.value, t.hypothesis, t.changed_paths) for t in turns]
 
 
+@SQLITE_ONLY
 def test_a_round_through_the_control_plane_decides_and_commits_as_the_local_round(
     sides: Sides, control_plane: ControlPlane
 ) -> None:
@@ -201,6 +207,7 @@ def _kill_the_controller_mid_round(sides: Sides, control_plane: ControlPlane, da
     return run_id
 
 
+@POSTGRES_ONLY
 @pytest.mark.parametrize("metric_delay", ["0.7"])
 def test_a_restarted_controller_adopts_the_running_job_and_records_each_turn_once(
     sides: Sides, control_plane: ControlPlane, database_url: str
@@ -219,6 +226,7 @@ def test_a_restarted_controller_adopts_the_running_job_and_records_each_turn_onc
     assert sorted(e.payload["turn"] for e in decided) == [1, 2, 3, 4], "no turn recorded twice"
 
 
+@POSTGRES_ONLY
 @pytest.mark.parametrize("metric_delay", ["0.7"])
 def test_cancelling_a_run_whose_controller_died_deletes_its_rounds_job(
     sides: Sides, control_plane: ControlPlane, database_url: str
@@ -278,6 +286,7 @@ def _drive_in_thread(service: RunService, run_id: str) -> tuple[threading.Thread
     return driver, results
 
 
+@SQLITE_ONLY
 @pytest.mark.parametrize("metric_delay", ["0.7"])
 def test_a_pod_deleted_mid_turn_fails_that_turn_naming_why_and_the_run_goes_on(
     sides: Sides, control_plane: ControlPlane
@@ -314,6 +323,7 @@ def test_a_pod_deleted_mid_turn_fails_that_turn_naming_why_and_the_run_goes_on(
     assert outcome is not None and outcome.attempt == 2 and outcome.revoked_at is not None
 
 
+@SQLITE_ONLY
 @pytest.mark.parametrize("metric_delay", ["0.7"])
 def test_a_pod_lost_beyond_broker_max_relaunches_fails_the_run_naming_the_key(
     sides: Sides, control_plane: ControlPlane
@@ -342,6 +352,7 @@ def _condition(job: object) -> str | None:
     return done[0] if done else None
 
 
+@SQLITE_ONLY
 def test_a_steered_refinement_round_runs_in_a_pod_and_lands_on_the_same_pr(
     tmp_path: Path, control_plane: ControlPlane, namespace: Callable[..., str], database_url: str
 ) -> None:
@@ -390,6 +401,7 @@ fi
 """
 
 
+@SQLITE_ONLY
 def test_a_refinement_rounds_pod_deleted_mid_turn_is_relaunched_and_the_round_lands(
     tmp_path: Path, control_plane: ControlPlane, namespace: Callable[..., str], database_url: str
 ) -> None:
