@@ -8,7 +8,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from controller.workspace.process import (
     process_group_alive,
     run_command,
 )
+from tests.support.waiting import wait_until
 
 
 @pytest.fixture(autouse=True)
@@ -51,11 +51,10 @@ def _dead(pid: int) -> bool:
 def eventually(condition: Callable[[], bool]) -> bool:
     """SIGKILL is asynchronous: the kernel tears a process down a moment after it was sent, so wait
     (up to 10 s) for the condition instead of asserting on a race."""
-    deadline = time.monotonic() + 10
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)
+    try:
+        wait_until(condition, "the processes' exit", timeout=10, interval=0.01)
+    except AssertionError:
+        return False
     return True
 
 
