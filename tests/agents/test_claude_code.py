@@ -101,12 +101,3 @@ def test_a_missing_cli_fails_the_turn_saying_how_to_install_it(
     detail = view["turns"][0]["detail"]
     assert "Claude Code is not installed" in detail
     assert "npm install -g @anthropic-ai/claude-code" in detail
-
-
-def test_a_model_that_never_answers_times_the_turn_out(project: Project, model_server: ModelServer) -> None:
-    project.make()
-    model_server.model.delay_s = 60
-    preset_spec(project, "claude-code", cli("claude"), model_server.url, timeout="5s")
-    view = ok_run(project.loop(env={"ANTHROPIC_API_KEY": KEY}))
-    assert outcomes(view) == [("failed", "timeout")]
-    assert "timed out after 5s" in view["turns"][0]["detail"]

@@ -90,14 +90,6 @@ def test_a_missing_codex_fails_the_turn_saying_how_to_install_it(project: Projec
     assert "npm install -g @openai/codex" in view["turns"][0]["detail"]
 
 
-def test_a_model_that_never_answers_times_the_turn_out(project: Project, model_server: ModelServer) -> None:
-    project.make()
-    model_server.model.delay_s = 60
-    preset_spec(project, "codex", cli("codex"), model_server.url + "/v1", timeout="5s")
-    view = ok_run(project.loop(env={"OPENAI_API_KEY": KEY}))
-    assert outcomes(view) == [("failed", "timeout")]
-
-
 def test_without_crucibles_sandbox_codex_edits_in_its_own(
     project: Project, model_server: ModelServer
 ) -> None:
