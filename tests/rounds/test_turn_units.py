@@ -21,9 +21,18 @@ import pytest
 from controller.config.settings import Settings
 from controller.config.spec import load_spec
 from controller.config.units import Tolerance
-from controller.domain.enums import OUTCOME_OF_REASON, EventKind, Outcome, Reason, RunStatus, TurnPhase
+from controller.domain.enums import (
+    OUTCOME_OF_REASON,
+    EventKind,
+    Outcome,
+    Reason,
+    RunStatus,
+    StopReason,
+    TurnPhase,
+)
 from controller.services.execution.baseline import run_baseline
 from controller.services.execution.context import Detached, Hooks, RoundRule, RunContext
+from controller.services.execution.loop import Search, budgets_of
 from controller.services.execution.play import Refinement, TurnPlan, play_turns
 from controller.services.execution.runs import build_context
 from controller.services.execution.turn import run_turn
@@ -363,3 +372,38 @@ def test_a_turn_of_two_hypotheses_keeps_the_better_one_and_supersedes_the_other(
     assert [(h.index, h.reason) for h in found] == [(0, Reason.SUPERSEDED), (1, Reason.IMPROVED)]
     assert e.ledger.get_run("r1").champion_value == 12.0
     assert e.ctx.checkout("candidate", "app").status() == {}
+
+
+def test_round_0_is_played_by_play_turns_with_the_search_planner(engine: Callable[..., Engine]) -> None:
+    # Turn 1 improves (10 -> 11); turns 2-5 write 11 again and change nothing; the budget (5 turns) ends
+    # the search, which, handed over, leaves the run running for the feedback watch.
+    e = engine(writes("11"))
+    search = Search(e.ctx, budgets_of(e.ctx), hand_over=True)
+    played = play_turns(e.ctx, 0, search)
+    assert played.kept and not played.cut_off and search.stop is not None
+    assert (search.stop.status, search.stop.stop_reason) == (RunStatus.RUNNING, StopReason.MAX_TURNS)
+    turns = e.ledger.turn_snapshot("r1", last=10).recent
+    assert [(t.number, t.reason) for t in turns] == [
+        (1, Reason.IMPROVED),
+        *[(n, Reason.NO_DIFF) for n in range(2, 6)],
+    ]
+
+
+def test_the_search_planner_stops_the_run_on_a_cancel(engine: Callable[..., Engine]) -> None:
+    e = engine(writes("11"))
+    e.executor.cancel.set()
+    search = Search(e.ctx, budgets_of(e.ctx), hand_over=False)
+    assert play_turns(e.ctx, 0, search).cut_off and search.stop is not None
+    assert e.ledger.get_run("r1").status is RunStatus.CANCELLED
+
+
+def test_a_turn_a_crash_cut_off_is_played_again_under_its_number_and_decided_once(
+    engine: Callable[..., Engine],
+) -> None:
+    e = engine(writes("11"))
+    e.ledger.start_turn("r1", 1, 1)  # the attempt a crash cut off before its decision
+    played = play_turns(e.ctx, 1, Refinement(1), round_rule=None, feedback=())
+    assert played.kept
+    snapshot = e.ledger.turn_snapshot("r1", last=5)
+    assert [(t.number, t.round, t.reason) for t in snapshot.recent] == [(1, 1, Reason.IMPROVED)]
+    assert snapshot.counts.started == ()
