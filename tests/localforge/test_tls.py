@@ -50,6 +50,9 @@ def test_the_forge_serves_https_that_clients_trust_once_told(tmp_path: Path) -> 
             "main",
         )
         assert repo.get_branch("main").commit.sha == git(checkout, "rev-parse", "HEAD")
+        # Its kept-alive TLS connection would hold the server's stop (uvicorn waits for it) until the
+        # thread's join gave up, 15 s on.
+        gh.close()
 
 
 def test_the_certificate_is_kept_and_renewed_for_a_new_host(tmp_path: Path) -> None:
