@@ -1,6 +1,11 @@
 """A hostile agent (issue 21): it looks for the worker's token everywhere a process of its user can
 look without a sandbox, and tries every token it finds on the worker API. Standard library only; it
-runs as the round's agent command: ``python3 hunter.py CONTROLLER_URL REPORT_DIR SEARCH_ROOT...``.
+runs as the round's agent command: ``python3 hunter.py CONTROLLER_URL REPORT_DIR LAST_TURN SEARCH_ROOT...``.
+
+``/tmp`` is walked in the round's last turn only: on a shared machine it holds hundreds of thousands of
+files, and walking it was most of the test's time (several minutes under load). What the worker left
+there in an earlier turn is still there then, and what it keeps there only while a turn runs it keeps
+in every turn; every turn still reads ``/proc``, the search roots, ``HOME`` and its workspace.
 
 The report (``REPORT_DIR/turn-<n>.json``) lists each token found with where, what each ancestor's
 ``/proc`` gave (cmdline, and the errno of environ and mem when refused) and the status of every try.
@@ -63,7 +68,7 @@ def memory(pid):
 
 
 def main():
-    url, report_dir, roots = sys.argv[1], sys.argv[2], sys.argv[3:]
+    url, report_dir, last, roots = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
     run_id, turn = os.environ["CRUCIBLE_RUN_ID"], os.environ["CRUCIBLE_TURN"]
     found, procs = {}, {}
     for pid in [p for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpid()]:
@@ -86,7 +91,8 @@ def main():
             except OSError as exc:
                 entry[what] = refused(exc)
         procs[str(pid)] = entry
-    for root in [*roots, os.environ.get("HOME", "/nonexistent"), "/tmp", os.getcwd()]:
+    shared = ["/tmp"] if turn == last else []
+    for root in [*roots, os.environ.get("HOME", "/nonexistent"), *shared, os.getcwd()]:
         for folder, _dirs, files in os.walk(root):
             for name in files:
                 path = os.path.join(folder, name)
@@ -108,7 +114,7 @@ def main():
             tries[token] = exc.code
         except OSError as exc:
             tries[token] = refused(exc)
-    report = {"found": found, "ancestors": procs, "tries": tries, "uid": os.getuid()}
+    report = {"found": found, "ancestors": procs, "tries": tries, "uid": os.getuid(), "walked": shared}
     with open(os.path.join(report_dir, f"turn-{turn}.json"), "w") as out:
         json.dump(report, out)
     print("HYPOTHESIS: the worker's token is somewhere")

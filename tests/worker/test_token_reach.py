@@ -3,10 +3,11 @@
 A round runs through ``SubprocessBroker`` with ``sandbox.mode = "none"``: ``crucible worker`` and its
 agent as one unprivileged user (as in a loop pod; the test drops root with ``setpriv`` when it has it).
 The agent (``hunter.py``) reads every ``/proc/<pid>/environ`` it can, its ancestors' ``mem``, and every
-file under the round's directory, ``HOME``, ``/tmp`` and its workspace, then tries each token it found on
-the worker API. A decoy process of the same user, holding a token in its environment as the worker did
-before, shows the hunt works: the decoy's token is found (and refused: it is no token of this run). The
-worker's own token is found nowhere, no try is accepted, and the round completes.
+file under the round's directory, ``HOME`` and its workspace (and ``/tmp`` in the last turn), then
+tries each token it found on the worker API. A decoy process of the same user, holding a token in its
+environment as the worker did before, shows the hunt works: the decoy's token is found (and refused: it
+is no token of this run). The worker's own token is found nowhere, no try is accepted, and the round
+completes.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ SPEC = """
 objective = "find the token"
 turns = 2
 [agent]
-command = "{python} {hunter} {url} {reports} {root}"
+command = "{python} {hunter} {url} {reports} 2 {root}"
 [sandbox]
 mode = "none"
 [metric]
@@ -164,6 +165,7 @@ def test_a_hostile_agent_without_a_sandbox_finds_no_worker_token(
     token = minted[-1]
     turns = sorted(reports.glob("turn-*.json"))
     assert len(turns) == 2, (list(reports.iterdir()), log)
+    assert [json.loads(p.read_text())["walked"] for p in turns] == [[], ["/tmp"]], "the last turn's walk"
     for path in turns:
         report = json.loads(path.read_text())
         if os.geteuid() == 0:
