@@ -163,6 +163,22 @@ def npm_prefix(home: Path) -> FakeTool:
     )
 
 
+def npm_package(home: Path) -> FakeTool:
+    """A package installed with ``npm install --prefix DIR`` (a cache of CLIs, as the tests' own): the CLI
+    is a link in ``DIR/node_modules/.bin`` and needs a sibling package (Codex's per-platform binary)."""
+    modules = home / ".cache" / "agents" / "acme-1.0" / "node_modules"
+    _write(modules / "@acme" / "agent-linux" / "package.json", '{"marker": "npm-package-marker"}\n')
+    _script(
+        modules / "@acme" / "agent" / "cli.js",
+        "console.log('npm-package', require('@acme/agent-linux/package.json').marker)\n",
+        "#!/usr/bin/env node",
+    )
+    _link(modules / ".bin" / "acme-package", "../@acme/agent/cli.js")
+    return FakeTool(
+        "npm-package", "acme-package", (modules / ".bin",), "npm-package npm-package-marker", modules
+    )
+
+
 def volta(home: Path) -> FakeTool:
     """Volta: a shim in ``~/.volta/bin`` that finds its tools through ``$VOLTA_HOME`` (else ``~/.volta``)."""
     root = home / ".volta"
@@ -245,7 +261,21 @@ def mise(home: Path) -> FakeTool:
     return FakeTool("mise", "deno --version", (data / "shims",), "mise mise-marker", data)
 
 
-BUILDERS = (pyenv, uv_venv, conda, pipx, pip_user, nvm, npm_prefix, volta, rustup, go_sdk, asdf, mise)
+BUILDERS = (
+    pyenv,
+    uv_venv,
+    conda,
+    pipx,
+    pip_user,
+    nvm,
+    npm_prefix,
+    npm_package,
+    volta,
+    rustup,
+    go_sdk,
+    asdf,
+    mise,
+)
 
 
 def build_all(home: Path) -> dict[str, FakeTool]:

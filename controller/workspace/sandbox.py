@@ -191,6 +191,7 @@ class Sandbox:
         cwd: Path | None = None,
         environ: Mapping[str, str] | None = None,
         expose_for: Sequence[str] | None = None,
+        home_tree: Path | None = None,
     ) -> list[str]:
         """``argv`` prefixed with the bwrap invocation that sandboxes it.
 
@@ -199,7 +200,10 @@ class Sandbox:
         ``home``, the user's homes and each ``hide`` path; the controller's secret files masked; then,
         read-only, the exposure of ``argv`` (or ``expose_for``): toolchain roots, what it needs to
         start, ``sandbox.readonly``; ``private`` paths inside those hidden again; the mirrored
-        dotfiles into ``home``; each ``writable`` path bound read-write, then each ``readonly`` one
+        dotfiles into ``home``; the folders and files of ``home_tree`` at the same places under ``home``
+        (made there, and bound read-only: a preset's settings, ``turn.prepare``; the rest of ``home``
+        stays the tmpfs, where a CLI's own state is fastest to write); each ``writable`` path bound
+        read-write, then each ``readonly`` one
         read-only (so a checkout's ``.git`` is read-only again inside a writable checkout); last,
         every existing denied path inside any of those binds masked (an empty read-only tmpfs, or
         ``/dev/null`` for a file). Every tmpfs is capped at ``tmpfs_bytes`` when given (the run's
@@ -231,6 +235,8 @@ class Sandbox:
         )
         for real, rel in shown.home_files:
             args += ["--ro-bind", str(real), str(Path(self.home) / rel)]
+        if home_tree is not None:
+            args += _home_tree(home_tree, Path(self.home))
         for target in writable:
             args += ["--bind", str(target), str(target)]
         for target in readonly:
@@ -257,6 +263,20 @@ class Sandbox:
         return args
 
 
+def _home_tree(tree: Path, home: Path) -> list[str]:
+    """``--dir`` for each folder under ``tree`` and ``--ro-bind`` for each file, at the same relative
+    place under ``home`` (links and other kinds are left out)."""
+    args: list[str] = []
+    for folder, dirs, files in os.walk(tree):
+        relative = Path(folder).relative_to(tree)
+        args += [arg for name in sorted(dirs) for arg in ("--dir", str(home / relative / name))]
+        for name in sorted(files):
+            source = Path(folder) / name
+            if source.is_file() and not source.is_symlink():
+                args += ["--ro-bind", str(source), str(home / relative / name)]
+    return args
+
+
 def wrap_command(
     argv: Sequence[str],
     *,
@@ -271,6 +291,7 @@ def wrap_command(
     expose_for: Sequence[str] | None = None,
     tmpfs_bytes: int | None = None,
     homes: Sequence[Path] = (),
+    home_tree: Path | None = None,
 ) -> list[str]:
     """One command wrapped by a :class:`Sandbox` made for it alone (see ``Sandbox.wrap``); a run
     keeps one ``Sandbox`` so each command's exposure is computed once."""
@@ -278,7 +299,13 @@ def wrap_command(
         network=network, home=home, homes=homes, hide=hide, private=private, tmpfs_bytes=tmpfs_bytes
     )
     return sandbox.wrap(
-        argv, writable=writable, readonly=readonly, search_path=search_path, cwd=cwd, expose_for=expose_for
+        argv,
+        writable=writable,
+        readonly=readonly,
+        search_path=search_path,
+        cwd=cwd,
+        expose_for=expose_for,
+        home_tree=home_tree,
     )
 
 

@@ -233,7 +233,10 @@ def _node(path: Path, host: Host) -> Toolchain | None:
     text = str(path)
     if "/lib/node_modules/" in text:
         return Toolchain("npm-prefix", Path(text.split("/lib/node_modules/", 1)[0]) / "lib" / "node_modules")
-    return None
+    # A package installed elsewhere (``npm install --prefix DIR``, a project's own): its dependencies and
+    # per-platform binaries (Codex's) are siblings in the outermost node_modules above it.
+    modules = [parent for parent in path.parents if parent.name == "node_modules"]
+    return Toolchain("npm-package", modules[-1]) if modules else None
 
 
 def _rust_go(path: Path, host: Host) -> list[Toolchain]:

@@ -81,8 +81,10 @@ class Executor:
         writable: Sequence[Path],
         protocol: Mapping[str, str],
         log: Path | None = None,
+        home_tree: Path | None = None,
     ) -> CommandResult:
-        """Run ``command`` through ``/bin/sh -c`` and return its (capped) result."""
+        """Run ``command`` through ``/bin/sh -c`` and return its (capped) result. ``home_tree``: folders
+        and files shown in the sandbox's ``HOME`` (a preset's settings, ``Sandbox.wrap``)."""
         env = dict(self.scrubbed.env)
         env.update(protocol)
         argv: list[str] = ["/bin/sh", "-c", command]
@@ -95,6 +97,7 @@ class Executor:
                     readonly=list(self.readonly),
                     search_path=env.get("PATH"),
                     environ=env,
+                    home_tree=home_tree,
                 )
             else:
                 argv = wrap_command(
@@ -107,6 +110,7 @@ class Executor:
                     private=list(self.private),
                     search_path=env.get("PATH"),
                     tmpfs_bytes=self.disk_budget,
+                    home_tree=home_tree,
                 )
         guarded = {git_dir: self._control_state(git_dir) for git_dir in self.guarded}
         groups: list[int] = []
