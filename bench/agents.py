@@ -3,19 +3,21 @@
 Floor  = the real CLI started directly with exactly the argv and environment the preset builds (a fresh
          ``HOME`` each call, stdin closed), in a git checkout, against the scripted model server of the
          tests (``tests/agentkit``) that makes one edit.
-Preset = the command a turn runs for ``[agent] preset = …`` (``python -I -m controller.agents.run …``,
-         through ``/bin/sh -c`` as the executor runs it), with ``CRUCIBLE_CANDIDATE`` pointing at a brief:
-         the wrapper's start-up, its endpoint check, the CLI's ``HOME``, and reading the CLI's output.
+Preset = what the controller does for a preset's turn (``controller.agents.turn``, ADR-0035): find the
+         CLI, check the model endpoint, make the turn's folder and the CLI's settings, run the command a
+         turn runs (the CLI ``exec``'d by ``/bin/sh -c``, as the executor runs it, its output going to
+         files), read those files and let the preset's parser read them, remove the folder.
 
 Both arms run outside the sandbox (its cost is the same for every agent command, preset or not) and
 interleaved, so drift on a shared machine hits both; between calls the checkout is restored (untimed).
-Inside a turn's sandbox ``TMPDIR`` is a fresh tmpfs, where the wrapper makes the CLI's ``HOME`` and
-removes it afterwards (Codex alone writes some sixty files there at each start); so both arms run with
-``TMPDIR`` on a tmpfs too (``/dev/shm``, when there is one: the line "TMPDIR" says which), or the preset
-arm would pay for unlinking files on a disk that no turn touches.
-Prints per preset the wall-time medians, the ratio preset/floor, and the CPU time (user + system, the
-CLI's included) each arm's processes used: the wrapper's own cost, which a loaded machine's wall times
-blur.
+Inside a turn's sandbox the CLI's ``HOME`` is a fresh tmpfs (Codex alone writes some sixty files there at
+each start, twice as fast as on a disk); so both arms make it on a tmpfs too (``/dev/shm``, when there is
+one: the line "TMPDIR" says which). The preset arm runs as in a loop pod (its ``HOME`` inside the turn's
+folder), with that folder on the tmpfs as well; in a sandboxed turn the two output files are on the run's
+disk.
+Prints per preset the wall-time medians, the ratio preset/floor, and the CPU time (user + system) each
+arm used: the CLI's processes, plus this process's own work in the arm (for the preset arm: preparing and
+reading the turn), which a loaded machine's wall times blur.
 
     python bench/agents.py [--calls 10] [--presets claude-code,codex,aider,gemini,qwen-code] [--latency-ms 0]
 
@@ -44,9 +46,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from controller.agents.base import Settings  # noqa: E402
-from controller.agents.command import agent_command  # noqa: E402
+from controller.agents.outcome import PREAMBLE, home_variables  # noqa: E402
 from controller.agents.registry import preset  # noqa: E402
-from controller.agents.run import PREAMBLE, _home_variables  # noqa: E402
+from controller.agents.turn import clean, finish, prepare  # noqa: E402
 from controller.config.agent import AgentSpec  # noqa: E402
 from tests.agentkit.anthropic import AnthropicMessages  # noqa: E402
 from tests.agentkit.chat import ChatCompletions  # noqa: E402
@@ -90,16 +92,20 @@ class Arm:
         return statistics.median(self.cpu)
 
 
-def _children_cpu() -> float:
-    used = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return used.ru_utime + used.ru_stime
+def _cpu() -> float:
+    """CPU time used so far by this process and its waited-for children."""
+    total = 0.0
+    for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN):
+        used = resource.getrusage(who)
+        total += used.ru_utime + used.ru_stime
+    return total
 
 
-def _timed(arm: Arm, call: Callable[[], float]) -> None:
-    """One call of ``arm``: its wall time (the call's own measure) and its processes' CPU time."""
-    before = _children_cpu()
-    arm.times.append(call())
-    arm.cpu.append(_children_cpu() - before)
+def _timed(arm: Arm, call: Callable[[], tuple[float, float]]) -> None:
+    """One call of ``arm``: its wall time and its CPU time (each the call's own measure)."""
+    wall, cpu = call()
+    arm.times.append(wall)
+    arm.cpu.append(cpu)
 
 
 def _git(cwd: Path, *args: str) -> None:
@@ -120,7 +126,9 @@ def _base_url(name: str, server: ModelServer) -> str:
     return server.url + ("" if name in WITHOUT_V1 else "/v1")
 
 
-def _by_hand(name: str, cli: str, repo: Path, server: ModelServer, env: dict[str, str]) -> float:
+def _by_hand(
+    name: str, cli: str, repo: Path, server: ModelServer, env: dict[str, str]
+) -> tuple[float, float]:
     """The CLI with the preset's own flags and environment, started directly."""
     chosen = preset(name)
     home = Path(tempfile.mkdtemp(prefix="bench-agent-home-"))
@@ -134,8 +142,8 @@ def _by_hand(name: str, cli: str, repo: Path, server: ModelServer, env: dict[str
         for relative, text in call.files.items():
             (home / relative).parent.mkdir(parents=True, exist_ok=True)
             (home / relative).write_text(text)
-        full = {**env, **_home_variables(home), **call.env}
-        started = time.perf_counter()
+        full = {**env, **home_variables(home), **call.env}
+        started, cpu = time.perf_counter(), _cpu()
         subprocess.run(
             _cli_argv(call.argv),
             cwd=repo,
@@ -144,7 +152,7 @@ def _by_hand(name: str, cli: str, repo: Path, server: ModelServer, env: dict[str
             capture_output=True,
             check=True,
         )
-        return time.perf_counter() - started
+        return time.perf_counter() - started, _cpu() - cpu
     finally:
         shutil.rmtree(home, ignore_errors=True)
 
@@ -163,20 +171,40 @@ def _restore(repo: Path) -> None:
     _git(repo, "clean", "-fdxq")
 
 
-def _as_a_turn(command: str, repo: Path, env: dict[str, str]) -> float:
-    started = time.perf_counter()
-    done = subprocess.run(
-        ["/bin/sh", "-c", command],
-        cwd=repo,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
+def _as_a_turn(spec: AgentSpec, repo: Path, brief: Path, env: dict[str, str]) -> tuple[float, float]:
+    """A preset's turn as the controller runs it (in a loop pod's way: no bubblewrap, see the module
+    docstring), from finding the CLI to reading its output and removing the turn's folder."""
+    started, cpu = time.perf_counter(), _cpu()
+    folder = Path(tempfile.gettempdir()) / f"bench-preset-turn-{os.getpid()}"
+    turn = prepare(
+        spec,
+        None,
+        folder=folder,
+        workdir=repo,
+        brief=brief.read_text(encoding="utf-8"),
+        boundary="pod",
+        network=True,
+        sandbox_home="/nonexistent",
+        environ=env,
     )
-    elapsed = time.perf_counter() - started
-    if done.returncode != 0 or "HYPOTHESIS:" not in done.stdout:
-        raise SystemExit(f"the preset's turn failed (exit {done.returncode}):\n{done.stderr[-2000:]}")
-    return elapsed
+    try:
+        if turn.failure is not None:
+            raise SystemExit(f"the preset's turn failed before its CLI started: {turn.failure}")
+        done = subprocess.run(
+            ["/bin/sh", "-c", turn.command],
+            cwd=repo,
+            env={**env, **turn.env},
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+        )
+        finished = finish(spec, turn, done.returncode)
+    finally:
+        clean(turn)
+    elapsed, used = time.perf_counter() - started, _cpu() - cpu
+    if finished.failure is not None or not any(line.startswith("HYPOTHESIS:") for line in finished.lines):
+        said = finished.failure or finished.stderr[-2000:]
+        raise SystemExit(f"the preset's turn failed (exit {finished.returncode}): {said}")
+    return elapsed, used
 
 
 def measure(name: str, calls: int, where: Path, latency_s: float = 0.0) -> tuple[Arm, Arm]:
@@ -185,7 +213,7 @@ def measure(name: str, calls: int, where: Path, latency_s: float = 0.0) -> tuple
     brief = where / name / "CANDIDATE.md"
     brief.write_text(BRIEF)
     key = KEYS.get(name, "OPENAI_API_KEY")
-    env = {**os.environ, key: "sk-bench-0123456789", "CRUCIBLE_CANDIDATE": str(brief)}
+    env = {**os.environ, key: "sk-bench-0123456789"}
     dialects: list[Dialect] = [
         AnthropicMessages(),
         OpenAIResponses(),
@@ -198,14 +226,13 @@ def measure(name: str, calls: int, where: Path, latency_s: float = 0.0) -> tuple
         spec = AgentSpec.model_validate(
             {"preset": name, "cli": cli, "model": MODELS[name], "base_url": _base_url(name, server)}
         )
-        command = agent_command(spec, None, sandboxed=True, search_path=env.get("PATH"))
         hand, wrapped = Arm("by hand", [], []), Arm("preset", [], [])
         _by_hand(name, cli, repo, server, env)  # warm the page cache for both arms
         _restore(repo)
         for _ in range(calls):
             _timed(hand, lambda: _by_hand(name, cli, repo, server, env))
             _restore(repo)
-            _timed(wrapped, lambda: _as_a_turn(command, repo, env))
+            _timed(wrapped, lambda: _as_a_turn(spec, repo, brief, env))
             _restore(repo)
     return hand, wrapped
 
@@ -231,6 +258,7 @@ def main(argv: list[str] | None = None) -> int:
     if tmpfs.is_dir() and os.access(tmpfs, os.W_OK):
         os.environ["TMPDIR"] = str(tmpfs)  # both arms' CLI HOMEs, as on a turn's tmpfs /tmp
         tempfile.tempdir = None
+    print("load (1, 5, 15 min): {:.1f} {:.1f} {:.1f}".format(*os.getloadavg()))
     print(f"TMPDIR {tempfile.gettempdir()}" + ("" if tempfile.gettempdir() == str(tmpfs) else " (no tmpfs)"))
     with tempfile.TemporaryDirectory(prefix="bench-agents-", dir=checkouts) as tmp:
         for name in names:
@@ -245,6 +273,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  cpu: {cpu} ({(wrapped.cpu_median - hand.cpu_median) * 1000:+.0f} ms)")
             print(f"  by hand: {[round(t * 1000) for t in hand.times]}")
             print(f"  preset:  {[round(t * 1000) for t in wrapped.times]}")
+    print("load (1, 5, 15 min): {:.1f} {:.1f} {:.1f}".format(*os.getloadavg()))
     return 0
 
 

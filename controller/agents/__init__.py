@@ -1,7 +1,8 @@
 """Coding-agent CLIs crucible drives headless: ``[agent] preset = "claude-code" | "codex" | …``.
 
 ``base`` says what a preset is, one module per CLI says how to run it and read its output, ``registry``
-names them, ``command`` turns a spec's ``[agent]`` table into the command a turn runs (a small wrapper,
-``run``, that starts the CLI inside the sandbox and prints the agent protocol's lines), and ``probe`` finds
-an installed CLI and its version (``crucible agents``).
+names them, ``command`` turns a spec's ``[agent]`` table into the command a turn runs (the CLI itself, its
+output going to files), ``turn`` prepares a turn before the CLI's spawn and reads its output after the
+exit (in the controller, ADR-0035), ``outcome`` holds what that reading shares, and ``probe`` finds an
+installed CLI and its version (``crucible agents``).
 """

@@ -31,13 +31,20 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 
-from controller.agents.base import Invocation, Preset, Report, Settings, Usage, exit_failure, telling_line
+from controller.agents.base import (
+    Invocation,
+    Preset,
+    Report,
+    Settings,
+    Usage,
+    exit_failure,
+    helper_argv,
+    telling_line,
+)
 
 LAUNCHER = "controller.agents.aider_launcher"
-# The launcher's last stdout line: the usage it summed from aider's analytics log. Defined here, not in
-# the launcher, so the turn's wrapper reads it without importing the launcher's own (heavier) modules.
+# The launcher's last stdout line: the usage it summed from aider's analytics log.
 USAGE_PREFIX = "crucible-aider-usage: "
 PROMPT_FILE = "crucible-brief.md"
 USAGE_LOG = "aider-analytics.jsonl"
@@ -128,7 +135,7 @@ class Aider(Preset):
 
     def invocation(self, cli: str, prompt: str, settings: Settings) -> Invocation:
         home = settings.home
-        argv = [sys.executable, "-I", "-m", LAUNCHER, "--usage-log", str(home / USAGE_LOG)]
+        argv = [*helper_argv(LAUNCHER), "--usage-log", str(home / USAGE_LOG)]
         argv += ["--scratch", str(home / SCRATCH), "--", cli, "--message-file", str(home / PROMPT_FILE)]
         argv += [*QUIET_FLAGS, "--analytics-log", str(home / USAGE_LOG)]
         argv += ["--input-history-file", str(home / ".aider.input.history")]

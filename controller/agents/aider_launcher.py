@@ -1,8 +1,9 @@
 """Runs aider for the ``aider`` preset so that it leaves the checkout as it found it, apart from its edits.
 
-``python -I -m controller.agents.aider_launcher --usage-log F --scratch D -- AIDER ARGS…`` (the argv the
-preset builds) starts aider in the workspace with three things done around it, each measured with the
-real aider (0.86) under crucible's sandbox:
+``python -I -S -c '… from controller.agents.aider_launcher import main …' ROOT --usage-log F --scratch D
+-- AIDER ARGS…`` (the argv the preset builds with ``base.helper_argv``: the turn's agent command) starts
+aider in the workspace with three things done around it, each measured with the real aider (0.86) under
+crucible's sandbox:
 
 - **Its git writes go to a scratch index.** Aider ``git add``\\ s every file it creates, and the sandbox
   shows ``.git`` read-only: the ``add`` fails after the file was created empty, and the edit is lost.

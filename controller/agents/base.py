@@ -4,23 +4,31 @@ A preset is pure: given the prompt and the run's settings it returns the argv, t
 files (under the CLI's own ``HOME``) that make the CLI edit without prompts, never commit and send
 nothing but model calls; given the CLI's output it returns the hypothesis, the tokens (and dollars, where
 the CLI counts them) and, when the CLI exited 0 without doing its job (an edit it was not allowed to make,
-a model it could not reach), why the turn failed. ``controller.agents.run`` performs it; tests feed each
-preset the real CLI's output.
+a model it could not reach), why the turn failed. ``controller.agents.turn`` performs it in the controller;
+tests feed each preset the real CLI's output.
 
-The records are ``NamedTuple``s rather than dataclasses because this module is imported by the wrapper
-every turn runs: ``dataclasses`` pulls in ``inspect`` and costs more CPU at start-up than the rest of the
-wrapper's imports together (``bench/agents.py``, ADR-0033).
+The records are ``NamedTuple``s rather than dataclasses because aider's launcher, a program started every
+aider turn, imports this module: ``dataclasses`` pulls in ``inspect`` and costs more CPU at start-up than
+the launcher's other imports (``bench/agents.py``, ADR-0033).
 """
 
 from __future__ import annotations
 
+import sys
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
 from typing import NamedTuple
 
+import controller
+
 _NOTHING: Mapping[str, str] = MappingProxyType({})
+# How crucible's own helper programs (aider's launcher) start: ``python -I -S -c BOOTSTRAP ROOT …``,
+# without ``site`` (its ``.pth`` files and an editable install's import hook cost a third of a Python
+# start, ADR-0033), with crucible's code root given as a word of the command: the sandbox shows what a
+# command names, and an editable install's clone may sit under a hidden home or ``/tmp``.
+BOOTSTRAP = "import sys; sys.path.append(sys.argv.pop(1)); from {module} import main; sys.exit(main())"
 
 
 class Settings(NamedTuple):
@@ -118,3 +126,13 @@ def exit_failure(title: str, returncode: int, *texts: str) -> str:
     """``Claude Code exited 1: <what it said went wrong>``."""
     said = next((line for line in (telling_line(t) for t in texts) if line), "")
     return f"{title} exited {returncode}" + (f": {said}" if said else "")
+
+
+def code_root() -> Path:
+    """The folder ``controller`` is imported from (site-packages, or the clone of an editable install)."""
+    return Path(controller.__file__).resolve().parent.parent
+
+
+def helper_argv(module: str, python: str = sys.executable) -> list[str]:
+    """The argv that starts crucible's helper ``module`` (its ``main``), the words after it its own."""
+    return [python, "-I", "-S", "-c", BOOTSTRAP.format(module=module), str(code_root())]

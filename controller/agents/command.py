@@ -1,37 +1,36 @@
-"""The command a turn runs for ``[agent] preset = …``: crucible's own small wrapper around the CLI.
+"""The command a turn runs for ``[agent] preset = …``: the CLI itself, with its output going to files.
 
-The wrapper (``controller.agents.run``) runs inside the sandbox like any agent command, so
-everything it and the CLI need must be visible there. The sandbox binds back, read-only, what a command
-*names* that its masks (``$HOME``, ``/tmp``) would hide; so the command names the CLI by its absolute
-path, and with ``--needs`` the directories behind it: the CLI's package (for an npm install, the
-``node_modules`` folder holding it and its platform binaries), the Python that runs the wrapper and where
-crucible's code lives. ``-I`` keeps the workspace (a repository may well have a ``controller`` folder of
-its own) and ``PYTHON*`` variables out of the wrapper's imports. ``-S`` skips ``site`` (its ``.pth`` files,
-an editable install's import hook: a third of the wrapper's start-up, ADR-0033), so the command appends
-crucible's code root to ``sys.path`` itself: ``python -I -S -c 'import sys; sys.path.append(ROOT); …'
---preset …``.
+The executor runs every agent command as ``/bin/sh -c COMMAND``; for a preset that command is the CLI's
+own argv, ``exec``'d by the shell (no process in between), with stdin from ``/dev/null`` (or from the
+prompt's file when the prompt is too long for the command line) and stdout and stderr going to files in
+the turn's folder: the executor keeps only the head and tail of a command's output, and the preset's
+parser (``turn.finish``) reads the whole of it after the exit (ADR-0035).
 
-A CLI that is not found is still named (by its program name): the wrapper then fails the turn saying how to
-install it, and ``crucible loop --dry-run`` says so before any turn.
+The sandbox binds back, read-only, what a command *names* that its masks (``$HOME``, ``/tmp``) would
+hide; so the command names the CLI by its real path (not npm's symlink: bubblewrap binds a symlink's
+target in its place, and node then resolves modules beside the link), and the sandbox finds the
+``node_modules`` folder holding an npm package's files itself (``workspace.toolchains``).
+
+A CLI that is not found is still named (by its program name) in a dry run; a turn fails before the
+spawn saying how to install it.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import shutil
-import sys
+from collections.abc import Sequence
 from pathlib import Path
 
-import controller
+from controller.agents.base import Settings
 from controller.agents.registry import preset
 from controller.config.agent import AgentSpec
 
-WRAPPER_MODULE = "controller.agents.run"
-# What ``python -I -S -c`` runs: crucible's code root (where ``controller`` is) appended after the
-# standard library, then the wrapper's ``main`` with the words that follow as its arguments.
-BOOTSTRAP = "import sys; sys.path.append({root}); from {module} import main; sys.exit(main())"
+STDOUT = "stdout"
+STDERR = "stderr"
+PROMPT = "prompt"
+PREVIEW_PROMPT = "<crucible's preamble, then CANDIDATE.md>"
 
 
 def find_cli(agent: AgentSpec, spec_dir: Path | None, search_path: str | None) -> str | None:
@@ -48,62 +47,39 @@ def find_cli(agent: AgentSpec, spec_dir: Path | None, search_path: str | None) -
     return shutil.which(preset(agent.preset).program, path=search_path)
 
 
-def install_roots(cli: str) -> list[Path]:
-    """What the CLI needs beside its own file: for an npm package, the outermost ``node_modules`` above
-    its real path (its dependencies and per-platform binaries are siblings there). A Python tool's virtual
-    environment the sandbox finds by itself (``pyvenv.cfg``)."""
-    real = Path(os.path.realpath(cli))
-    modules = [parent for parent in real.parents if parent.name == "node_modules"]
-    return [modules[-1]] if modules else []
+def real_cli(cli: str) -> str:
+    """The file itself, not a symlink to it (npm's ``.bin/codex``): the sandbox binds a symlink's target
+    in its place, and node then looks for the package's modules beside the link."""
+    return os.path.realpath(cli) if os.path.exists(cli) else cli
 
 
-def code_root() -> Path:
-    """The folder ``controller`` is imported from (site-packages, or the clone of an editable install)."""
-    return Path(controller.__file__).resolve().parent.parent
+def shell_command(argv: Sequence[str], folder: Path, *, stdin: bool) -> str:
+    """``exec ARGV <IN >FOLDER/stdout 2>FOLDER/stderr``: IN is ``FOLDER/prompt`` when the prompt goes
+    through stdin, else ``/dev/null`` (a CLI that waits for input never does here)."""
+    source = folder / PROMPT if stdin else Path(os.devnull)
+    words = " ".join(shlex.quote(word) for word in argv)
+    out, err = (shlex.quote(str(folder / name)) for name in (STDOUT, STDERR))
+    return f"exec {words} <{shlex.quote(str(source))} >{out} 2>{err}"
 
 
-def bootstrap() -> str:
-    """The code ``python -I -S -c`` runs to start the wrapper (``BOOTSTRAP`` filled in)."""
-    return BOOTSTRAP.format(root=json.dumps(str(code_root())), module=WRAPPER_MODULE)
-
-
-def wrapper_roots() -> list[Path]:
-    """What the wrapper needs to start: the Python installation and environment running crucible, and
-    the folder crucible's code is imported from when it is not inside that environment (an editable
-    install)."""
-    roots = {Path(sys.base_prefix), Path(sys.prefix)}
-    package = code_root()
-    if not package.is_relative_to(Path(sys.prefix).resolve()):
-        roots.add(package)
-    return sorted(roots)
-
-
-def agent_command(
-    agent: AgentSpec,
-    spec_dir: Path | None,
-    *,
-    sandboxed: bool,
-    search_path: str | None,
-    python: str = sys.executable,
+def preview_command(
+    agent: AgentSpec, spec_dir: Path | None, *, sandboxed: bool, search_path: str | None, workdir: Path
 ) -> str:
-    """The shell command that runs ``agent``'s preset for one turn."""
+    """The command a turn would run, for ``crucible loop --dry-run``, with the variables the preset adds:
+    the prompt stands as ``PREVIEW_PROMPT``, the CLI's ``HOME`` as ``$HOME`` and the turn's folder as
+    ``$TURN``."""
     assert agent.preset is not None
     chosen = preset(agent.preset)
     cli = find_cli(agent, spec_dir, search_path)
-    if cli is not None and os.path.exists(cli):
-        # The file itself, not a symlink to it (npm's ``.bin/codex``): the sandbox binds a symlink's
-        # target in its place, and node then looks for the package's modules beside the link.
-        cli = os.path.realpath(cli)
-    words = [python, "-I", "-S", "-c", bootstrap(), "--preset", chosen.name, "--cli", cli or chosen.program]
-    if agent.model is not None:
-        words += ["--model", agent.model]
-    if agent.base_url is not None:
-        words += ["--base-url", agent.base_url]
-    words += [f"--arg={arg}" for arg in agent.args]
-    words += [f"--price={model}={price.input}:{price.output}" for model, price in agent.prices.items()]
-    if sandboxed:
-        words.append("--sandboxed")
-    needs = [*wrapper_roots(), *(install_roots(cli) if cli and os.path.exists(cli) else [])]
-    for need in needs:
-        words += ["--needs", str(need)]
-    return " ".join(shlex.quote(word) for word in words)
+    settings = Settings(
+        workdir=workdir,
+        home=Path("$HOME"),
+        model=agent.model,
+        base_url=agent.base_url,
+        args=tuple(agent.args),
+        sandboxed=sandboxed,
+    )
+    call = chosen.invocation(real_cli(cli) if cli else chosen.program, PREVIEW_PROMPT, settings)
+    env = " ".join(f"{name}={shlex.quote(value)}" for name, value in sorted(call.env.items()))
+    command = shell_command(call.argv, Path("$TURN"), stdin=call.stdin is not None)
+    return f"{env} {command}" if env else command

@@ -7,16 +7,14 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from controller.agents.aider import USAGE_PREFIX, Aider, model_name
 from controller.agents.aider_launcher import usage_summary
-from controller.agents.base import Settings, Usage
-from controller.agents.command import wrapper_roots
-from controller.agents.run import hypothesis
+from controller.agents.base import Settings, Usage, helper_argv
+from controller.agents.outcome import hypothesis
 from controller.workspace.sandbox import bwrap_path, wrap_command
 from tests.agentkit.clis import REAL_HOME, cli
 from tests.agentkit.server import ModelServer
@@ -54,7 +52,7 @@ def _usage(calls: int, inputs: int, outputs: int, usd: float) -> str:
 def test_aider_runs_through_its_launcher_without_commits_prompts_or_downloads() -> None:
     run = Aider().invocation("/venv/bin/aider", "the brief", SETTINGS)
     launcher = run.argv[: run.argv.index("--")]
-    assert launcher[:4] == [sys.executable, "-I", "-m", "controller.agents.aider_launcher"]
+    assert launcher[:6] == helper_argv("controller.agents.aider_launcher")
     aider = run.argv[run.argv.index("--") + 1 :]
     assert aider[0] == "/venv/bin/aider"
     for flag in ("--yes-always", "--no-auto-commits", "--no-dirty-commits", "--no-gitignore"):
@@ -145,14 +143,9 @@ def test_the_launcher_lets_aider_git_add_a_new_file_under_a_read_only_git(tmp_pa
     fake.chmod(0o755)
     scratch = tmp_path / "scratch"
     scratch.mkdir()
-    argv = [
-        sys.executable,
-        "-I",
-        "-m",
-        "controller.agents.aider_launcher",
-        "--usage-log",
-        str(scratch / "log"),
-    ]
+    # As the preset starts it: crucible's code root is a word of the command (it may sit under /tmp, CI's
+    # clone), so the sandbox shows it.
+    argv = [*helper_argv("controller.agents.aider_launcher"), "--usage-log", str(scratch / "log")]
     argv += ["--scratch", str(scratch / "git"), "--", str(fake)]
     wrapped = wrap_command(
         argv,
@@ -161,8 +154,6 @@ def test_the_launcher_lets_aider_git_add_a_new_file_under_a_read_only_git(tmp_pa
         network=False,
         home=str(tmp_path / "home"),
         cwd=repo,
-        # What the preset's command names with --needs: crucible's own code may sit under /tmp (CI's clone).
-        expose_for=[*argv, *(str(root) for root in wrapper_roots())],
     )
     done = subprocess.run(wrapped, capture_output=True, text=True, timeout=60, check=False)
 

@@ -13,7 +13,7 @@ import pytest
 
 from controller.agents.base import Settings, Usage
 from controller.agents.gemini import GeminiCli
-from controller.agents.run import hypothesis
+from controller.agents.outcome import hypothesis
 from tests.agentkit.clis import cli, refused_url
 from tests.agentkit.server import ModelServer
 from tests.agents.conftest import EDIT, preset_spec

@@ -11,8 +11,8 @@ import pytest
 from controller.agents.base import Settings, Usage
 from controller.agents.claude_code import ClaudeCode
 from controller.agents.codex import Codex
+from controller.agents.outcome import Price, cost_line, hypothesis
 from controller.agents.registry import PRESETS, preset
-from controller.agents.run import Price, cost_line, hypothesis
 from controller.config.agent import PRESET_NAMES
 from controller.domain.errors import SpecError
 

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from controller.agents.base import Settings, Usage
+from controller.agents.outcome import hypothesis
 from controller.agents.qwen_code import QwenCode
-from controller.agents.run import hypothesis
 from tests.agentkit.clis import REAL_HOME, cli
 from tests.agentkit.server import ModelServer
 from tests.agents.conftest import EDIT, preset_spec

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TypedDict
 
-from controller.agents.command import agent_command, find_cli
+from controller.agents.command import find_cli, preview_command
 from controller.agents.registry import preset
 from controller.brokers.kubernetes.manifest import TOKEN_VARIABLE, job_manifest, secret_manifest
 from controller.config.paths import home_dir
@@ -154,11 +154,10 @@ def sandbox_check(spec: Spec, environ: Mapping[str, str]) -> SandboxCheck:
     env = {**scrub_env(environ, spec.agent.env_allow).env, "HOME": SANDBOX_HOME}
     search = env.get("PATH")
     commands: list[tuple[str, str | None]] = [("agent", spec.agent.command)]
-    if spec.agent.preset is not None:
-        commands = [("agent", agent_command(spec.agent, spec.spec_dir, sandboxed=True, search_path=search))]
+    if spec.agent.preset is not None:  # the CLI is the agent command (its argv's other words are data)
         cli = find_cli(spec.agent, spec.spec_dir, search)
-        if cli is not None and Path(cli).is_file():
-            commands.append(("agent", shlex.quote(os.path.realpath(cli))))
+        real = os.path.realpath(cli) if cli is not None and Path(cli).is_file() else None
+        commands = [("agent", shlex.quote(real) if real is not None else None)]
     commands.append(("metric", spec.metric.command))
     if spec.validation is not None:
         commands.append(("validation", spec.validation.command))
@@ -180,7 +179,8 @@ def sandbox_check(spec: Spec, environ: Mapping[str, str]) -> SandboxCheck:
 
 def preset_plan(spec: Spec, environ: Mapping[str, str]) -> PresetPlan | None:
     """What ``agent.preset`` would run: the CLI found (or how to install it), the key variables it
-    would be given and which of them are set, and the wrapper command a turn runs. None without one."""
+    would be given and which of them are set, and the command a turn runs (the CLI's own). None without
+    one."""
     agent = spec.agent
     if agent.preset is None:
         return None
@@ -198,7 +198,13 @@ def preset_plan(spec: Spec, environ: Mapping[str, str]) -> PresetPlan | None:
         "base_url": None if agent.base_url is None else str(agent.base_url),
         "keys": list(chosen.keys),
         "keys_set": [k for k in chosen.keys if environ.get(k)],
-        "command": agent_command(agent, spec.spec_dir, sandboxed=sandboxed, search_path=environ.get("PATH")),
+        "command": preview_command(
+            agent,
+            spec.spec_dir,
+            sandboxed=sandboxed,
+            search_path=environ.get("PATH"),
+            workdir=spec.components[0].repo_path(spec.spec_dir),
+        ),
     }
 
 

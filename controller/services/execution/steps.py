@@ -11,7 +11,6 @@ from collections.abc import Callable
 from functools import partial
 
 from controller.agents.base import last_line
-from controller.agents.command import agent_command as preset_command
 from controller.domain.enums import Reason, TurnStep
 from controller.engine.knobs import Proposal, apply
 from controller.engine.policy import check_paths, evaluator_paths
@@ -20,6 +19,7 @@ from controller.services.execution import champion_copy
 from controller.services.execution.context import RunContext
 from controller.services.execution.measure import ArmRoot, Measurement, PairCheck, measure
 from controller.services.execution.parallel import run_all
+from controller.services.execution.presets import run_preset
 from controller.services.execution.validate import Validation, run_validation
 from controller.services.execution.work import TurnStop, TurnWork
 from controller.workspace import ignored
@@ -39,14 +39,17 @@ def propose(ctx: RunContext, work: TurnWork, proposal: Proposal | None) -> None:
     protocol = {**ctx.agent_env, **ctx.protocol_env(work.number, work.round)}
     if work.index is not None:
         protocol["CRUCIBLE_PARALLEL_INDEX"] = str(work.index)
-    result = ctx.executor.run(
-        agent_command(ctx),
-        cwd=root,
-        timeout=agent.timeout,
-        writable=[ctx.layout.arm_dir("candidate")],
-        protocol=protocol,
-        log=ctx.layout.log_file(work.number, "agent"),
-    )
+    log = ctx.layout.log_file(work.number, "agent")
+    detail: str | None = None
+    if agent.preset is not None:  # the controller runs the CLI itself (``presets``)
+        preset = run_preset(ctx, root, protocol, log)
+        result, detail = preset.result, preset.detail
+    else:
+        assert agent.command is not None
+        writable = [ctx.layout.arm_dir("candidate")]
+        result = ctx.executor.run(
+            agent.command, cwd=root, timeout=agent.timeout, writable=writable, protocol=protocol, log=log
+        )
     report = parse_agent_output(result.matched_lines)
     work.hypothesis = ctx.executor.redact(report.hypothesis) if report.hypothesis else None
     work.cost_usd, work.tokens = report.cost_usd, report.tokens
@@ -55,24 +58,12 @@ def propose(ctx: RunContext, work: TurnWork, proposal: Proposal | None) -> None:
         raise cancelled(ctx, "while the agent was running")
     if result.timed_out:
         raise TurnStop(Reason.TIMEOUT, f"the agent timed out after {agent.timeout:g}s")
+    if result.returncode != 0 and detail is not None:
+        raise TurnStop(Reason.AGENT_FAILED, detail)
     if result.returncode != 0:
         said = last_line(result.stderr)
         cause = f": {result.start_problem}" if result.start_problem else f": {said}" if said else ""
         raise TurnStop(Reason.AGENT_FAILED, f"the agent exited {result.returncode}{cause}")
-
-
-def agent_command(ctx: RunContext) -> str:
-    """The agent's shell command: ``agent.command``, or the wrapper that runs ``agent.preset``'s CLI."""
-    agent = ctx.spec.agent
-    if agent.preset is None:
-        assert agent.command is not None
-        return agent.command
-    return preset_command(
-        agent,
-        ctx.spec.spec_dir,
-        sandboxed=ctx.executor.sandbox or ctx.contained,
-        search_path=ctx.executor.scrubbed.env.get("PATH"),
-    )
 
 
 def scan_kept(ctx: RunContext, work: TurnWork) -> None:

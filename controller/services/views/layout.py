@@ -47,6 +47,12 @@ class RunLayout:
         return self.agent_dir / "steer.txt"
 
     @property
+    def preset_turn(self) -> Path:
+        """A preset's turn folder: the CLI's output files and prepared HOME, made and removed per turn
+        (``agents.turn``); writable inside the sandbox, unlike ``agent_dir``."""
+        return self.root / "preset-turn"
+
+    @property
     def process_groups(self) -> Path:
         return self.root / "pgroups"
 
