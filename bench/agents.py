@@ -3,7 +3,7 @@
 Floor  = the real CLI started directly with exactly the argv and environment the preset builds (a fresh
          ``HOME`` each call, stdin closed), in a git checkout, against the scripted model server of the
          tests (``tests/agentkit``) that makes one edit.
-Preset = what the controller does for a preset's turn (``controller.agents.turn``, ADR-0035): find the
+Preset = what the controller does for a preset's turn (``controller.agents.turn``, ADR-0038): find the
          CLI, check the model endpoint, make the turn's folder and the CLI's settings, run the command a
          turn runs (the CLI ``exec``'d by ``/bin/sh -c``, as the executor runs it, its output going to
          files), read those files and let the preset's parser read them, remove the folder.
@@ -15,7 +15,8 @@ each start, twice as fast as on a disk); so both arms make it on a tmpfs too (``
 one: the line "TMPDIR" says which). The preset arm runs as in a loop pod (its ``HOME`` inside the turn's
 folder), with that folder on the tmpfs as well; in a sandboxed turn the two output files are on the run's
 disk.
-Prints per preset the wall-time medians, the ratio preset/floor, and the CPU time (user + system) each
+Prints per preset the wall-time medians, the ratio preset/floor (and the median of each interleaved
+pair's ratio), and the CPU time (user + system) each
 arm used: the CLI's processes, plus this process's own work in the arm (for the preset arm: preparing and
 reading the turn), which a loaded machine's wall times blur.
 
@@ -269,6 +270,10 @@ def main(argv: list[str] | None = None) -> int:
             medians = f"by hand {hand.median * 1000:.0f} ms, preset {wrapped.median * 1000:.0f} ms"
             print(f"  {medians} ({added:+.0f} ms)")
             print(f"  ratio {ratio:.3f} (target <= 1.1)")
+            # Each preset call runs right after a by-hand call: the median of their ratios is what a
+            # shared machine's drift over the whole run moves least.
+            paired = statistics.median(p / h for p, h in zip(wrapped.times, hand.times, strict=True))
+            print(f"  paired ratio {paired:.3f} (median of preset / the by-hand call just before it)")
             cpu = f"by hand {hand.cpu_median * 1000:.0f} ms, preset {wrapped.cpu_median * 1000:.0f} ms"
             print(f"  cpu: {cpu} ({(wrapped.cpu_median - hand.cpu_median) * 1000:+.0f} ms)")
             print(f"  by hand: {[round(t * 1000) for t in hand.times]}")

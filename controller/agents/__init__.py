@@ -3,6 +3,6 @@
 ``base`` says what a preset is, one module per CLI says how to run it and read its output, ``registry``
 names them, ``command`` turns a spec's ``[agent]`` table into the command a turn runs (the CLI itself, its
 output going to files), ``turn`` prepares a turn before the CLI's spawn and reads its output after the
-exit (in the controller, ADR-0035), ``outcome`` holds what that reading shares, and ``probe`` finds an
+exit (in the controller, ADR-0038), ``outcome`` holds what that reading shares, and ``probe`` finds an
 installed CLI and its version (``crucible agents``).
 """

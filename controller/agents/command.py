@@ -4,7 +4,7 @@ The executor runs every agent command as ``/bin/sh -c COMMAND``; for a preset th
 own argv, ``exec``'d by the shell (no process in between), with stdin from ``/dev/null`` (or from the
 prompt's file when the prompt is too long for the command line) and stdout and stderr going to files in
 the turn's folder: the executor keeps only the head and tail of a command's output, and the preset's
-parser (``turn.finish``) reads the whole of it after the exit (ADR-0035).
+parser (``turn.finish``) reads the whole of it after the exit (ADR-0038).
 
 The sandbox binds back, read-only, what a command *names* that its masks (``$HOME``, ``/tmp``) would
 hide; so the command names the CLI by its real path (not npm's symlink: bubblewrap binds a symlink's

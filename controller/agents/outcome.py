@@ -1,7 +1,7 @@
 """What a preset's turn makes of the CLI's run: the brief's preamble, the protocol's lines, the endpoint
 check before the CLI starts, and the removal of the CLI's ``HOME`` afterwards.
 
-The controller runs these itself, before the spawn and after the exit (``turn``, ADR-0035); they used to
+The controller runs these itself, before the spawn and after the exit (``turn``, ADR-0038); they used to
 run in a Python wrapper around the CLI inside the sandbox (ADR-0023, ADR-0033).
 """
 

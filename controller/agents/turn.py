@@ -1,7 +1,7 @@
 """A preset's turn, run by the controller itself: everything before the CLI's spawn and after its exit.
 
 The CLI is the turn's agent command (``command.shell_command``); no process of crucible's runs between
-the executor and the CLI (ADR-0035, superseding the wrapper of ADR-0023 and ADR-0033). So the controller:
+the executor and the CLI (ADR-0038, superseding the wrapper of ADR-0023 and ADR-0033). So the controller:
 
 - **before the spawn** (``prepare``) finds the CLI (a missing one fails the turn naming its install
   command), checks the model endpoint with one TCP connection, and makes the turn's folder: the files

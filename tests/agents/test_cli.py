@@ -53,7 +53,7 @@ def test_the_dry_run_shows_the_cli_its_keys_and_the_command_a_turn_runs(project:
     assert result.code == 0, result.describe()
     assert "agent: preset claude-code, model claude-sonnet-4-5, endpoint http://127.0.0.1:9" in result.stdout
     assert "ANTHROPIC_API_KEY (set), ANTHROPIC_AUTH_TOKEN (not set)" in result.stdout
-    # The CLI itself, its output going to the turn's folder (no wrapper in between, ADR-0035).
+    # The CLI itself, its output going to the turn's folder (no wrapper in between, ADR-0038).
     runs = next(line for line in result.stdout.splitlines() if line.startswith("  runs: "))
     assert f"exec {os.path.realpath(claude)} -p " in runs and "--permission-mode acceptEdits" in runs
     assert "DISABLE_TELEMETRY=1 " in runs and runs.endswith(" </dev/null >'$TURN/stdout' 2>'$TURN/stderr'")

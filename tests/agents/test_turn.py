@@ -1,4 +1,4 @@
-"""A preset's turn as the controller runs it (``controller.agents.turn``, ADR-0035): the folder and settings
+"""A preset's turn as the controller runs it (``controller.agents.turn``, ADR-0038): the folder and settings
 made before the spawn, the command (the CLI itself, its output going to files), and the reading after the
 exit. The real CLIs run end to end in the per-preset files; here a small script stands in for one."""
 

@@ -1,4 +1,4 @@
-"""The agent step of a turn for ``[agent] preset = …``: the controller runs the CLI itself (ADR-0035).
+"""The agent step of a turn for ``[agent] preset = …``: the controller runs the CLI itself (ADR-0038).
 
 ``agents.turn`` prepares the turn (the CLI found, the model endpoint checked, the CLI's settings and the
 files its output goes to made in the turn's folder) and reads the CLI's output after its exit; the
