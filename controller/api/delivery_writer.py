@@ -41,7 +41,8 @@ from typing import Protocol
 
 from controller.api.payloads import json_object
 from controller.domain.errors import RetryLaterError
-from controller.store import NewDelivery, Store
+from controller.store import NewDelivery
+from controller.store.ports import DeliveryQueue
 
 log = logging.getLogger(__name__)
 
@@ -84,9 +85,9 @@ class Sink(Protocol):
 
 
 class StoreSink:
-    """The sink in this process: ``json_object`` then ``Store.save_deliveries``."""
+    """The sink in this process: ``json_object`` then ``save_deliveries`` (the ``DeliveryQueue`` port)."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: DeliveryQueue) -> None:
         self.store = store
 
     def __call__(self, batch: Sequence[RawDelivery]) -> list[Outcome]:
@@ -126,13 +127,13 @@ class DeliveryWriter:
 
     def __init__(
         self,
-        sink: Sink | Store,
+        sink: Sink,
         *,
         max_waiting: int = MAX_WAITING,
         max_waiting_bytes: int = MAX_WAITING_BYTES,
         max_batch: int = MAX_BATCH,
     ) -> None:
-        self._sink: Sink = StoreSink(sink) if isinstance(sink, Store) else sink
+        self._sink = sink
         self._max_waiting = max_waiting
         self._max_bytes = max_waiting_bytes
         self._max_batch = max_batch

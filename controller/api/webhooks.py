@@ -40,11 +40,11 @@ from starlette.requests import ClientDisconnect
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from controller.api.delivery_writer import DeliveryWriter, Outcome, Overloaded, RawDelivery
+from controller.api.delivery_writer import DeliveryWriter, Outcome, Overloaded, RawDelivery, StoreSink
 from controller.api.payloads import json_object
 from controller.domain.errors import RetryLaterError
 from controller.forge.webhooks import verify_signature
-from controller.store import Store
+from controller.store.ports import DeliveryQueue
 
 DEFAULT_MAX_BYTES = 25 * 1024 * 1024  # GitHub caps payloads at 25 MB
 MAX_HEADER_CHARS = 64  # delivery ids are GUIDs, event names short words
@@ -67,7 +67,7 @@ class _Gone(Exception):
 
 
 def webhook_router(
-    store: Store,
+    store: DeliveryQueue,
     secret: str | None,
     *,
     max_bytes: int = DEFAULT_MAX_BYTES,
@@ -82,14 +82,14 @@ def webhook_router(
     answer is sent, once per newly stored delivery: a wake-up for the processor, not the processing.
     It runs on the event loop (a thread handoff per delivery cost more than the wake-up), so it must
     return at once, as ``threading.Event.set`` does.
-    ``writer`` (default: a new ``DeliveryWriter(store)``) is started and stopped by the router's
+    ``writer`` (default: a new ``DeliveryWriter(StoreSink(store))``) is started and stopped by the router's
     lifespan, so it lives exactly as long as the app that includes the router is served.
     A body must arrive within ``body_deadline_s`` (else 408) and at most ``max_reading`` bodies are
     read at once (else 503); a client that disconnects mid-body is dropped with one debug line.
     """
     key = secret.encode() if secret else b""
     reading = 0
-    writer = writer if writer is not None else DeliveryWriter(store)
+    writer = writer if writer is not None else DeliveryWriter(StoreSink(store))
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:

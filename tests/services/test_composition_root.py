@@ -78,6 +78,59 @@ def test_the_scan_sees_a_construction() -> None:
     assert [_name(c) for c in calls] == ["Store.open"], "the scan would catch this line"
 
 
+# Who may name the concrete ``Store`` at all (ADR-0030, "The boundary of the ports"): the store itself,
+# the root, and the app's composition, which needs one attribute beyond the ports (``url``, the
+# database a second reader or a second process opens). Every services module and router takes a port.
+# ``lint-imports`` cannot hold this line: ``from controller.store import Store`` is an import of the
+# package, whose ``__init__`` reaches ``store.store`` only indirectly, so the ``execution-store``
+# contract (indirect imports allowed) lets it through. This scan reads the names.
+TAKES_THE_STORE = {
+    "wiring.py": "the composition root builds it",
+    "api/app.py": "hands it to the routers as their ports; its url chooses the hot path's reads",
+    "api/serve.py": "passes the root's store on to create_app",
+    "cli/listen.py": "its url, for the webhook writer's child process",
+    "api/writer_process.py": "that child process opens its own store from the URL",
+    "api/docs.py": "renders the OpenAPI document from an in-memory store",
+}
+STORE_MODULES = {"controller.store", "controller.store.store"}
+
+
+def names_the_store(tree: ast.AST) -> bool:
+    """Whether a module imports the concrete ``Store`` (by name) or its module."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module in STORE_MODULES:
+            names = {alias.name for alias in node.names}
+            if "Store" in names or (node.module == "controller.store" and "store" in names):
+                return True
+        if isinstance(node, ast.Import) and any(a.name == "controller.store.store" for a in node.names):
+            return True
+    return False
+
+
+def test_only_the_root_and_the_apps_composition_name_the_concrete_store() -> None:
+    naming = {
+        path.relative_to(PACKAGE).as_posix()
+        for path in PACKAGE.rglob("*.py")
+        if not path.relative_to(PACKAGE).as_posix().startswith("store/")
+        and names_the_store(ast.parse(path.read_text(encoding="utf-8")))
+    }
+    assert naming == set(TAKES_THE_STORE), "a module outside the boundary takes the concrete Store"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "from controller.store import Store",
+        "from controller.store.store import Store as S",
+        "import controller.store.store",
+        "from controller.store import store",
+    ],
+)
+def test_the_boundary_scan_sees_each_way_of_naming_the_store(line: str) -> None:
+    assert names_the_store(ast.parse(line))
+    assert not names_the_store(ast.parse("from controller.store import NewRun, StoreError"))
+
+
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
     return Settings(home=tmp_path / "home", database_url=f"sqlite:///{tmp_path / 'crucible.db'}")

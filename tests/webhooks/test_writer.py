@@ -20,7 +20,14 @@ import pytest
 import sqlalchemy as sa
 from fastapi import FastAPI
 
-from controller.api.delivery_writer import THREAD_NAME, DeliveryWriter, Outcome, Overloaded, RawDelivery
+from controller.api.delivery_writer import (
+    THREAD_NAME,
+    DeliveryWriter,
+    Outcome,
+    Overloaded,
+    RawDelivery,
+    StoreSink,
+)
 from controller.api.webhooks import webhook_router
 from controller.localforge.server import serve_in_thread
 from controller.store import Store
@@ -81,7 +88,7 @@ def test_no_202_before_the_commit_and_too_many_waiting_get_503(
     """With SQLite's write lock held elsewhere the writer cannot commit: its delivery stays
     unanswered, two more wait, and the next one is refused at once with 503 and never stored."""
     store, path = sqlite_store
-    writer = DeliveryWriter(store, max_waiting=2)
+    writer = DeliveryWriter(StoreSink(store), max_waiting=2)
     client = client_for(store, writer=writer)
     body = encode({"action": "created"})
     locker = sqlite3.connect(path, isolation_level=None)
@@ -140,7 +147,7 @@ def test_a_delivery_the_database_refuses_fails_alone(
     admin = sa.create_engine(postgres_url)
     try:
         with Store.open(postgres_url, upgrade=True) as store:
-            writer = DeliveryWriter(store)
+            writer = DeliveryWriter(StoreSink(store))
             client = client_for(store, writer=writer)
             with admin.connect() as locker, locker.begin():
                 locker.exec_driver_sql("LOCK TABLE deliveries IN EXCLUSIVE MODE")
@@ -205,7 +212,7 @@ def test_deliveries_arriving_together_share_a_transaction(tmp_path: Path) -> Non
     and then stored in one batch: with a clock that moves at every reading, they share one
     ``received_at``."""
     with Store.open(f"sqlite:///{tmp_path / 'crucible.db'}", upgrade=True, clock=Ticker()) as store:
-        writer = DeliveryWriter(store)
+        writer = DeliveryWriter(StoreSink(store))
 
         async def main() -> list[Outcome]:
             deliveries = [RawDelivery(f"d-{n}", EVENT, b"{}") for n in range(10)]
@@ -225,7 +232,7 @@ def test_deliveries_arriving_together_share_a_transaction(tmp_path: Path) -> Non
 
 def test_stop_stores_what_waits_then_refuses(tmp_path: Path) -> None:
     with Store.open(f"sqlite:///{tmp_path / 'crucible.db'}", upgrade=True) as store:
-        writer = DeliveryWriter(store)
+        writer = DeliveryWriter(StoreSink(store))
 
         async def main() -> list[Outcome]:
             saves = [
