@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import pwd
 import subprocess
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import Any
 import pytest
 
 from controller.workspace.denylist import DENIED_IN_HOME
+from tests.support.waiting import wait_until
 
 # The shared fixtures (``store``, ``clock``): tests/support.
 pytest_plugins = ["tests.support.fixtures"]
@@ -150,13 +150,16 @@ def connections_left_open(admin: Any, database: str, grace: float = 10.0) -> int
     import sqlalchemy as sa
 
     query = sa.text("SELECT count(*) FROM pg_stat_activity WHERE datname = :name")
-    deadline = time.monotonic() + grace
-    while True:
+
+    def count() -> int:
         with admin.connect() as conn:
-            count = int(conn.execute(query, {"name": database}).scalar_one())
-        if count == 0 or time.monotonic() > deadline:
-            return count
-        time.sleep(0.1)
+            return int(conn.execute(query, {"name": database}).scalar_one())
+
+    try:
+        wait_until(lambda: count() == 0, f"{database}'s connections to close", timeout=grace, interval=0.1)
+    except AssertionError:
+        return count()
+    return 0
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])

@@ -13,7 +13,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import make_repo
+from tests.support.waiting import wait_until
 
 SAMPLES = 3  # per arm: the baseline takes 3, each turn 6 (champion and candidate interleaved)
 WAIT_S = 60.0
@@ -82,13 +82,11 @@ class GatedLoop:
         return self.err.read_text()
 
     def wait_for(self, what: str, condition: Callable[[], bool]) -> None:
-        deadline = time.monotonic() + WAIT_S
-        while not condition():
-            if self.proc.poll() is not None:
-                pytest.fail(f"the loop exited ({self.proc.returncode}) before {what}:\n{self.stderr()}")
-            if time.monotonic() > deadline:
-                pytest.fail(f"timed out waiting for {what}:\n{self.stderr()}")
-            time.sleep(0.02)
+        """``wait_until`` on the loop's process, failing with what the loop printed."""
+        try:
+            wait_until(condition, what, timeout=WAIT_S, proc=self.proc)
+        except AssertionError as exc:
+            pytest.fail(f"{exc}:\n{self.stderr()}")
 
     def taken(self) -> int:
         path = self.gate / "taken"
