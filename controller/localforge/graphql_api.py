@@ -30,7 +30,7 @@ from graphql import (
 )
 
 from controller.localforge.graphql_nodes import not_found
-from controller.localforge.graphql_review import ReviewGraph, schema
+from controller.localforge.graphql_write import WriteGraph, schema, write_roots
 from controller.localforge.httpkit import get_ctx, json_body, services
 from controller.localforge.service import Ctx
 
@@ -100,7 +100,7 @@ def _execution_error(error: GraphQLError) -> dict[str, Any]:
     return {**out, **_located(error), "message": error.message}
 
 
-def _root(graph: ReviewGraph) -> dict[str, Any]:
+def _root(graph: WriteGraph) -> dict[str, Any]:
     def repository(_info: Any, owner: str, name: str) -> dict[str, Any]:
         repo = graph.svc.forge.store.repo_by_name(owner, name)
         if repo is None or graph.svc.forge.role(repo, graph.ctx.actor) is None:
@@ -131,6 +131,7 @@ def _root(graph: ReviewGraph) -> dict[str, Any]:
             str(input["subjectId"]), input["body"], input.get("clientMutationId")
         ),
         "addPullRequestReview": lambda _info, input: graph.add_review(input),
+        **write_roots(graph),
     }
 
 
@@ -159,7 +160,7 @@ def graphql_endpoint(
     result = execute(
         schema(),
         document,
-        root_value=_root(ReviewGraph(svc, ctx)),
+        root_value=_root(WriteGraph(svc, ctx)),
         variable_values=variables,
         operation_name=operation if isinstance(operation, str) else None,
     )

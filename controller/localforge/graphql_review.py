@@ -421,7 +421,7 @@ class ReviewGraph(Graph):
         try:
             comment = self.svc.comments.create(self.ctx, repo, pull.number, {"body": body})
         except ForgeError as exc:
-            raise _refused(exc, subject) from exc
+            raise refused(exc, subject) from exc
         shown = self._comment(comment, pull, repo)
         edge = {"cursor": "", "node": shown}
         return {"clientMutationId": mutation_id, "commentEdge": edge, "subject": self.pull(pull, repo)}
@@ -439,7 +439,7 @@ class ReviewGraph(Graph):
         try:
             review = self.svc.reviews.create(self.ctx, repo, pull, payload)
         except ForgeError as exc:
-            raise _refused(exc, ident) from exc
+            raise refused(exc, ident) from exc
         fresh = self.svc.forge.store.pull_by_id(pull.id) or pull
         return {
             "clientMutationId": values.get("clientMutationId"),
@@ -453,10 +453,15 @@ class ReviewGraph(Graph):
         return found
 
 
-def _refused(exc: ForgeError, ident: str) -> GraphQLError:
+def refused(exc: ForgeError, ident: str) -> GraphQLError:
+    """A REST refusal as GitHub's GraphQL words it: the first error's own message (a string, or a
+    ``custom`` error's ``message``) rather than the generic "Validation Failed"."""
     if isinstance(exc, NotFound):
         return not_found(f"Could not resolve to a node with the global id of '{ident}'.")
-    detail = exc.errors[0] if exc.errors and isinstance(exc.errors[0], str) else exc.message
+    first = exc.errors[0] if exc.errors else None
+    if isinstance(first, dict) and isinstance(first.get("message"), str):
+        first = first["message"]
+    detail = first if isinstance(first, str) else exc.message
     kind = "FORBIDDEN" if exc.status in {401, 403} else "UNPROCESSABLE"
     return GraphQLError(detail, extensions={"type": kind})
 

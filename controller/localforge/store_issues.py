@@ -162,6 +162,11 @@ class IssueTables(Database):
         row = self._one("SELECT * FROM teams WHERE org_id = ? AND slug = ?", (org_id, slug))
         return None if row is None else build(Team, row)
 
+    def teams(self, org_id: int) -> list[Team]:
+        """An organization's teams, by slug (``organization { teams }`` in GraphQL)."""
+        rows = self._all("SELECT * FROM teams WHERE org_id = ? ORDER BY slug", (org_id,))
+        return [build(Team, r) for r in rows]
+
     def add_team_member(self, team_id: int, user_id: int) -> None:
         with self.tx() as c:
             c.execute("INSERT OR IGNORE INTO team_members VALUES (?, ?)", (team_id, user_id))

@@ -1,8 +1,9 @@
-"""The ``gh`` CLI (Debian's package) through a reviewer's commands against the forge served with
-``--tls``: ``pr list``, ``view``, ``checks``, ``diff``, ``checkout``, ``comment``, ``review`` and
-``ready``, driven as a user on GitHub Enterprise drives it (``GH_HOST``, ``GH_ENTERPRISE_TOKEN``,
-the forge's certificate trusted through ``SSL_CERT_FILE``). Every answer it gets is checked against
-what the forge then holds, through PyGithub."""
+"""The ``gh`` CLI (Debian's package) through a reviewer's and an author's commands against the forge
+served with ``--tls``: ``pr list``, ``view``, ``checks``, ``diff``, ``checkout``, ``comment``,
+``review``, ``ready``, ``create``, ``edit``, ``close`` and ``reopen``, driven as a user on GitHub
+Enterprise drives it (``GH_HOST``, ``GH_ENTERPRISE_TOKEN``, the forge's certificate trusted
+through ``SSL_CERT_FILE``). Every answer it gets is checked against what the forge then holds,
+through PyGithub."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from typing import Any
 import pytest
 
 from controller.localforge.tls import ensure_certificate
+from controller.localforge.users import add_org, add_team
 from tests.conftest import git
 from tests.localforge.conftest import BOT, Forge, ForgeStarter
 
@@ -35,6 +37,7 @@ class GhCli:
 
     def __init__(self, forge: Forge, user: str, config: Path) -> None:
         assert forge.handle.ca_file is not None
+        self.home = config.parent  # gh runs git where it is started: not in this clone
         self.forge, self.env = (
             forge,
             {
@@ -55,7 +58,13 @@ class GhCli:
     def __call__(self, *args: str, cwd: Path | None = None, check: bool = True) -> str:
         assert GH is not None
         done = subprocess.run(
-            [GH, *args], env=self.env, cwd=cwd, capture_output=True, text=True, timeout=120, check=False
+            [GH, *args],
+            env=self.env,
+            cwd=cwd or self.home,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
         )
         if check and done.returncode != 0:
             raise AssertionError(f"gh {' '.join(args)} exited {done.returncode}: {done.stderr}")
@@ -157,6 +166,102 @@ def test_gh_reviews_comments_checks_out_and_marks_ready(tls_forge: Forge, tmp_pa
     shown = json.loads(gh("pr", "view", number, "-R", "alice/demo", "--json", "isDraft,reviews"))
     assert shown["isDraft"] is False
     assert [(r["author"]["login"], r["state"]) for r in shown["reviews"]][-1] == ("carol", "APPROVED")
+
+
+def _failing(gh: GhCli, *args: str) -> str:
+    """``gh``'s error output for a command that must fail."""
+    assert GH is not None
+    done = subprocess.run(
+        [GH, *args], env=gh.env, cwd=gh.home, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode != 0, done.stdout
+    return done.stderr
+
+
+def test_gh_creates_a_pull_request_with_its_labels_reviewers_and_assignees(
+    tls_forge: Forge, tmp_path: Path
+) -> None:
+    forge = tls_forge
+    repo, _ = forge.repo_with_branch()
+    repo.add_to_collaborators("bob", "push")
+    repo.create_label("performance", "0e8a16")
+    gh = GhCli(forge, "alice", tmp_path / "gh")
+
+    url = gh(
+        "pr", "create", "-R", "alice/demo", "--head", "feature", "--base", "main", "--draft",
+        "--title", "perf: cache the parse", "--body", "p50 41.1 → 10.9",
+        "--label", "performance", "--reviewer", "bob", "--assignee", "@me",
+    ).strip()  # fmt: skip
+    pull = repo.get_pulls(state="open")[0]
+    assert url == pull.html_url
+    assert (pull.title, pull.body, pull.draft, pull.head.ref, pull.base.ref) == (
+        "perf: cache the parse",
+        "p50 41.1 → 10.9",
+        True,
+        "feature",
+        "main",
+    )
+    assert [label.name for label in pull.labels] == ["performance"]
+    assert [u.login for u in pull.requested_reviewers] == ["bob"]
+    assert [u.login for u in pull.assignees] == ["alice"]
+
+    again = _failing(gh, "pr", "create", "-R", "alice/demo", "--head", "feature", "-t", "x", "-b", "y")
+    assert 'a pull request for branch "feature" into branch "main" already exists' in again
+    assert again.strip().endswith(pull.html_url)
+    nothing = _failing(gh, "pr", "create", "-R", "alice/demo", "--head", "main", "-t", "x", "-b", "y")
+    assert "No commits between main and main" in nothing
+    assert repo.get_pulls(state="all").totalCount == 1
+
+
+def test_gh_edits_closes_and_reopens_a_pull_request(tls_forge: Forge, tmp_path: Path) -> None:
+    forge = tls_forge
+    repo, pull = _pull_with_triage_and_checks(forge)  # performance, alice assigned, carol requested
+    repo.create_label("bot", "ededed")
+    repo.create_git_ref("refs/heads/release", repo.get_branch("main").commit.sha)
+    gh = GhCli(forge, "alice", tmp_path / "gh")
+    number = str(pull.number)
+
+    gh(
+        "pr", "edit", number, "-R", "alice/demo", "--title", "perf: smaller cache", "--body", "edited",
+        "--add-label", "bot", "--remove-label", "performance", "--add-assignee", "bob",
+        "--remove-assignee", "alice", "--add-reviewer", "bob", "--remove-reviewer", "carol",
+        "--base", "release",
+    )  # fmt: skip
+    fresh = repo.get_pull(pull.number)
+    assert (fresh.title, fresh.body, fresh.base.ref) == ("perf: smaller cache", "edited", "release")
+    assert [label.name for label in fresh.labels] == ["bot"]
+    assert [u.login for u in fresh.assignees] == ["bob"]
+    assert [u.login for u in fresh.requested_reviewers] == ["bob"]
+
+    missing = _failing(gh, "pr", "edit", number, "-R", "alice/demo", "--add-label", "no-such-label")
+    assert "'no-such-label' not found" in missing
+    as_bob = GhCli(forge, "bob", tmp_path / "gh-bob")
+    author = _failing(as_bob, "pr", "edit", number, "-R", "alice/demo", "--add-reviewer", "alice")
+    assert "Review cannot be requested from pull request author." in author
+    assert [u.login for u in repo.get_pull(pull.number).requested_reviewers] == ["bob"]
+
+    gh("pr", "close", number, "-R", "alice/demo")
+    assert repo.get_pull(pull.number).state == "closed"
+    gh("pr", "reopen", number, "-R", "alice/demo")
+    assert repo.get_pull(pull.number).state == "open"
+
+
+def test_gh_requests_and_drops_a_team_of_the_owning_organization(tls_forge: Forge, tmp_path: Path) -> None:
+    forge = tls_forge
+    add_org(forge.handle.root, "acme", ["alice"])
+    add_team(forge.handle.root, "acme", "perf-team", ["bob"], name="Performance")
+    repo = forge.gh().get_organization("acme").create_repo("lib", auto_init=True)
+    checkout = forge.clone("acme/lib", "lib")
+    git(checkout, "checkout", "-q", "-b", "feature")
+    forge.commit(checkout, {"app.py": "print(1)\n"})
+    forge.push(checkout, "feature")
+    gh = GhCli(forge, "alice", tmp_path / "gh")
+
+    gh("pr", "create", "-R", "acme/lib", "--head", "feature", "-t", "t", "-b", "b", "-r", "acme/perf-team")
+    pull = repo.get_pulls(state="open")[0]
+    assert [t.slug for t in pull.requested_teams] == ["perf-team"]
+    gh("pr", "edit", str(pull.number), "-R", "acme/lib", "--remove-reviewer", "acme/perf-team")
+    assert list(repo.get_pull(pull.number).requested_teams) == []
 
 
 @contextmanager
