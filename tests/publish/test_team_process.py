@@ -187,3 +187,29 @@ def test_a_mark_the_forge_failed_to_take_is_made_at_the_next_publish(world: Worl
         ),
         ("crucible/value", "success", marks[1][2]),
     ]
+
+
+def test_a_tested_keep_shows_its_p_value_and_links_the_run_page(world: World) -> None:
+    # Five samples a measurement and a 95% keep rule: the keep is decided by the test, whose p-value
+    # the status carries; with the dashboard's address known, the status links to the run's page.
+    text = (
+        spec_toml(
+            agent=world.tmp / "agent.sh",
+            api_url=world.handle.api_url,
+            components=[component_toml("app", "repo")],
+        )
+        .replace("samples = 1", "samples = 5")
+        .replace("confidence = 0\n", "confidence = 0.95\n")
+    )
+    run = create_publishing_run(world.settings, world.client, write_spec(world.tmp, text))
+    run_loop(run.context(Publisher(world.client, dashboard_url="https://crucible.example/")))
+
+    [listed] = world.pulls(run.run_id)
+    repo = world.github.get_repo("alice/app")
+    head = repo.get_pull(listed.number).head.sha  # type: ignore[attr-defined]
+    [status] = list(repo.get_commit(head).get_statuses())
+    assert (status.context, status.state) == ("crucible/value", "success")
+    assert status.description.startswith("value 10 \u2192 8 (\u221220.0%, p = "), status.description
+    p_value = float(status.description.rsplit("p = ", 1)[1].rstrip(")"))
+    assert 0 < p_value < 0.05
+    assert status.target_url == f"https://crucible.example/runs/{run.run_id}"
