@@ -18,12 +18,14 @@ from pathlib import Path
 import pytest
 
 from controller.config.settings import Settings
-from controller.domain.enums import EventKind, Outcome, Reason, RunStatus, StopReason
+from controller.domain.enums import EventKind, Outcome, Reason, RunPhase, RunStatus, StopReason
 from controller.store.records import TurnDecision
 from tests.api.conftest import ADMIN, READER, Api
 from tests.api.dashboard_runs import parallel_turn, running_parallel_turn, running_turn, seeded_run
 from tests.api.gated_loop import SAMPLES, start_gated_loop
 from tests.api.sqlite_only import sqlite_only  # noqa: F401  (a fixture: SQLite only)
+
+WATCHING = {"publish_prs": True, "watch_feedback": True}
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 
@@ -318,18 +320,28 @@ def test_no_two_labels_of_the_chart_overlap(
     assert watched.errors == []
 
 
+@pytest.mark.parametrize("width", [390, 1280])
 def test_a_finished_run_offers_no_action_and_a_cancelled_one_only_resume(
-    api: Api, browser: playwright_api.Browser
+    api: Api, browser: playwright_api.Browser, width: int
 ) -> None:
     seeded_run(api.store, _settings(api), "ended", turns=3)
     api.store.set_run_status("ended", RunStatus.RUNNING)
     api.store.set_run_status("ended", RunStatus.COMPLETED, stop_reason=StopReason.MAX_TURNS)
     seeded_run(api.store, _settings(api), "stopped", turns=3)
     api.store.set_run_status("stopped", RunStatus.CANCELLED, stop_reason=StopReason.CANCELLED)
-    admin = _open(browser, api, ADMIN)
+    seeded_run(api.store, _settings(api), "watching", turns=3, options=WATCHING)
+    api.store.set_run_status("watching", RunStatus.RUNNING)
+    api.store.set_phase("watching", RunPhase.WATCHING)
+    admin = _open(browser, api, ADMIN, width=width)
     admin.page.goto(f"{api.url}/runs/ended")
     assert admin.page.locator("nav.actions").count() == 0
     assert admin.page.get_by_text("Cancel this run").count() == 0
     admin.page.goto(f"{api.url}/runs/stopped")
     assert admin.page.locator("nav.actions a").all_inner_texts() == ["Resume this run"]
+    admin.page.goto(f"{api.url}/runs/watching")
+    buttons = admin.page.locator("nav.actions a")
+    assert buttons.all_inner_texts() == ["Cancel this run", "Start a refinement round"]
+    for i in range(buttons.count()):  # each action is on screen, whole, at this width
+        box = buttons.nth(i).bounding_box()
+        assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= width, box
     assert admin.errors == []
