@@ -26,7 +26,15 @@ from controller.services.feedback.publish import Publisher, branch_name
 from controller.services.views.reads import run_view
 from controller.services.views.schemas import dump
 from tests.conftest import git
-from tests.forgekit import clone_as, component_toml, create_publishing_run, spec_toml, write_spec
+from tests.forgekit import (
+    TOKENS,
+    clone_as,
+    component_toml,
+    create_publishing_run,
+    spec_toml,
+    write_agent,
+    write_spec,
+)
 from tests.publish.test_publish import World
 
 pytestmark = pytest.mark.slow
@@ -104,6 +112,49 @@ def test_the_process_is_applied_once_and_a_persons_changes_stick(world: World) -
     assert pr.title == "Speed up the value (alice's words)"
     assert len([e for e in store.list_events(run_id) if "refused" in e.payload]) == 1
     assert len(list(repo.get_commit(pr.head.sha).get_statuses())) == 1  # one status per head
+
+
+# Turn 2's agent plays alice between two pushes: she drops the "bot" label and bob's review request
+# on the PR turn 1 opened. Turn 3's keep is then pushed to the same PR.
+PERSON_BETWEEN_PUSHES = """\
+case "$CRUCIBLE_TURN" in
+  1) echo 8 > src/value.txt ;;
+  2) python3 {person}; echo 12 > src/value.txt ;;
+  3) echo 5 > src/value.txt ;;
+esac
+echo "HYPOTHESIS: set value for turn $CRUCIBLE_TURN"
+"""
+PERSON = """\
+import json, urllib.request
+def call(method, path, body=None):
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request({api!r} + path, data=data, method=method)
+    request.add_header("Authorization", "token {token}")
+    with urllib.request.urlopen(request) as answer:
+        return json.loads(answer.read() or b"null")
+[pull] = call("GET", "/repos/alice/app/pulls")
+number = pull["number"]
+call("DELETE", f"/repos/alice/app/pulls/{{number}}/requested_reviewers", {{"reviewers": ["bob"]}})
+call("DELETE", f"/repos/alice/app/issues/{{number}}/labels/bot")
+"""
+
+
+def test_a_later_push_requests_nothing_again(world: World) -> None:
+    person = world.tmp / "person.py"
+    person.write_text(PERSON.format(api=world.handle.api_url, token=TOKENS["alice"]))
+    write_agent(world.tmp, PERSON_BETWEEN_PUSHES.format(person=person))
+    store, run_id = world.run(extra=TEAM)
+    repo = world.github.get_repo("alice/app")
+    [listed] = world.pulls(run_id)
+    pr = repo.get_pull(listed.number)  # type: ignore[attr-defined]
+
+    messages = [c.commit.message.splitlines()[0] for c in pr.get_commits()]
+    assert messages == ["perf(app): set value for turn 1", "perf(app): set value for turn 3"]
+    assert [label.name for label in pr.labels] == ["performance"]  # "bot" stays off
+    assert [u.login for u in pr.get_review_requests()[0]] == []  # bob is not asked again
+    assert [a.login for a in pr.assignees] == ["bob"]
+    assert len([e for e in store.list_events(run_id) if "refused" in e.payload]) == 1
+    assert pr.title.endswith("value 10 \u2192 5 (\u221250.0%)")  # the push after it did update the PR
 
 
 def test_status_off_reports_nothing_and_no_keys_change_nothing(world: World) -> None:
