@@ -9,18 +9,11 @@ import pytest
 from controller.forge.base import FeedbackEvent
 from controller.services.feedback.trust import TrustPolicy
 from tests.forge.fakes import FakeForge, fake_sha
+from tests.support.clock import Sleeps
 
 REPO = "alice/demo"
 BOT = "review-helper[bot]"
 OWN = "crucible-app[bot]"
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture
@@ -42,8 +35,8 @@ def comment(forge: FakeForge, author: str, body: str = "please rename x") -> Fee
     return forge.add_issue_comment(REPO, 1, author, body)
 
 
-def policy(forge: FakeForge, clock: Clock | None = None, ttl_s: float = 600.0) -> TrustPolicy:
-    return TrustPolicy(forge, trusted_bots=[BOT], own_logins=[OWN], ttl_s=ttl_s, clock=clock or Clock())
+def policy(forge: FakeForge, clock: Sleeps | None = None, ttl_s: float = 600.0) -> TrustPolicy:
+    return TrustPolicy(forge, trusted_bots=[BOT], own_logins=[OWN], ttl_s=ttl_s, clock=clock or Sleeps())
 
 
 def permission_calls(forge: FakeForge) -> int:
@@ -115,7 +108,7 @@ def test_an_unlisted_bot_never_steers_whatever_its_permission(forge: FakeForge, 
 
 
 def test_the_default_cache_lasts_at_most_a_minute(forge: FakeForge) -> None:
-    clock = Clock()
+    clock = Sleeps()
     trust = TrustPolicy(forge, trusted_bots=[], own_logins=[], clock=clock)
     assert trust.decide(comment(forge, "writer"))[0]
     forge.add_collaborator(REPO, "writer", "pull")  # downgraded to read
@@ -143,7 +136,7 @@ def test_crucibles_own_activity_never_steers(forge: FakeForge) -> None:
 
 
 def test_permission_answers_are_cached_for_the_ttl(forge: FakeForge) -> None:
-    clock = Clock()
+    clock = Sleeps()
     trust = policy(forge, clock, ttl_s=60.0)
     assert trust.decide(comment(forge, "writer"))[0]
     clock.now += 59.0

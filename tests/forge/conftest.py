@@ -23,25 +23,10 @@ from controller.localforge.server import ForgeHandle, serve_in_thread
 from controller.localforge.users import add_user
 from tests.conftest import git
 from tests.forge.fakes import FakeForge, fake_sha
-from tests.support.clock import Ahead
+from tests.support.clock import Ahead, Sleeps
 
 OWNER, COLLABORATOR, STRANGER = "alice", "bob", "carol"
 REPO = f"{OWNER}/demo"
-
-
-class Sleeps:
-    """An injectable sleep and monotonic clock: sleeping records the wait and moves the clock."""
-
-    def __init__(self) -> None:
-        self.calls: list[float] = []
-        self.now = 1000.0
-
-    def sleep(self, seconds: float) -> None:
-        self.calls.append(seconds)
-        self.now += seconds
-
-    def clock(self) -> float:
-        return self.now
 
 
 class RequestLog:

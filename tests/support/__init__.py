@@ -3,7 +3,8 @@ polling helper about 10).
 
 - ``clock``: ``Clock``, a datetime clock moved by hand, ``Ticker``, one that advances a second per
   reading (order by time is then deterministic), and ``Ahead``, the real clock that a test may move
-  ahead (the local forge's, whose timestamps have one-second resolution, instead of a 1.1 s sleep).
+  ahead (the local forge's, whose timestamps have one-second resolution, instead of a 1.1 s sleep);
+  ``Sleeps``, a float monotonic clock whose ``sleep`` moves it and records the wait.
 - ``waiting``: ``wait_until``, polling a condition with a deadline instead of sleeping a guessed time.
 - ``records``: builders of the records tests store (``new_run``, ``component``), keyword arguments only.
 - ``builders``: ``spec_text``, the smallest valid spec with what a test changes, and ``root_for``, a
@@ -16,7 +17,7 @@ polling helper about 10).
 """
 
 from tests.support.builders import root_for, spec_text
-from tests.support.clock import T0, Ahead, Clock, Ticker
+from tests.support.clock import T0, Ahead, Clock, Sleeps, Ticker
 from tests.support.records import SHA_A, SHA_B, component, new_run
 from tests.support.waiting import wait_until
 
@@ -26,6 +27,7 @@ __all__ = [
     "T0",
     "Ahead",
     "Clock",
+    "Sleeps",
     "Ticker",
     "component",
     "new_run",

@@ -25,6 +25,26 @@ class Clock:
         self.advance(seconds)
 
 
+class Sleeps:
+    """A monotonic clock in seconds (``time.monotonic``'s kind), moved only by hand (``now``) or by its
+    ``sleep``, which records each wait: for code that takes a ``sleep`` and a float ``clock`` (the forge
+    client's back-offs, the poller, the trust cache's expiry)."""
+
+    def __init__(self, now: float = 1000.0) -> None:
+        self.calls: list[float] = []
+        self.now = now
+
+    def sleep(self, seconds: float) -> None:
+        self.calls.append(seconds)
+        self.now += seconds
+
+    def clock(self) -> float:
+        return self.now
+
+    def __call__(self) -> float:
+        return self.now
+
+
 class Ahead:
     """The real clock, moved ahead by hand: time passes as usual, and ``advance`` skips some of it.
 
