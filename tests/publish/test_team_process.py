@@ -264,3 +264,36 @@ def test_a_tested_keep_shows_its_p_value_and_links_the_run_page(world: World) ->
     p_value = float(status.description.rsplit("p = ", 1)[1].rstrip(")"))
     assert 0 < p_value < 0.05
     assert status.target_url == f"https://crucible.example/runs/{run.run_id}"
+
+
+def test_with_an_app_an_unheld_round_is_a_neutral_check_run_on_the_head_it_left(world: World) -> None:
+    add_user(world.handle.root, "crucible[bot]", token=BOT_TOKEN)
+    repo = world.github.get_repo("alice/app")
+    repo.add_to_collaborators("crucible[bot]", permission="push")
+    client = GithubForge(world.handle.api_url, ForgeCredentials.for_token(BOT_TOKEN), write_interval=0)
+    text = spec_toml(
+        agent=world.tmp / "agent.sh",
+        api_url=world.handle.api_url,
+        components=[component_toml("app", "repo")],
+        tail='status = "check-run"\n',  # the bot's token acts for its App, as in the test above
+    )
+    run = create_publishing_run(world.settings, client, write_spec(world.tmp, text))
+    run_loop(run.context(Publisher(client)))
+    [listed] = world.pulls(run.run_id)
+    head = repo.get_pull(listed.number).head.sha  # type: ignore[attr-defined]
+    # A refinement round that kept nothing, recorded as the round's end records it.
+    summary = {"round": 1, "component": "app", "feedback": [], "kept": False, "head": None}
+    run.store.append_event(run.run_id, EventKind.ROUND_FINISHED, {**summary, "detail": "value 9 > 8"})
+
+    Publisher(client).publish(run.context())
+    Publisher(client).publish(run.context())  # once per round
+
+    runs = sorted(repo.get_commit(head).get_check_runs(), key=lambda c: c.name)
+    assert [(c.name, c.status, c.conclusion) for c in runs] == [
+        ("crucible/value", "completed", "success"),
+        ("crucible/value/refinement", "completed", "neutral"),
+    ]
+    assert runs[1].output.title == "round 1 could not hold the score; nothing was pushed: value 9 > 8"
+    left = repo.get_pull(listed.number).head.sha  # type: ignore[attr-defined]
+    assert left == head  # the round replaced nothing: the mark is on the head it left in place
+    assert list(repo.get_commit(head).get_statuses()) == []
