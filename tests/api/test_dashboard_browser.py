@@ -345,3 +345,17 @@ def test_a_finished_run_offers_no_action_and_a_cancelled_one_only_resume(
         box = buttons.nth(i).bounding_box()
         assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= width, box
     assert admin.errors == []
+
+
+@pytest.mark.parametrize("width", [390, 1280])
+def test_what_the_forge_refused_is_shown_beside_the_pull_request(
+    api: Api, browser: playwright_api.Browser, width: int
+) -> None:
+    seeded_run(api.store, _settings(api), "refused", turns=2, text="<b>x</b>")
+    reader = _open(browser, api, READER, width=width)
+    reader.page.goto(f"{api.url}/runs/refused")
+    problem = reader.page.locator("ul.problems li")
+    assert problem.all_inner_texts() == ["reviewer ghost was refused: 422 <b>x</b>"]
+    problem.scroll_into_view_if_needed()
+    assert problem.is_visible()
+    assert reader.errors == []
