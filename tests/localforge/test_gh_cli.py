@@ -204,6 +204,8 @@ def test_gh_creates_a_pull_request_with_its_labels_reviewers_and_assignees(
     assert [label.name for label in pull.labels] == ["performance"]
     assert [u.login for u in pull.requested_reviewers] == ["bob"]
     assert [u.login for u in pull.assignees] == ["alice"]
+    rest = json.loads(gh("api", f"repos/alice/demo/pulls/{pull.number}"))  # gh's REST over the same TLS
+    assert (rest["number"], rest["draft"], rest["mergeable"]) == (pull.number, True, True)
 
     again = _failing(gh, "pr", "create", "-R", "alice/demo", "--head", "feature", "-t", "x", "-b", "y")
     assert 'a pull request for branch "feature" into branch "main" already exists' in again
