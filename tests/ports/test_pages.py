@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from controller.domain.enums import EventKind, Outcome, RunStatus, SampleArm, StopReason
+from controller.domain.enums import EventKind, Outcome, Reason, RunStatus, SampleArm, StopReason
 from controller.domain.errors import NotFoundError
-from controller.store.ports import OpsCounts, RunPages, TurnPages
+from controller.store.ports import OpsCounts, RunPages, TurnPages, TurnReads
+from controller.store.records import TurnDecision
+from tests.ledger.test_contract import _report
 from tests.ports.conftest import PortHarness
 from tests.ports.test_reads import FAIL, KEEP, _play
 
@@ -57,6 +59,42 @@ def test_turn_pages_follow_the_event_stream(harness: PortHarness) -> None:
     assert pages.turn_page("r1", round=1).turns == []
     with pytest.raises(NotFoundError):
         pages.turns_version("nope")
+
+
+def _decide_parallel(harness: PortHarness, number: int) -> None:
+    """Turn ``number`` with two hypotheses reported, both rejected in the end."""
+    harness.impl.start_turn("r1", number, 0)
+    harness.impl.report_hypothesis("r1", number, _report(0, Reason.IMPROVED, 9.0))
+    harness.impl.report_hypothesis("r1", number, _report(1, Reason.NOT_IMPROVED, 1.0))
+    harness.impl.decide_turn(
+        "r1",
+        number,
+        TurnDecision(Outcome.REJECTED, Reason.NOT_IMPROVED),
+        champion=None,
+        component_heads={},
+        event=(EventKind.REJECTED, {"turn": number}),
+        hypotheses={0: (Reason.NOT_IMPROVED, "not enough"), 1: (Reason.NOT_IMPROVED, "no")},
+    )
+
+
+def test_turn_pages_read_the_hypotheses_of_parallel_turns(harness: PortHarness) -> None:
+    """What the dashboard's run page reads: every decided parallel turn's outcomes by index, and the
+    hypotheses (with their samples) of the turns it names only."""
+    pages: TurnPages = harness.impl
+    reads: TurnReads = harness.impl
+    harness.seed_run("r1")
+    _play(harness, "r1", 1, KEEP)  # a turn of one: no hypotheses
+    for number in (2, 3):
+        _decide_parallel(harness, number)
+    harness.impl.start_turn("r1", 4, 0)  # still running: its reported hypothesis is not final
+    harness.impl.report_hypothesis("r1", 4, _report(0, Reason.IMPROVED, 9.0))
+    rejected = {0: Outcome.REJECTED, 1: Outcome.REJECTED}
+    assert pages.hypothesis_outcomes("r1") == {2: rejected, 3: rejected}
+    assert pages.hypothesis_outcomes("nope") == {}
+    named = pages.hypotheses_of_turns("r1", [3, 1])
+    assert named == reads.list_hypotheses("r1", 3) and [h.index for h in named] == [0, 1]
+    assert all(h.samples for h in named), "with their samples"
+    assert pages.hypotheses_of_turns("r1", []) == []
 
 
 def test_the_counters_of_metrics(harness: PortHarness) -> None:
