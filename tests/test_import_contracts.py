@@ -39,6 +39,8 @@ INJECTIONS = [
     # the services packages and the execution package's distance from the Store
     ("services", "services/views/schemas.py", "import controller.services.control"),
     ("execution-store", "services/execution/measure.py", "import controller.store.store"),
+    ("execution-store", "services/execution/turn.py", "from controller.store import Store"),
+    ("execution-store", "services/views/reads.py", "from controller.store import Store"),
     ("localforge", "services/feedback/publish.py", "import controller.localforge.app"),
     ("localforge", "api/app.py", "import controller.localforge"),
     # the pure deciders
