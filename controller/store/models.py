@@ -326,13 +326,22 @@ class EventRow(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
 
     def to_record(self) -> EventRecord:
+        """The record; a payload that is not a JSON object (a hand-edited database, an older release)
+        becomes an empty one, which its kind's readers then treat as malformed (``domain.events``).
+        Rows of a kind this release does not know are never read (``KNOWN_EVENT_KINDS``)."""
+        payload = self.payload
         return EventRecord(
             id=self.id,
             run_id=self.run_id,
             kind=EventKind(self.kind),
-            payload=dict(self.payload),
+            payload=dict(payload) if isinstance(payload, dict) else {},
             created_at=self.created_at,
         )
+
+
+# What the readers select events by: a row of another kind (written by a newer release, a replica
+# upgraded before this one, or by hand) is left out instead of failing every read of its run.
+KNOWN_EVENT_KINDS = tuple(kind.value for kind in EventKind)
 
 
 class ProcessGroupRow(Base):
@@ -387,6 +396,7 @@ def check_constraints() -> Iterable[tuple[str, str, str]]:
 
 
 __all__ = [
+    "KNOWN_EVENT_KINDS",
     "Base",
     "ComponentRow",
     "DeliveryRow",

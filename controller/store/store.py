@@ -37,6 +37,7 @@ from controller.store.errors import translate_errors
 from controller.store.leases import Leases
 from controller.store.ledger import Ledger
 from controller.store.models import (
+    KNOWN_EVENT_KINDS,
     ComponentRow,
     EventRow,
     RunRow,
@@ -329,14 +330,13 @@ class Store(TurnsAndSamples, PullsAndFeedback, ProcessGroups, Leases, PagedReads
         kinds: Collection[EventKind] | None = None,
     ) -> list[EventRecord]:
         """Events of the run with id > after_id, oldest first; only of ``kinds`` when given."""
+        known = KNOWN_EVENT_KINDS if kinds is None else [EventKind(kind).value for kind in kinds]
         query = (
             sa.select(EventRow)
-            .where(EventRow.run_id == run_id, EventRow.id > after_id)
+            .where(EventRow.run_id == run_id, EventRow.id > after_id, EventRow.kind.in_(known))
             .order_by(EventRow.id)
             .limit(limit)
         )
-        if kinds is not None:
-            query = query.where(EventRow.kind.in_([EventKind(kind).value for kind in kinds]))
         with self._session(read_only=True) as s:
             get_run_row(s, run_id)
             return [row.to_record() for row in s.scalars(query)]
