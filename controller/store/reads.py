@@ -32,7 +32,6 @@ from controller.store.models import (
     as_utc,
     hypothesis_record,
     run_record,
-    sample_record,
     turn_record,
 )
 from controller.store.records import (
@@ -40,22 +39,15 @@ from controller.store.records import (
     HypothesisRecord,
     RunRecord,
     RunTally,
-    SampleRecord,
     TurnPage,
-    TurnRecord,
 )
 from controller.store.summary import RunSummaryRecord
 
-_RUNS, _TURNS, _SAMPLES, _HYPOTHESES = (
-    RunRow.__table__,
-    TurnRow.__table__,
-    SampleRow.__table__,
-    HypothesisRow.__table__,
-)
+_RUNS, _TURNS, _HYPOTHESES = (RunRow.__table__, TurnRow.__table__, HypothesisRow.__table__)
 
 
 class PagedReads:
-    """``page_runs``, ``page_turns``, ``samples_of_turns`` and the counters ``/metrics`` reports;
+    """``page_runs``, ``turn_page``, the hypotheses of a run page and the counters ``/metrics`` reports;
     mixed into ``Store``."""
 
     def _session(self, *, read_only: bool = False) -> AbstractContextManager[Session]:
@@ -155,19 +147,6 @@ class PagedReads:
             row = s.scalars(query).first()
             return None if row is None else row.to_record()
 
-    def page_turns(
-        self,
-        run_id: str,
-        *,
-        after: int = 0,
-        limit: int = 100,
-        round: int | None = None,
-        outcome: Outcome | None = None,
-    ) -> list[TurnRecord]:
-        """Decided turns numbered above ``after``, ascending, at most ``limit``, optionally of one
-        ``round`` or ``outcome``. NotFoundError for an unknown run."""
-        return self.turn_page(run_id, after=after, limit=limit, round=round, outcome=outcome).turns
-
     def turn_page(
         self,
         run_id: str,
@@ -177,8 +156,10 @@ class PagedReads:
         round: int | None = None,
         outcome: Outcome | None = None,
     ) -> TurnPage:
-        """``page_turns`` with the samples of those turns and the run's metric name, read in one
-        session (what a page of the turn table shows). NotFoundError for an unknown run."""
+        """Decided turns numbered above ``after``, ascending, at most ``limit``, optionally of one
+        ``round`` or ``outcome``, with the samples and hypotheses of those turns and the run's metric
+        name, read in one session (what a page of the turn table shows). NotFoundError for an unknown
+        run."""
         query = sa.select(_TURNS).where(
             TurnRow.run_id == run_id, TurnRow.number > after, TurnRow.phase == TurnPhase.DECIDED.value
         )
@@ -195,18 +176,6 @@ class PagedReads:
             samples = _metric_samples(conn, run_id, page, metric) if turns else {}
             hypotheses = _hypotheses(conn, run_id, page) if turns else []
         return TurnPage(metric_name=metric, turns=turns, samples=samples, hypotheses=hypotheses)
-
-    def samples_of_turns(self, run_id: str, turns: Collection[int]) -> list[SampleRecord]:
-        """The samples of the given turns only (by turn, then insertion order)."""
-        if not turns:
-            return []
-        query = (
-            sa.select(_SAMPLES)
-            .where(SampleRow.run_id == run_id, SampleRow.turn.in_(sorted(set(turns))))
-            .order_by(SampleRow.turn, SampleRow.id)
-        )
-        with self._reading() as conn:
-            return [sample_record(row) for row in conn.execute(query)]
 
     def hypotheses_of_turns(self, run_id: str, turns: Collection[int]) -> list[HypothesisRecord]:
         """The parallel hypotheses of the given turns only (by turn, then index)."""

@@ -71,7 +71,6 @@ def test_a_turn_page_is_the_turns_their_metric_samples_and_the_metric(store: Sto
     }
     assert [t.number for t in store.turn_page("r1", round=1).turns] == [5, 6]
     assert [t.number for t in store.turn_page("r1", outcome=Outcome.ACCEPTED).turns] == [4]
-    assert store.page_turns("r1", after=1, limit=3) == page.turns
     empty = store.turn_page("r1", after=6)
     assert (empty.turns, dict(empty.samples)) == ([], {})
     with pytest.raises(NotFoundError):
