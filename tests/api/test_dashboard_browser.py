@@ -34,7 +34,7 @@ pytestmark = pytest.mark.slow
 CHROMIUM = os.environ.get("CRUCIBLE_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
 REQUIRED = bool(os.environ.get("CI")) or os.environ.get("CRUCIBLE_BROWSER_REQUIRED") == "1"
 ARTIFACTS = os.environ.get("CRUCIBLE_TEST_ARTIFACTS")
-AXE = os.environ.get("CRUCIBLE_AXE")  # axe.min.js of npm's axe-core (scripts/testenv/axe.sh installs it)
+AXE = os.environ.get("CRUCIBLE_AXE")  # axe.min.js of npm's axe-core (scripts/testenv/browser.sh installs it)
 PROBE = '<script>alert(1)</script> javascript:alert(2) "><img src=x onerror=alert(3)>'
 
 
@@ -215,7 +215,7 @@ def test_the_run_page_fits_a_small_screen(api: Api, browser: playwright_api.Brow
 
 def test_axe_finds_no_serious_violation_on_any_page(api: Api, browser: playwright_api.Browser) -> None:
     if not AXE or not Path(AXE).is_file():
-        reason = "no axe-core (scripts/testenv/axe.sh installs it and sets CRUCIBLE_AXE)"
+        reason = "no axe-core (scripts/testenv/browser.sh installs it and sets CRUCIBLE_AXE)"
         if REQUIRED:
             pytest.fail(f"axe-core is required here but there is {reason}")
         pytest.skip(reason)
