@@ -297,3 +297,20 @@ def test_with_an_app_an_unheld_round_is_a_neutral_check_run_on_the_head_it_left(
     left = repo.get_pull(listed.number).head.sha  # type: ignore[attr-defined]
     assert left == head  # the round replaced nothing: the mark is on the head it left in place
     assert list(repo.get_commit(head).get_statuses()) == []
+
+
+def test_the_commit_message_template_shapes_every_pushed_commit(world: World) -> None:
+    template = (
+        'commit_message = "{hypothesis} [{component}]\\n\\n{metric}: {baseline} -> {value}, turn {turn}"\n'
+    )
+    _, run_id = world.run(extra=template + 'author = { name = "Perf Bot", email = "perf-bot@example.com" }\n')
+    repo = world.github.get_repo("alice/app")
+    [listed] = world.pulls(run_id)
+    commits = list(repo.get_pull(listed.number).get_commits())  # type: ignore[attr-defined]
+    assert [c.commit.message for c in commits] == [  # as written: no "crucible:" prefix added
+        "set value for turn 1 [app]\n\nvalue: 10 -> 8, turn 1",
+        "set value for turn 3 [app]\n\nvalue: 10 -> 5, turn 3",
+    ]
+    assert {(c.commit.author.name, c.commit.author.email) for c in commits} == {
+        ("Perf Bot", "perf-bot@example.com")
+    }
