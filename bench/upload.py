@@ -8,7 +8,9 @@ process seeds a run and mints round tokens in the same database, then:
    no git bundle), its answer time, and the controller's peak memory after it;
 2. three uploads at once, each streamed in 1 MiB chunks without a ``Content-Length`` (so the cap can
    only be enforced while reading), each larger than the cap; for each, the time from the moment its
-   sent bytes crossed the cap to its 413, and the controller's peak memory afterwards.
+   sent bytes crossed the cap to its 413, and the controller's peak memory afterwards. Each upload is
+   sent over a raw socket watched for the answer while the body is still going out, so the time is the
+   server's (a client that reads only after its whole body, as httpx does, times its own sending).
 
 Printed: the floor's answer time and peak memory, each oversized upload's time to 413 and its ratio to
 the floor's answer time, the peak memory with the three against the floor's, and the targets (issue
@@ -21,12 +23,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import select
+import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -112,26 +115,48 @@ def seed(url: str, home: Path, count: int) -> list[str]:
         return tokens
 
 
-def upload(base: str, token: str, size: int, crossed: list[float]) -> tuple[int, float]:
-    """Stream ``size`` bytes as a bundle with ``token``; (status, seconds from crossing the cap to the
-    answer) where ``crossed[0]`` is set when the sent bytes pass ``crossed[1]`` (the cap)."""
-    cap = int(crossed[1])
+def upload(port: int, token: str, size: int, cap: int) -> tuple[int | None, float]:
+    """Stream ``size`` bytes as a chunked bundle with ``token`` over a raw socket; (the answer's status,
+    None if the server closed without one reaching us; seconds from the moment the sent bytes passed
+    ``cap`` to the server's answer).
 
-    def body() -> Iterator[bytes]:
-        sent = 0
-        while sent < size:
-            yield CHUNK
-            sent += len(CHUNK)
-            if sent > cap and not crossed[0]:
-                crossed[0] = time.perf_counter()
-
-    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/octet-stream"}
-    try:
-        answer = httpx.post(f"{base}/api/worker/runs/rb/bundle", content=body(), headers=headers, timeout=600)
-        status = answer.status_code
-    except httpx.HTTPError:  # the server closed the connection after its 413, mid-body
-        status = 413
-    return status, time.perf_counter() - (crossed[0] or time.perf_counter())
+    The socket is watched for the answer while the body is still being sent: a client that reads only
+    after sending its whole body (httpx does) would time its own sending of the rest, not the server."""
+    sock = socket.create_connection(("127.0.0.1", port))
+    head = (
+        f"POST /api/worker/runs/rb/bundle HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+        f"Authorization: Bearer {token}\r\nContent-Type: application/octet-stream\r\n"
+        "Transfer-Encoding: chunked\r\n\r\n"
+    )
+    frame = b"%x\r\n" % len(CHUNK) + CHUNK + b"\r\n"
+    sock.sendall(head.encode())
+    sock.setblocking(False)
+    pending, left, sent, crossed = memoryview(b""), size, 0, 0.0
+    with sock:
+        while True:
+            if not pending and left > 0:
+                pending, left = memoryview(frame), left - len(CHUNK)
+            elif not pending and left == 0:
+                pending, left = memoryview(b"0\r\n\r\n"), -1
+            readable, _, _ = select.select([sock], [sock] if pending else [], [], 600)
+            if readable:
+                break
+            try:
+                n = sock.send(pending)
+            except OSError:  # the server closed the connection: it answered and stopped reading
+                break
+            pending, sent = pending[n:], sent + n
+            if not crossed and sent > cap:
+                crossed = time.perf_counter()
+        answered = time.perf_counter()
+        sock.setblocking(True)
+        sock.settimeout(10)
+        try:
+            line = sock.recv(64)
+        except OSError:
+            line = b""
+    status = int(line.split()[1]) if line.startswith(b"HTTP/1.1 ") else None
+    return status, answered - (crossed or answered)
 
 
 def main() -> int:
@@ -170,10 +195,11 @@ def main() -> int:
             small = httpx.post(f"{base}/api/worker/runs/rb/bundle", content=b"\0" * 65536, headers=headers)
             floor_s = time.perf_counter() - t0
             floor_mb = peak_mb(server.pid)
-            results: list[tuple[int, float]] = [(0, 0.0)] * 3
+            results: list[tuple[int | None, float]] = [(0, 0.0)] * 3
+            port = int(base.rsplit(":", 1)[1])
 
             def one(i: int) -> None:
-                results[i] = upload(base, tokens[i + 1], cap + args.over_mib * MIB, [0.0, float(cap)])
+                results[i] = upload(port, tokens[i + 1], cap + args.over_mib * MIB, cap)
 
             threads = [threading.Thread(target=one, args=(i,)) for i in range(3)]
             for t in threads:
@@ -191,7 +217,8 @@ def main() -> int:
     )
     for i, (status, after) in enumerate(results):
         print(
-            f"oversized upload {i + 1}: {status} {after:.2f} s after crossing the cap "
+            f"oversized upload {i + 1}: {status or 'closed without an answer'} {after:.2f} s after "
+            "crossing the cap "
             f"({after / floor_s:.1f}x floor)"
         )
     print(
