@@ -24,7 +24,7 @@ import pytest
 from controller.localforge.tls import ensure_certificate
 from controller.localforge.users import add_org, add_team
 from tests.conftest import git
-from tests.localforge.conftest import BOT, Forge, ForgeStarter
+from tests.localforge.conftest import BOT, Forge, ForgeStarter, Receiver
 
 GH = shutil.which("gh")
 pytestmark = pytest.mark.skipif(
@@ -179,12 +179,14 @@ def _failing(gh: GhCli, *args: str) -> str:
 
 
 def test_gh_creates_a_pull_request_with_its_labels_reviewers_and_assignees(
-    tls_forge: Forge, tmp_path: Path
+    forge_factory: ForgeStarter, receiver: Receiver, tmp_path: Path
 ) -> None:
-    forge = tls_forge
+    forge = forge_factory(tls=True, webhook_url=receiver.url, webhook_secret="s")
     repo, _ = forge.repo_with_branch()
     repo.add_to_collaborators("bob", "push")
     repo.create_label("performance", "0e8a16")
+    assert forge.handle.flush_webhooks()
+    receiver.drain()
     gh = GhCli(forge, "alice", tmp_path / "gh")
 
     url = gh(
@@ -205,6 +207,14 @@ def test_gh_creates_a_pull_request_with_its_labels_reviewers_and_assignees(
     assert [u.login for u in pull.requested_reviewers] == ["bob"]
     assert [u.login for u in pull.assignees] == ["alice"]
     rest = json.loads(gh("api", f"repos/alice/demo/pulls/{pull.number}"))  # gh's REST over the same TLS
+    assert forge.handle.flush_webhooks()  # GraphQL's mutations fire the webhooks REST's routes fire
+    fired = [(d.payload["action"], d.payload) for d in receiver.drain() if d.event == "pull_request"]
+    assert [action for action, _ in fired] == ["opened", "assigned", "labeled", "review_requested"]
+    assert (fired[0][1]["pull_request"]["draft"], fired[1][1]["assignee"]["login"]) == (True, "alice")
+    assert (fired[2][1]["label"]["name"], fired[3][1]["requested_reviewer"]["login"]) == (
+        "performance",
+        "bob",
+    )
     assert (rest["number"], rest["draft"], rest["mergeable"]) == (pull.number, True, True)
 
     again = _failing(gh, "pr", "create", "-R", "alice/demo", "--head", "feature", "-t", "x", "-b", "y")
