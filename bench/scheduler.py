@@ -160,8 +160,28 @@ def command_cpu(command: str, cwd: Path) -> float:
     return (children_cpu() - before) / CALIBRATION
 
 
-def cpu_per_turn(work: Path, runs: int, turns: int, concurrent: int) -> tuple[float, float, int, float]:
-    """(controller CPU s per turn, commands' CPU s per turn, turns decided, wall s)."""
+@dataclass(frozen=True)
+class CpuPerTurn:
+    """Seconds of CPU per decided turn: the controller's (``own`` + ``children`` - ``commands``), the
+    turn's own commands', and of the controller's, this process's threads (``own``) and every child
+    it waited for (``children``: git, the commands, the metric)."""
+
+    controller: float
+    commands: float
+    decided: int
+    wall: float
+    own: float
+    children: float
+
+
+def finished(store: Store) -> int:
+    """How many runs have finished: one small read per look (the bench's own polling is counted as
+    controller CPU, so it must not read every run)."""
+    return sum(n for status, n in store.count_runs_by_status().items() if status in FINISHED_STATUSES)
+
+
+def cpu_per_turn(work: Path, runs: int, turns: int, concurrent: int) -> CpuPerTurn:
+    """The controller's and the commands' CPU per decided turn (see ``CpuPerTurn``)."""
     repo = work / "app"
     repo.mkdir()
     (repo / "src").mkdir()
@@ -182,7 +202,7 @@ def cpu_per_turn(work: Path, runs: int, turns: int, concurrent: int) -> tuple[fl
     started = time.monotonic()
     scheduler.start()
     try:
-        until(lambda: all(store.get_run(r).status in FINISHED_STATUSES for r in ids), "the runs", 3600)
+        until(lambda: finished(store) >= runs, "the runs", 3600)
     finally:
         scheduler.stop(30)
     wall = time.monotonic() - started
@@ -201,7 +221,9 @@ def cpu_per_turn(work: Path, runs: int, turns: int, concurrent: int) -> tuple[fl
     agent, metric = command_cpu(AGENT, repo), command_cpu(METRIC, repo)
     commands = decided * (agent + metric) + runs * metric
     controller = own + waited - commands
-    return controller / decided, commands / decided, decided, wall
+    return CpuPerTurn(
+        controller / decided, commands / decided, decided, wall, own / decided, waited / decided
+    )
 
 
 # -- 2. RSS of an idle server watching PRs -------------------------------------------------------
@@ -476,16 +498,19 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if not args.skip_cpu:
             (work / "cpu").mkdir()
-            controller, commands, decided, wall = cpu_per_turn(
-                work / "cpu", args.runs, args.turns, args.concurrent
+            cpu = cpu_per_turn(work / "cpu", args.runs, args.turns, args.concurrent)
+            print(
+                f"cpu per turn: {args.runs} runs x {args.turns} turns ({cpu.decided} decided) through the "
+                f"scheduler and the threaded local broker, {args.concurrent} at once, {cpu.wall:.1f} s wall"
             )
             print(
-                f"cpu per turn: {args.runs} runs x {args.turns} turns ({decided} decided) through "
-                f"the scheduler and the threaded local broker, {args.concurrent} at once, {wall:.1f} s wall"
+                f"  per decided turn (baselines counted in both): controller {cpu.controller * 1000:.1f} "
+                f"ms, the turn's own commands {cpu.commands * 1000:.1f} ms: "
+                f"ratio {cpu.controller / cpu.commands:.1f}x"
             )
             print(
-                f"  per decided turn (baselines counted in both): controller {controller * 1000:.1f} ms, "
-                f"the turn's own commands {commands * 1000:.1f} ms: ratio {controller / commands:.1f}x"
+                f"  of which this process's threads {cpu.own * 1000:.1f} ms, its waited children (git and "
+                f"the commands) {cpu.children * 1000:.1f} ms"
             )
         (work / "rss").mkdir()
         floor, idle = idle_rss(work / "rss", args.cache, args.prs, args.idle, arms, args.settle_limit)
