@@ -8,17 +8,25 @@ what the database cannot (finite numbers, no values on an invalid sample). Kept 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 import sqlalchemy as sa
+from sqlalchemy.engine import Connection, CursorResult
 from sqlalchemy.orm import Session
 
 from controller.domain.enums import EventKind, SampleArm, TurnPhase
 from controller.domain.errors import NotFoundError
-from controller.store.models import ComponentRow, EventRow, RunRow, SampleRow, TurnRow
-from controller.store.records import ComponentRecord, Sample, TurnCounts, TurnDecision, TurnRecord
+from controller.store.models import ComponentRow, EventRow, RunRow, SampleRow, TurnRow, turn_record
+from controller.store.records import (
+    ComponentRecord,
+    EventRecord,
+    Sample,
+    TurnCounts,
+    TurnDecision,
+    TurnRecord,
+)
 
 
 def require_finite(name: str, value: float | None) -> None:
@@ -40,6 +48,65 @@ def lock_run(s: Session, run_id: str) -> RunRow:
     if row is None:
         raise NotFoundError(f"no run {run_id}")
     return row
+
+
+# The turn path's statements, built once: SQLAlchemy reuses a statement object's cache key and
+# compiled form, where one built per call is coerced and keyed again each time (bench/scheduler.py).
+# Tables, not mapped classes: through a session, a statement on a mapped class takes the ORM's path.
+_RUNS, _TURNS, _EVENTS, _SAMPLES, _COMPONENTS = (
+    cast(sa.Table, row.__table__) for row in (RunRow, TurnRow, EventRow, SampleRow, ComponentRow)
+)
+_LOCK_RUN_ID = (
+    sa.select(_RUNS.c.id).where(_RUNS.c.id == sa.bindparam("run_id")).with_for_update(key_share=True)
+)
+_INSERT_EVENT = sa.insert(_EVENTS)
+_INSERT_SAMPLES = sa.insert(_SAMPLES)
+_SET_HEAD = (
+    sa.update(_COMPONENTS)
+    .where(_COMPONENTS.c.run_id == sa.bindparam("of_run"), _COMPONENTS.c.name == sa.bindparam("component"))
+    .values(head_sha=sa.bindparam("sha"))
+)
+_GET_TURN = sa.select(_TURNS).where(
+    _TURNS.c.run_id == sa.bindparam("run_id"), _TURNS.c.number == sa.bindparam("number")
+)
+
+
+def lock_run_id(db: Session | Connection, run_id: str) -> None:
+    """``lock_run`` for a writer that needs the lock, not the row: no ORM object is loaded."""
+    if db.execute(_LOCK_RUN_ID, {"run_id": run_id}).one_or_none() is None:
+        raise NotFoundError(f"no run {run_id}")
+
+
+def insert_event(
+    db: Session | Connection, run_id: str, kind: EventKind, payload: Mapping[str, Any], now: datetime
+) -> EventRecord:
+    """``append_event_row`` without the ORM's unit of work (the caller holds the run's lock)."""
+    value, body = EventKind(kind).value, dict(payload)
+    done = db.execute(_INSERT_EVENT, {"run_id": run_id, "kind": value, "payload": body, "created_at": now})
+    (event_id,) = cast(CursorResult[Any], done).inserted_primary_key or (None,)
+    if event_id is None:
+        raise RuntimeError("the database returned no id for the event")
+    return EventRecord(id=int(event_id), run_id=run_id, kind=EventKind(value), payload=body, created_at=now)
+
+
+def insert_samples(db: Session | Connection, rows: Sequence[Mapping[str, Any]]) -> None:
+    """Rows of ``sample_values`` (validated already), in one executemany, in their order."""
+    if rows:
+        db.execute(_INSERT_SAMPLES, list(rows))
+
+
+def set_component_head(db: Session | Connection, run_id: str, name: str, head_sha: str) -> None:
+    done = db.execute(_SET_HEAD, {"of_run": run_id, "component": name, "sha": head_sha})
+    if cast(CursorResult[Any], done).rowcount != 1:
+        raise NotFoundError(f"run {run_id} has no component {name!r}")
+
+
+def read_turn(db: Session | Connection, run_id: str, number: int) -> TurnRecord:
+    """The turn as stored now (Core: nothing cached in a session)."""
+    row = db.execute(_GET_TURN, {"run_id": run_id, "number": number}).one_or_none()
+    if row is None:
+        raise NotFoundError(f"run {run_id} has no turn {number}")
+    return turn_record(row)
 
 
 def get_component_row(s: Session, run_id: str, name: str) -> ComponentRow:
@@ -96,15 +163,25 @@ def delete_samples(s: Session, run_id: str, turn: int) -> None:
 
 
 def sample_row(run_id: str, turn: int, sample: Sample) -> SampleRow:
+    return SampleRow(**sample_values(run_id, turn, sample))
+
+
+def sample_values(run_id: str, turn: int, sample: Sample) -> dict[str, Any]:
+    """A sample's column values, validated: finite values, none on an invalid sample (ValueError)."""
     arm, index, values, valid = sample
     if not valid and values:
         raise ValueError(f"sample {arm} {index} of turn {turn} is invalid yet carries values")
     clean = {str(name): float(value) for name, value in values.items()}
     for name, value in clean.items():
         require_finite(f"sample value {name}", value)
-    return SampleRow(
-        run_id=run_id, turn=turn, arm=SampleArm(arm).value, sample_index=index, values=clean, valid=valid
-    )
+    return {
+        "run_id": run_id,
+        "turn": turn,
+        "arm": SampleArm(arm).value,
+        "sample_index": index,
+        "values": clean,
+        "valid": valid,
+    }
 
 
 def append_event_row(

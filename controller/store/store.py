@@ -29,9 +29,7 @@ from controller.domain.enums import (
     check_run_transition,
     status_for_stop,
 )
-from controller.domain.errors import (
-    ConflictError,
-)
+from controller.domain.errors import ConflictError, NotFoundError
 from controller.store import migrate
 from controller.store.errors import translate_errors
 from controller.store.leases import Leases
@@ -41,6 +39,7 @@ from controller.store.models import (
     ComponentRow,
     EventRow,
     RunRow,
+    run_record,
 )
 from controller.store.ports import ControllerStore
 from controller.store.process_groups import ProcessGroups
@@ -200,8 +199,13 @@ class Store(TurnsAndSamples, PullsAndFeedback, ProcessGroups, Leases, PagedReads
             return row.to_record()
 
     def get_run(self, run_id: str) -> RunRecord:
-        with self._session(read_only=True) as s:
-            return get_run_row(s, run_id).to_record()
+        # Core, not the ORM: the most frequent read of a served turn (bench/scheduler.py), and a
+        # session's identity map and unit of work cost more than the row.
+        with self._reading() as connection:
+            row = connection.execute(_GET_RUN, {"run_id": run_id}).one_or_none()
+        if row is None:
+            raise NotFoundError(f"no run {run_id}")
+        return run_record(row)
 
     def list_runs(self, *, limit: int = 50, offset: int = 0) -> list[RunRecord]:
         """Newest first (by created_at, then id)."""
@@ -317,9 +321,21 @@ class Store(TurnsAndSamples, PullsAndFeedback, ProcessGroups, Leases, PagedReads
     # -- events -------------------------------------------------------------------------------
 
     def append_event(self, run_id: str, kind: EventKind, payload: Mapping[str, Any]) -> EventRecord:
-        with self._session() as s:
-            lock_run(s, run_id)
-            return append_event_row(s, run_id, kind, payload, self._now()).to_record()
+        """One event in its own transaction, after locking the run row (ids become visible in
+        order). Core statements, not a session: a served turn appends one per step and per sample,
+        and the ORM's unit of work cost several times the insert (bench/scheduler.py)."""
+        value, body = EventKind(kind).value, dict(payload)
+        with self._connection() as connection:
+            if connection.execute(_LOCK_RUN, {"run_id": run_id}).one_or_none() is None:
+                raise NotFoundError(f"no run {run_id}")
+            now = self._now()
+            row = {"run_id": run_id, "kind": value, "payload": body, "created_at": now}
+            done = connection.execute(_INSERT_EVENT, row)
+            (event_id,) = done.inserted_primary_key or (None,)
+        assert event_id is not None
+        return EventRecord(
+            id=int(event_id), run_id=run_id, kind=EventKind(value), payload=body, created_at=now
+        )
 
     def list_events(
         self,
@@ -370,6 +386,14 @@ class Store(TurnsAndSamples, PullsAndFeedback, ProcessGroups, Leases, PagedReads
         factory = self._reader if read_only else self._writer
         with translate_errors(), factory.begin() as session:
             yield session
+
+
+_RUNS, _EVENTS = RunRow.__table__, EventRow.__table__
+# Built once: SQLAlchemy then reuses their cache keys and compiled forms (a statement built per call
+# is coerced and keyed again every time).
+_GET_RUN = sa.select(_RUNS).where(_RUNS.c.id == sa.bindparam("run_id"))
+_LOCK_RUN = sa.select(_RUNS.c.id).where(_RUNS.c.id == sa.bindparam("run_id")).with_for_update(key_share=True)
+_INSERT_EVENT = sa.insert(EventRow)
 
 
 def as_ledger(store: Store) -> Ledger:

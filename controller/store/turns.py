@@ -20,20 +20,25 @@ from sqlalchemy.orm import Session
 from controller.domain.enums import EventKind, Reason, TurnPhase
 from controller.domain.errors import ConflictError, NotFoundError
 from controller.store import hypotheses as hypothesis_rows
-from controller.store.models import SampleRow, TurnRow
+from controller.store.models import RunRow, SampleRow, TurnRow
 from controller.store.queries import (
     append_event_row,
     count_turns,
     decision_values,
     delete_samples,
-    get_component_row,
     get_run_row,
     get_turn_row,
+    insert_event,
+    insert_samples,
     list_turn_records,
     lock_run,
+    lock_run_id,
     new_turn_row,
+    read_turn,
     require_finite,
     sample_row,
+    sample_values,
+    set_component_head,
 )
 from controller.store.records import (
     ChampionUpdate,
@@ -76,7 +81,7 @@ class TurnsAndSamples:
         if number < 1:
             raise ValueError(f"turn numbers start at 1 (0 is the baseline), got {number}")
         with self._session() as s:
-            lock_run(s, run_id)
+            lock_run_id(s, run_id)
             row = s.get(TurnRow, (run_id, number))
             if row is None:
                 row = new_turn_row(run_id, number, round, self._now())
@@ -90,7 +95,7 @@ class TurnsAndSamples:
                 delete_samples(s, run_id, number)
                 hypothesis_rows.delete(s, run_id, number)
             if event is not None:
-                append_event_row(s, run_id, event[0], event[1], self._now())
+                insert_event(s, run_id, event[0], event[1], self._now())
             return row.to_record()
 
     def decide_turn(
@@ -118,9 +123,11 @@ class TurnsAndSamples:
         require_finite("value", decision.value)
         require_finite("p_value", decision.p_value)
         require_finite("champion", champion.value if champion else None)
-        sample_rows = [sample_row(run_id, number, sample) for sample in samples]
+        # Core statements in the session, no ORM objects: the decision is the served turn's largest
+        # transaction (bench/scheduler.py); the run's counters are added to in SQL.
+        sample_rows = [sample_values(run_id, number, sample) for sample in samples]  # validated first
         with self._session() as s:
-            run = lock_run(s, run_id)
+            lock_run_id(s, run_id)
             now = self._now()
             decided = s.execute(
                 sa.update(TurnRow)
@@ -136,19 +143,23 @@ class TurnsAndSamples:
                 if s.get(TurnRow, (run_id, number)) is None:
                     raise NotFoundError(f"run {run_id} has no turn {number}")
                 raise ConflictError(f"turn {number} of run {run_id} is already decided")
+            runs = cast(sa.Table, RunRow.__table__)
+            run: dict[str, Any] = {
+                "cost_usd": runs.c.cost_usd + decision.cost_usd,
+                "tokens": runs.c.tokens + decision.tokens,
+                "updated_at": now,
+            }
             if champion is not None:
-                run.champion_value, run.champion_turn = champion.value, champion.turn
-            run.cost_usd += decision.cost_usd
-            run.tokens += decision.tokens
-            run.updated_at = now
+                run.update(champion_value=champion.value, champion_turn=champion.turn)
+            s.execute(sa.update(runs).where(runs.c.id == run_id).values(**run))
             for name, sha in component_heads.items():
-                get_component_row(s, run_id, name).head_sha = sha
-            s.add_all(sample_rows)
+                set_component_head(s, run_id, name, sha)
+            insert_samples(s, sample_rows)
             if hypotheses is not None:
                 hypothesis_rows.finalise(s, run_id, number, hypotheses)
-            append_event_row(s, run_id, event[0], event[1], now)
-            s.flush()
-            return get_turn_row(s, run_id, number, fresh=True).to_record()
+                s.flush()
+            insert_event(s, run_id, event[0], event[1], now)
+            return read_turn(s, run_id, number)
 
     def start_baseline(self, run_id: str) -> None:
         """Prepare (again) to measure the baseline: delete turn-0 samples of a cut-off attempt.
