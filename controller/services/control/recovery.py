@@ -13,6 +13,7 @@ the driver's heartbeat reads; a run nobody drives is marked cancelled at once.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from pathlib import Path
 
@@ -33,7 +34,15 @@ def stored_spec(store: RunReads, run_id: str) -> Spec:
     """The run's spec from its stored text, resolved against the directory the spec file was in."""
     run = store.get_run(run_id)
     spec_dir = Path(run.spec_path).parent if run.spec_path else Path.cwd()
-    return parse_spec(run.spec_text, spec_dir)
+    return _parsed(run.spec_text, spec_dir)
+
+
+@functools.lru_cache(maxsize=256)
+def _parsed(text: str, spec_dir: Path) -> Spec:
+    """``parse_spec``, remembered: a served run asks for its stored spec five times as it starts (its
+    broker, its round's kind, its forge...), and a ``Spec`` is frozen. A spec that does not parse
+    raises each time (exceptions are not remembered)."""
+    return parse_spec(text, spec_dir)
 
 
 def check_resumable(
