@@ -6,7 +6,9 @@ Floor  = the real CLI started directly with exactly the argv and environment the
 Preset = what the controller does for a preset's turn (``controller.agents.turn``, ADR-0038): find the
          CLI, check the model endpoint, make the turn's folder and the CLI's settings, run the command a
          turn runs (the CLI ``exec``'d by ``/bin/sh -c``, as the executor runs it, its output going to
-         files), read those files and let the preset's parser read them, remove the folder.
+         files), read those files and let the preset's parser read them, remove the folder (for aider
+         also: copy the checkout's git index to its scratch before, remove its cache folder after,
+         ADR-0039; by hand aider runs without the scratch and ``git clean`` removes its cache, untimed).
 
 Both arms run outside the sandbox (its cost is the same for every agent command, preset or not) and
 interleaved, so drift on a shared machine hits both; between calls the checkout is restored (untimed).
@@ -135,7 +137,12 @@ def _by_hand(
     home = Path(tempfile.mkdtemp(prefix="bench-agent-home-"))
     try:
         settings = Settings(
-            workdir=repo, home=home, model=MODELS[name], base_url=_base_url(name, server), sandboxed=True
+            workdir=repo,
+            home=home,
+            model=MODELS[name],
+            base_url=_base_url(name, server),
+            sandboxed=True,
+            folder=home,
         )
         call = chosen.invocation(cli, PREAMBLE.format(workdir=repo) + BRIEF, settings)
         for folder in call.dirs:
@@ -146,7 +153,7 @@ def _by_hand(
         full = {**env, **home_variables(home), **call.env}
         started, cpu = time.perf_counter(), _cpu()
         subprocess.run(
-            _cli_argv(call.argv),
+            call.argv,
             cwd=repo,
             env=full,
             input=(call.stdin or "").encode(),
@@ -156,14 +163,6 @@ def _by_hand(
         return time.perf_counter() - started, _cpu() - cpu
     finally:
         shutil.rmtree(home, ignore_errors=True)
-
-
-def _cli_argv(argv: list[str]) -> list[str]:
-    """The CLI's own argv: a preset that runs its CLI through a launcher of crucible's (aider's,
-    ``python -I -m … -- CLI ARGS``) counts the launcher as the preset's cost, not the CLI's."""
-    if argv[0] == sys.executable and "--" in argv:
-        return argv[argv.index("--") + 1 :]
-    return argv
 
 
 def _restore(repo: Path) -> None:

@@ -1,4 +1,4 @@
-"""aider (PyPI ``aider-chat``), run with ``--message-file`` and ``--yes-always``, through ``aider_launcher``.
+"""aider (PyPI ``aider-chat``), run with ``--message-file`` and ``--yes-always`` as the turn's command.
 
 Measured with the real aider (0.86) against a scripted endpoint: it speaks OpenAI chat completions
 (``POST …/chat/completions``, streamed) through litellm, **without tools**: the model writes edit blocks
@@ -17,11 +17,17 @@ in its chat makes aider add the file and ask again; the second answer is applied
   the sandbox: aider crashes); its private ``HOME`` has one in ``.gitconfig``.
 
 It never runs a shell command it suggests (``--yes-always`` does not cover those), so the sandbox changes
-nothing in what it may do. Its ``git add`` of a new file and its repository-map cache are handled by
-``aider_launcher``. What it reports: tokens and, for a model whose price it knows, dollars, per call
-(the launcher sums them). It **exits 0 when every model call failed** (after about two minutes of
-retries for a refused connection): a turn with no model answer fails here, as does an edit it skipped
-("Skipping edits to …": a file it was not allowed to create or change, ``--dry-run``).
+nothing in what it may do. Three things no flag of aider's does are the controller's (``turn``, ADR-0039,
+which replaced the launcher of crucible's that ran around aider): its ``git add`` of a new file goes to a
+scratch index (``git_scratch``); the ``.aider.tags.cache.v4`` folder it keeps in the repository root,
+with no option to put it elsewhere, is removed after it (``litter``: no part of any change, and outside
+every ``mutable`` glob); and its usage is read from its analytics log in the turn's folder (``outputs``):
+``--analytics-log`` works with analytics disabled and logs each model call's exact tokens and cost, where
+the console shows rounded figures (``2.5k sent``) among what the model wrote. What it reports: tokens
+and, for a model whose price it knows, dollars, summed over its calls. It **exits 0 when every model call
+failed** (after about two minutes of retries for a refused connection): a turn with no model answer
+fails here, as does an edit it skipped ("Skipping edits to …": a file it was not allowed to create or
+change, ``--dry-run``).
 
 With ``agent.base_url`` it talks to that OpenAI-compatible endpoint (``--openai-api-base``), and a
 model named without a provider gets litellm's ``openai/`` one.
@@ -31,24 +37,22 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 
 from controller.agents.base import (
+    NOTHING,
     Invocation,
     Preset,
     Report,
     Settings,
     Usage,
     exit_failure,
-    helper_argv,
     telling_line,
 )
 
-LAUNCHER = "controller.agents.aider_launcher"
-# The launcher's last stdout line: the usage it summed from aider's analytics log.
-USAGE_PREFIX = "crucible-aider-usage: "
 PROMPT_FILE = "crucible-brief.md"
-USAGE_LOG = "aider-analytics.jsonl"
-SCRATCH = "aider-git"
+USAGE_LOG = "aider-analytics.jsonl"  # in the turn's folder: the controller reads it after the exit
+TAGS_CACHE_GLOB = ".aider.tags.cache.v*"
 # Aider's model-info cache: fresh and non-empty, it is used instead of a download.
 MODEL_INFO_CACHE = ".aider/caches/model_prices_and_context_window.json"
 # Without a git identity aider writes a placeholder one into the checkout's .git/config (read-only in the
@@ -80,18 +84,29 @@ SKIPPED = (
 PLACEHOLDER_HYPOTHESIS = "<what this change tries"
 
 
-def _usage_line(stdout: str) -> dict[str, float] | None:
-    """The launcher's sums, from the last non-empty line of stdout only (the model cannot write there)."""
-    lines = [line for line in stdout.splitlines() if line.strip()]
-    if not lines or not lines[-1].startswith(USAGE_PREFIX):
-        return None
-    try:
-        found = json.loads(lines[-1].removeprefix(USAGE_PREFIX))
-    except json.JSONDecodeError:
-        return None
-    if not isinstance(found, dict):
-        return None
-    return {key: float(value) for key, value in found.items() if isinstance(value, int | float)}
+def usage_summary(log: str) -> dict[str, float]:
+    """Model calls, tokens and dollars summed over the ``message_send`` events of aider's analytics log."""
+    calls = input_tokens = output_tokens = 0
+    usd = 0.0
+    for line in log.splitlines():
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if not isinstance(event, dict) or event.get("event") != "message_send":
+            continue
+        properties = event.get("properties")
+        if not isinstance(properties, dict):
+            properties = {}
+        calls += 1
+        input_tokens += int(_number(properties.get("prompt_tokens")))
+        output_tokens += int(_number(properties.get("completion_tokens")))
+        usd += _number(properties.get("cost"))
+    return {"calls": calls, "input_tokens": input_tokens, "output_tokens": output_tokens, "usd": usd}
+
+
+def _number(value: object) -> float:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
 
 
 def hypothesis_line(stdout: str) -> str | None:
@@ -132,12 +147,15 @@ class Aider(Preset):
     )
     example_model = "gpt-4o"  # for ``crucible init --agent``
     example_base_url = "http://127.0.0.1:8000/v1"
+    outputs = (USAGE_LOG,)
+    git_scratch = True
+    litter = (TAGS_CACHE_GLOB,)
 
     def invocation(self, cli: str, prompt: str, settings: Settings) -> Invocation:
         home = settings.home
-        argv = [*helper_argv(LAUNCHER), "--usage-log", str(home / USAGE_LOG)]
-        argv += ["--scratch", str(home / SCRATCH), "--", cli, "--message-file", str(home / PROMPT_FILE)]
-        argv += [*QUIET_FLAGS, "--analytics-log", str(home / USAGE_LOG)]
+        usage_log = (settings.folder or home) / USAGE_LOG
+        argv = [cli, "--message-file", str(home / PROMPT_FILE)]
+        argv += [*QUIET_FLAGS, "--analytics-log", str(usage_log)]
         argv += ["--input-history-file", str(home / ".aider.input.history")]
         argv += ["--chat-history-file", str(home / ".aider.chat.history.md")]
         model = model_name(settings)
@@ -153,20 +171,16 @@ class Aider(Preset):
         }
         return Invocation(argv=argv, env={"LITELLM_LOCAL_MODEL_COST_MAP": "True"}, files=files)
 
-    def report(self, stdout: str, stderr: str, returncode: int) -> Report:
+    def report(self, stdout: str, stderr: str, returncode: int, files: Mapping[str, str] = NOTHING) -> Report:
         said = hypothesis_line(stdout)
-        sums = _usage_line(stdout)
+        sums = usage_summary(files.get(USAGE_LOG, ""))
         usage: tuple[Usage, ...] = ()
-        if sums is not None and (sums.get("input_tokens") or sums.get("output_tokens")):
-            usd = sums.get("usd") or None  # 0: aider knows no price for the model
-            usage = (Usage(None, int(sums.get("input_tokens", 0)), int(sums.get("output_tokens", 0)), usd),)
+        if sums["input_tokens"] or sums["output_tokens"]:
+            usd = sums["usd"] or None  # 0: aider knows no price for the model
+            usage = (Usage(None, int(sums["input_tokens"]), int(sums["output_tokens"]), usd),)
         if returncode != 0:
             return Report(said, usage, exit_failure(self.title, returncode, stderr, stdout))
-        if sums is None:
-            return Report(
-                said, usage, f"{self.title} ended without its usage line (did it run through the launcher?)"
-            )
-        if not sums.get("calls"):
+        if not sums["calls"]:
             problem = telling_line(stdout) or telling_line(stderr) or "no answer"
             return Report(said, usage, f"{self.title} got no answer from its model: {problem}")
         skipped = skipped_edits(stdout)

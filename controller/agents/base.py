@@ -7,28 +7,22 @@ the CLI counts them) and, when the CLI exited 0 without doing its job (an edit i
 a model it could not reach), why the turn failed. ``controller.agents.turn`` performs it in the controller;
 tests feed each preset the real CLI's output.
 
-The records are ``NamedTuple``s rather than dataclasses because aider's launcher, a program started every
-aider turn, imports this module: ``dataclasses`` pulls in ``inspect`` and costs more CPU at start-up than
-the launcher's other imports (``bench/agents.py``, ADR-0033).
+Three things a CLI may need around it that no flag of its own does are the controller's, declared here
+and performed by ``turn`` (aider needs all three, ADR-0039): files the CLI writes into the turn's folder
+that the parser reads (``outputs``), git's writes in the workspace sent to a scratch index and object
+folder (``git_scratch``: the sandbox shows ``.git`` read-only), and folders the CLI leaves in the
+workspace that are removed after it (``litter``).
 """
 
 from __future__ import annotations
 
-import sys
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
 from typing import NamedTuple
 
-import controller
-
-_NOTHING: Mapping[str, str] = MappingProxyType({})
-# How crucible's own helper programs (aider's launcher) start: ``python -I -S -c BOOTSTRAP ROOT …``,
-# without ``site`` (its ``.pth`` files and an editable install's import hook cost a third of a Python
-# start, ADR-0033), with crucible's code root given as a word of the command: the sandbox shows what a
-# command names, and an editable install's clone may sit under a hidden home or ``/tmp``.
-BOOTSTRAP = "import sys; sys.path.append(sys.argv.pop(1)); from {module} import main; sys.exit(main())"
+NOTHING: Mapping[str, str] = MappingProxyType({})
 
 
 class Settings(NamedTuple):
@@ -40,6 +34,9 @@ class Settings(NamedTuple):
     base_url: str | None = None
     args: tuple[str, ...] = ()
     sandboxed: bool = True  # crucible's sandbox is on: the CLI's own sandbox stays off
+    # The turn's folder: writable by the CLI, read by the controller after its exit (``Preset.outputs``);
+    # None where no turn is prepared (then such files go under ``home``).
+    folder: Path | None = None
 
 
 class Invocation(NamedTuple):
@@ -47,9 +44,9 @@ class Invocation(NamedTuple):
     written under ``HOME`` (relative path -> text) and what stdin carries (None: closed at once)."""
 
     argv: list[str]
-    env: Mapping[str, str] = _NOTHING
+    env: Mapping[str, str] = NOTHING
     dirs: tuple[str, ...] = ()
-    files: Mapping[str, str] = _NOTHING
+    files: Mapping[str, str] = NOTHING
     stdin: str | None = None
 
 
@@ -86,6 +83,14 @@ class Preset(ABC):
     wire: str  # what it speaks to its endpoint, for the docs and the dry run
     example_model: str  # for ``crucible init --agent``
     example_base_url: str
+    # Files (names in the turn's folder) the CLI writes that ``report`` is given after the exit.
+    outputs: tuple[str, ...] = ()
+    # git's index and new objects in the workspace go to a copy in the turn's folder: a CLI that
+    # ``git add``s would otherwise fail on the sandbox's read-only ``.git``.
+    git_scratch: bool = False
+    # Globs, in the workspace root, of what the CLI leaves there that is no part of a change: what a turn
+    # created is removed after it.
+    litter: tuple[str, ...] = ()
 
     # Longer prompts go through stdin: one argv string may hold at most 128 KiB on Linux.
     ARG_PROMPT_LIMIT = 100_000
@@ -95,8 +100,9 @@ class Preset(ABC):
         """The CLI ``cli`` run on ``prompt`` (on the command line, or on stdin when it is long)."""
 
     @abstractmethod
-    def report(self, stdout: str, stderr: str, returncode: int) -> Report:
-        """Read the CLI's output; a non-zero ``returncode`` is a failure whatever else it says."""
+    def report(self, stdout: str, stderr: str, returncode: int, files: Mapping[str, str] = NOTHING) -> Report:
+        """Read the CLI's output; a non-zero ``returncode`` is a failure whatever else it says. ``files``:
+        the text of each of ``outputs`` ("" when the CLI wrote none)."""
 
     def version_args(self) -> list[str]:
         return ["--version"]
@@ -126,13 +132,3 @@ def exit_failure(title: str, returncode: int, *texts: str) -> str:
     """``Claude Code exited 1: <what it said went wrong>``."""
     said = next((line for line in (telling_line(t) for t in texts) if line), "")
     return f"{title} exited {returncode}" + (f": {said}" if said else "")
-
-
-def code_root() -> Path:
-    """The folder ``controller`` is imported from (site-packages, or the clone of an editable install)."""
-    return Path(controller.__file__).resolve().parent.parent
-
-
-def helper_argv(module: str, python: str = sys.executable) -> list[str]:
-    """The argv that starts crucible's helper ``module`` (its ``main``), the words after it its own."""
-    return [python, "-I", "-S", "-c", BOOTSTRAP.format(module=module), str(code_root())]

@@ -14,9 +14,10 @@ commands that move HEAD or talk to a remote; without the sandbox it may only edi
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import TypedDict, cast
 
-from controller.agents.base import Invocation, Preset, Report, Settings, Usage, exit_failure
+from controller.agents.base import NOTHING, Invocation, Preset, Report, Settings, Usage, exit_failure
 
 EDIT_TOOLS = frozenset({"Edit", "MultiEdit", "Write", "NotebookEdit"})
 QUIET = {
@@ -145,7 +146,7 @@ class ClaudeCode(Preset):
             env["ANTHROPIC_BASE_URL"] = settings.base_url
         return Invocation(argv=argv, env=env, stdin=stdin)
 
-    def report(self, stdout: str, stderr: str, returncode: int) -> Report:
+    def report(self, stdout: str, stderr: str, returncode: int, files: Mapping[str, str] = NOTHING) -> Report:
         result = _json_result(stdout)
         if result is None:
             failure = exit_failure(self.title, returncode, stderr, stdout) if returncode else None

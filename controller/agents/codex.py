@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from typing import TypedDict, cast
 
-from controller.agents.base import Invocation, Preset, Report, Settings, Usage, exit_failure
+from controller.agents.base import NOTHING, Invocation, Preset, Report, Settings, Usage, exit_failure
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 PROVIDER = "crucible"
@@ -142,7 +143,7 @@ class Codex(Preset):
         env = {"CODEX_HOME": str(settings.home / ".codex")}
         return Invocation(argv=argv, env=env, dirs=(".codex",), stdin=stdin)
 
-    def report(self, stdout: str, stderr: str, returncode: int) -> Report:
+    def report(self, stdout: str, stderr: str, returncode: int, files: Mapping[str, str] = NOTHING) -> Report:
         message: str | None = None
         usage: list[Usage] = []
         failed: str | None = None

@@ -78,6 +78,7 @@ def preview_command(
         base_url=agent.base_url,
         args=tuple(agent.args),
         sandboxed=sandboxed,
+        folder=Path("$TURN"),
     )
     call = chosen.invocation(real_cli(cli) if cli else chosen.program, PREVIEW_PROMPT, settings)
     env = " ".join(f"{name}={shlex.quote(value)}" for name, value in sorted(call.env.items()))

@@ -30,9 +30,10 @@ With crucible's sandbox on it runs in ``yolo`` mode (shell commands too); withou
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
-from controller.agents.base import Invocation, Preset, Report, Settings, Usage, exit_failure
+from controller.agents.base import NOTHING, Invocation, Preset, Report, Settings, Usage, exit_failure
 from controller.agents.cliargs import sets_flag
 
 EDIT_TOOLS = frozenset({"replace", "write_file"})  # the edit tools Gemini CLI offers
@@ -163,7 +164,7 @@ class GeminiCli(Preset):
         files = {".gemini/settings.json": json.dumps(SETTINGS, indent=2) + "\n"}
         return Invocation(argv=argv, env=env, files=files, stdin=stdin)
 
-    def report(self, stdout: str, stderr: str, returncode: int) -> Report:
+    def report(self, stdout: str, stderr: str, returncode: int, files: Mapping[str, str] = NOTHING) -> Report:
         events = events_of(stdout)
         result = next((e for e in reversed(events) if e.get("type") == "result"), None)
         message = final_message(events)

@@ -22,9 +22,10 @@ without it, ``auto-edit`` (edits only; a shell command would wait for a prompt n
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
-from controller.agents.base import Invocation, Preset, Report, Settings, Usage, exit_failure
+from controller.agents.base import NOTHING, Invocation, Preset, Report, Settings, Usage, exit_failure
 from controller.agents.cliargs import sets_flag
 
 EDIT_TOOLS = frozenset({"edit", "write_file", "replace"})
@@ -136,7 +137,7 @@ class QwenCode(Preset):
         files = {".qwen/settings.json": json.dumps(SETTINGS, indent=2) + "\n"}
         return Invocation(argv=argv, env=env, files=files, stdin=stdin)
 
-    def report(self, stdout: str, stderr: str, returncode: int) -> Report:
+    def report(self, stdout: str, stderr: str, returncode: int, files: Mapping[str, str] = NOTHING) -> Report:
         events = _events(stdout)
         result = next((e for e in reversed(events) if e.get("type") == "result"), None)
         if result is None:

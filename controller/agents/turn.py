@@ -7,9 +7,13 @@ the executor and the CLI (ADR-0038, superseding the wrapper of ADR-0023 and ADR-
   command), checks the model endpoint with one TCP connection, and makes the turn's folder: the files
   and folders the preset wants under the CLI's ``HOME``, the prompt when it goes through stdin, and the
   files the CLI's stdout and stderr go to;
-- **after the exit** (``finish``) reads those two files whole and hands them to the preset's parser,
-  which gives the ``HYPOTHESIS:`` and ``COST`` lines (the agent protocol's, read as any agent's are) or
-  why the CLI did not do the turn, and removes the folder.
+- **after the exit** (``finish``) reads those two files whole (and the preset's ``outputs``) and hands
+  them to the preset's parser, which gives the ``HYPOTHESIS:`` and ``COST`` lines (the agent protocol's,
+  read as any agent's are) or why the CLI did not do the turn; ``clean`` removes the folder, and what
+  the CLI left in the workspace that the preset names as its ``litter``.
+
+A preset whose CLI ``git add``\\ s (``git_scratch``: aider) gets git's index and new objects sent to a copy in
+the turn's folder, made here before the spawn (``gitscratch``, ADR-0039).
 
 Where the CLI's ``HOME`` is: inside bubblewrap, the sandbox's own ``HOME`` (a fresh tmpfs per command:
 Codex alone writes some sixty files there at each start, twice as fast on a tmpfs as on a disk), with
@@ -26,6 +30,7 @@ so a link planted there cannot make it read a file the agent cannot see.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 from collections.abc import Mapping
@@ -34,6 +39,7 @@ from typing import Literal, NamedTuple
 
 from controller.agents.base import Settings
 from controller.agents.command import PROMPT, STDERR, STDOUT, find_cli, real_cli, shell_command
+from controller.agents.gitscratch import git_scratch
 from controller.agents.outcome import (
     EXIT_FAILED,
     PREAMBLE,
@@ -49,13 +55,16 @@ from controller.config.agent import AgentSpec
 
 Boundary = Literal["bwrap", "pod", "none"]  # what contains the CLI: crucible's sandbox, a pod, nothing
 HOME_TREE = "home"
+GIT_SCRATCH = "git-scratch"
 READ_LIMIT = 64 << 20  # bytes of each output file the parser reads; the rest is counted, not kept
 
 
 class PresetTurn(NamedTuple):
     """One turn of a preset, prepared. ``failure``: why it fails before any spawn (then nothing else is
     set). ``home_tree``: inside bubblewrap, the folder whose files and folders appear in the sandbox's
-    ``HOME``. ``home``: a folder made for the CLI's ``HOME`` outside the turn's folder, removed with it."""
+    ``HOME``. ``home``: a folder made for the CLI's ``HOME`` outside the turn's folder, removed with it.
+    ``litter``: the preset's ``litter`` globs; ``litter_before``: the workspace root's entries that
+    matched them before the spawn (those are left alone afterwards)."""
 
     command: str = ""
     env: Mapping[str, str] = {}
@@ -63,6 +72,9 @@ class PresetTurn(NamedTuple):
     home_tree: Path | None = None
     home: Path | None = None
     failure: str | None = None
+    workdir: Path | None = None
+    litter: tuple[str, ...] = ()
+    litter_before: frozenset[str] = frozenset()
 
 
 class Finished(NamedTuple):
@@ -119,6 +131,7 @@ def prepare(
         base_url=agent.base_url,
         args=tuple(agent.args),
         sandboxed=boundary != "none",
+        folder=folder,
     )
     call = chosen.invocation(real_cli(cli), PREAMBLE.format(workdir=workdir) + brief, settings)
     for relative in call.dirs:
@@ -128,12 +141,16 @@ def prepare(
         (tree / relative).write_text(text, encoding="utf-8")
     if call.stdin is not None:
         (folder / PROMPT).write_text(call.stdin, encoding="utf-8")
+    scratch = git_scratch(workdir, folder / GIT_SCRATCH, environ) if chosen.git_scratch else {}
     return PresetTurn(
         command=shell_command(call.argv, folder, stdin=call.stdin is not None),
-        env={**home_variables(cli_home), **call.env},
+        env={**home_variables(cli_home), **call.env, **scratch},
         folder=folder,
         home_tree=tree if boundary == "bwrap" else None,
         home=home,
+        workdir=workdir,
+        litter=chosen.litter,
+        litter_before=frozenset(_litter(workdir, chosen.litter)),
     )
 
 
@@ -142,7 +159,8 @@ def finish(agent: AgentSpec, turn: PresetTurn, returncode: int) -> Finished:
     assert agent.preset is not None and turn.folder is not None
     chosen = preset(agent.preset)
     stdout, stderr = (read_output(turn.folder / name) for name in (STDOUT, STDERR))
-    report = chosen.report(stdout, stderr, returncode)
+    files = {name: read_output(turn.folder / name) for name in chosen.outputs}
+    report = chosen.report(stdout, stderr, returncode, files)
     lines: list[str] = []
     said = hypothesis(report.final_message)
     if said:
@@ -156,10 +174,25 @@ def finish(agent: AgentSpec, turn: PresetTurn, returncode: int) -> Finished:
 
 
 def clean(turn: PresetTurn) -> None:
-    """Remove the turn's folder and the CLI's ``HOME`` made outside it."""
+    """Remove the turn's folder, the CLI's ``HOME`` made outside it and the litter the CLI left in the
+    workspace (never through a link: one is removed itself)."""
     for made in (turn.folder, turn.home):
         if made is not None:
             remove_tree(made)
+    if turn.workdir is None:
+        return
+    for name in _litter(turn.workdir, turn.litter) - turn.litter_before:
+        path = turn.workdir / name
+        if path.is_dir() and not path.is_symlink():
+            remove_tree(path)
+        else:
+            with contextlib.suppress(OSError):
+                path.unlink()
+
+
+def _litter(workdir: Path, globs: tuple[str, ...]) -> set[str]:
+    """The names in ``workdir`` that match one of ``globs``."""
+    return {path.name for pattern in globs for path in workdir.glob(pattern)}
 
 
 def read_output(path: Path, limit: int = READ_LIMIT) -> str:

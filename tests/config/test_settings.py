@@ -101,13 +101,10 @@ def test_nothing_else_in_controller_reads_the_environment() -> None:
     commands run in crucible's own environment less the inherited ``GIT_*`` variables, exactly what a
     child process inherits, and threading a mapping through every git call would hand each of them
     the same thing (ADR-0013). The environment of the run's commands (``services/execution/runs.py``,
-    ``services/control/dryrun.py``) and their ``PATH`` (``workspace/sandbox*.py``) are parameters. aider's
-    launcher (``agents/aider_launcher.py``) is a program of its own around aider: its environment is the
-    one the run gave it."""
+    ``services/control/dryrun.py``) and their ``PATH`` (``workspace/sandbox*.py``) are parameters."""
     allowed = {
         "wiring.py",
         "workspace/git.py",  # crucible's own git commands, without inherited GIT_* variables
-        "agents/aider_launcher.py",  # started around aider as a turn's agent command: a program of its own
         "services/execution/runs.py",  # sandbox.readonly expands ~ against the controller HOME by default
         "workspace/selfguard.py",  # finds the worker token's bytes in the C environment to wipe them
     }
