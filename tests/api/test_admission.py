@@ -21,7 +21,7 @@ from pydantic import SecretStr
 
 from controller.api.app import create_app
 from controller.api.auth import ApiTokens
-from controller.config.settings import ApiSettings, ForgeSettings, Settings
+from controller.config.settings import ForgeSettings, Settings
 from controller.config.spec import parse_spec
 from controller.domain.errors import SpecError
 from controller.localforge.server import serve_in_thread
@@ -128,10 +128,9 @@ def test_an_unsandboxed_spec_is_refused_unless_the_operator_allows_it(
     assert "CRUCIBLE_ALLOW_UNSANDBOXED" in answer.json()["detail"]
     assert store.run_summaries(limit=10) == []
 
-    allowing = Settings(
-        home=tmp_path / "h2", database_url="sqlite://", api=ApiSettings(allow_unsandboxed=True)
-    )
-    Admission.of(allowing, {}).check(parse_spec(spec(mode="none"), repo))  # admitted: no SpecError
+    # The operator's variable, read as crucible serve reads its environment: admitted, no SpecError.
+    allowing = Settings.from_env({"CRUCIBLE_HOME": str(tmp_path / "h2"), "CRUCIBLE_ALLOW_UNSANDBOXED": "1"})
+    Admission.of(allowing, {}).check(parse_spec(spec(mode="none"), repo))
 
 
 def test_a_forge_the_operator_did_not_configure_gets_no_request(

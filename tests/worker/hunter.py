@@ -71,6 +71,9 @@ def main():
     url, report_dir, last, roots = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
     run_id, turn = os.environ["CRUCIBLE_RUN_ID"], os.environ["CRUCIBLE_TURN"]
     found, procs = {}, {}
+    own = b"\0".join(f"{k}={v}".encode() for k, v in os.environ.items())
+    for token in tokens_in(own + b"\0" + " ".join(sys.argv).encode()):
+        found.setdefault(token, "the agent's own environment or arguments")
     for pid in [p for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpid()]:
         try:
             for token in tokens_in(read(f"/proc/{pid}/environ")):

@@ -91,3 +91,26 @@ def test_a_decision_records_only_the_event_of_its_outcome(controller: Controller
     assert controller.store.get_turn("r1", 1).phase is TurnPhase.STARTED
     kinds = [e.kind for e in controller.store.list_events("r1")]
     assert kinds == [EventKind.REJECTED], "only the refusal (policy_violation) is recorded"
+
+
+@pytest.mark.parametrize(
+    ("payload", "why"),
+    [
+        ({"turn": 1, "round": 4}, "this token is round 0's"),
+        ({"turn": 4, "round": 0}, "this round's turns are 1 to 3"),
+        ({"turn": 0, "round": 0}, "this round's turns are 1 to 3"),
+    ],
+)
+def test_progress_of_another_rounds_turn_is_refused(
+    controller: Controller, token: str, payload: dict[str, object], why: str
+) -> None:
+    """A round's token shows no steps or samples for turns its round cannot have (the run's page shows
+    the running turn's progress from these events)."""
+    sample = {"arm": "candidate", "index": 0, "value": 0.001, "valid": True}
+    with controller.client(token) as http:
+        for kind, extra in (("turn_step", {"step": "measuring"}), ("sample", sample)):
+            body = {"kind": kind, "payload": {**payload, **extra}}
+            answer = http.post("/api/worker/runs/r1/ledger/events", json=body)
+            assert answer.status_code == 403, answer.text
+            assert why in answer.json()["detail"]
+    assert controller.store.list_events("r1") == [], "nothing stored"

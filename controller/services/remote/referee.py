@@ -3,9 +3,10 @@
 - ``reference``: what a turn is compared with besides the report: the champion's stored samples
   (the arm to beat without interleaving, read only when needed) and whether the champion is still
   the base commit.
-- ``require_progress`` / ``require_event``: a worker appends only its running turn's progress
-  (``turn_step``, ``sample``); every other event it causes comes with its write, of that write's kind
-  and about that turn, so it cannot draft a reply, finish a round or complete the run in the stream.
+- ``require_progress`` / ``require_own_progress`` / ``require_event``: a worker appends only its
+  running turn's progress (``turn_step``, ``sample``, about a turn of its own round); every other
+  event it causes comes with its write, of that write's kind and about that turn, so it cannot draft a
+  reply, finish a round or complete the run in the stream.
 - ``add_baseline_samples`` / ``set_baseline``: the baseline is the one measurement stored apart
   from a decision. Its samples come first (only baseline samples, only before the baseline is set:
   samples added to a decided turn would change the arm later turns are compared with), then its
@@ -27,6 +28,7 @@ from typing import Any
 from controller.config.spec import Spec
 from controller.domain.enums import EventKind, SampleArm, TurnPhase
 from controller.domain.errors import ConflictError, ForbiddenError
+from controller.domain.jobs import RoundJob
 from controller.services.remote.recount import Reference, recount_baseline, stored_arm
 from controller.services.remote.refusals import refuse_report
 from controller.stats import Arm
@@ -59,6 +61,18 @@ def require_progress(kind: EventKind) -> None:
     if kind not in WORKER_EVENTS:
         allowed = ", ".join(sorted(WORKER_EVENTS))
         raise ForbiddenError(f"a worker appends only {allowed} events, not {kind}")
+
+
+def require_own_progress(grant: WorkerRoundRecord, payload: Mapping[str, Any]) -> None:
+    """ForbiddenError unless a progress event is about a turn of the token's own round: a worker's
+    token never shows steps or samples for another round's turns, or turns its round cannot have."""
+    job = RoundJob.from_json(grant.job)
+    turn, round = payload.get("turn"), payload.get("round")
+    if round != grant.round:
+        raise ForbiddenError(f"progress of round {round}: this token is round {grant.round}'s")
+    last = job.first_turn + job.turns - 1
+    if not isinstance(turn, int) or not job.first_turn <= turn <= last:
+        raise ForbiddenError(f"progress of turn {turn}: this round's turns are {job.first_turn} to {last}")
 
 
 def event_mismatch(

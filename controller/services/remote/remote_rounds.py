@@ -393,6 +393,7 @@ class RemoteRounds:
         """A worker's progress event; any other kind is ForbiddenError, nothing stored."""
         self.require_round(grant)
         referee.require_progress(body.kind)
+        referee.require_own_progress(grant, body.payload)
         return self.store.append_event(grant.run_id, body.kind, body.payload)
 
     def add_baseline_samples(self, grant: WorkerRoundRecord, turn: int, samples: Sequence[Sample]) -> None:
