@@ -18,11 +18,20 @@ from sqlalchemy.orm import Session
 
 from controller.domain.enums import EventKind, SampleArm, TurnPhase
 from controller.domain.errors import NotFoundError
-from controller.store.models import ComponentRow, EventRow, RunRow, SampleRow, TurnRow, turn_record
+from controller.store.models import (
+    ComponentRow,
+    EventRow,
+    RunRow,
+    SampleRow,
+    TurnRow,
+    sample_record,
+    turn_record,
+)
 from controller.store.records import (
     ComponentRecord,
     EventRecord,
     Sample,
+    SampleRecord,
     TurnCounts,
     TurnDecision,
     TurnRecord,
@@ -210,12 +219,23 @@ def component_row(rec: ComponentRecord, position: int) -> ComponentRow:
 
 
 def list_turn_records(s: Session, run_id: str, last: int | None) -> list[TurnRecord]:
-    """The run's turns by number, or only the ``last`` ones (still ascending)."""
-    query = sa.select(TurnRow).where(TurnRow.run_id == run_id)
+    """The run's turns by number, or only the ``last`` ones (still ascending). Core rows, not ORM
+    objects: the run page reads all of a run's turns, and an identity map of 500 rows cost more than
+    the query (bench/dashboard.py)."""
+    query = sa.select(_TURNS).where(_TURNS.c.run_id == run_id)
     if last is None:
-        return [row.to_record() for row in s.scalars(query.order_by(TurnRow.number))]
-    rows = [row.to_record() for row in s.scalars(query.order_by(TurnRow.number.desc()).limit(last))]
+        return [turn_record(row) for row in s.execute(query.order_by(_TURNS.c.number))]
+    rows = [turn_record(row) for row in s.execute(query.order_by(_TURNS.c.number.desc()).limit(last))]
     return rows[::-1]
+
+
+def list_sample_records(s: Session, run_id: str, turn: int | None) -> list[SampleRecord]:
+    """Samples of the run (of ``turn`` only when given) by turn, then in the order they were added;
+    Core rows, like ``list_turn_records``."""
+    query = sa.select(_SAMPLES).where(_SAMPLES.c.run_id == run_id)
+    if turn is not None:
+        query = query.where(_SAMPLES.c.turn == turn)
+    return [sample_record(row) for row in s.execute(query.order_by(_SAMPLES.c.turn, _SAMPLES.c.id))]
 
 
 def count_turns(s: Session, run_id: str) -> TurnCounts:

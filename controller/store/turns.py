@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session
 from controller.domain.enums import EventKind, Reason, TurnPhase
 from controller.domain.errors import ConflictError, NotFoundError
 from controller.store import hypotheses as hypothesis_rows
-from controller.store.models import RunRow, SampleRow, TurnRow
+from controller.store.models import RunRow, TurnRow
 from controller.store.queries import (
     append_event_row,
     count_turns,
@@ -30,6 +30,7 @@ from controller.store.queries import (
     get_turn_row,
     insert_event,
     insert_samples,
+    list_sample_records,
     list_turn_records,
     lock_run,
     lock_run_id,
@@ -252,9 +253,6 @@ class TurnsAndSamples:
 
     def list_samples(self, run_id: str, turn: int | None = None) -> list[SampleRecord]:
         """Samples by turn, then in the order they were added."""
-        query = sa.select(SampleRow).where(SampleRow.run_id == run_id)
-        if turn is not None:
-            query = query.where(SampleRow.turn == turn)
         with self._session(read_only=True) as s:
             get_run_row(s, run_id)
-            return [row.to_record() for row in s.scalars(query.order_by(SampleRow.turn, SampleRow.id))]
+            return list_sample_records(s, run_id, turn)
