@@ -14,6 +14,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from controller.api import errors
+from controller.api.head import HeadAsGet
 from controller.api.stopping import StoppingServer
 from controller.api.worker import worker_router
 from controller.services.remote.remote_rounds import RemoteRounds
@@ -26,6 +27,7 @@ def worker_app(remote: RemoteRounds) -> FastAPI:
     app = FastAPI(title="crucible worker API", docs_url=None, redoc_url=None, openapi_url=None)
     errors.install(app)
     app.include_router(worker_router(remote))
+    app.add_middleware(HeadAsGet)  # HEAD wherever GET, as crucible serve's app answers
     return app
 
 

@@ -247,3 +247,15 @@ def test_a_warm_pod_fetches_only_the_commits_past_its_previous_start(
     git(clone, "fetch", "-q", str(bundle), "refs/crucible/r1/start/app:refs/heads/new")
     assert git(clone, "rev-parse", "new") == new
     assert git(clone, "bundle", "list-heads", str(bundle)).split()[1::2] == ["refs/crucible/r1/start/app"]
+
+
+def test_the_worker_routes_served_alone_answer_head_as_get(slotted: Controller) -> None:
+    """``crucible demo --kubernetes`` serves the worker routes alone: HEAD answers wherever GET does."""
+    token = slotted.mint("r1")["CRUCIBLE_WORKER_TOKEN"]
+    with serving(worker_app(slotted.remote)) as url, httpx.Client(base_url=url, timeout=30) as client:
+        auth = {"Authorization": f"Bearer {token}"}
+        for path in ("/api/worker/runs/r1/job", "/api/worker/runs/r1/ledger/run"):
+            get, head = client.get(path, headers=auth), client.head(path, headers=auth)
+            assert (get.status_code, head.status_code, head.content) == (200, 200, b""), path
+            assert head.headers["content-type"] == get.headers["content-type"], path
+        assert client.head("/api/worker/runs/r1/job").status_code == 401
