@@ -177,10 +177,10 @@ def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LedgerHa
     elif request.param == "sqlite":
         yield from _sql(f"sqlite:///{tmp_path / 'ledger.db'}")
     elif request.param == "postgresql":
-        yield from _sql(request.getfixturevalue("postgres_url"))
+        yield from _sql(request.getfixturevalue("migrated_postgres_url"))
     elif request.param == "http-sqlite":
         yield from _http(f"sqlite:///{tmp_path / 'ledger.db'}", tmp_path / "home")
     elif request.param == "http-postgresql":
-        yield from _http(request.getfixturevalue("postgres_url"), tmp_path / "home")
+        yield from _http(request.getfixturevalue("migrated_postgres_url"), tmp_path / "home")
     else:  # pragma: no cover - a new implementation must say how it is built
         raise AssertionError(f"no harness for {request.param}")

@@ -92,6 +92,6 @@ def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[PortHarn
     if request.param == "sqlite":
         yield from _sql(f"sqlite:///{tmp_path / 'ports.db'}")
     elif request.param == "postgresql":
-        yield from _sql(request.getfixturevalue("postgres_url"))
+        yield from _sql(request.getfixturevalue("migrated_postgres_url"))
     else:  # pragma: no cover - a new implementation must say how it is built
         raise AssertionError(f"no harness for {request.param}")
