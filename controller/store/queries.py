@@ -175,7 +175,7 @@ def sample_row(run_id: str, turn: int, sample: Sample) -> SampleRow:
     return SampleRow(**sample_values(run_id, turn, sample))
 
 
-def sample_values(run_id: str, turn: int, sample: Sample) -> dict[str, Any]:
+def sample_values(run_id: str, turn: int, sample: Sample) -> dict[str, object]:
     """A sample's column values, validated: finite values, none on an invalid sample (ValueError)."""
     arm, index, values, valid = sample
     if not valid and values:

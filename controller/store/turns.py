@@ -145,7 +145,7 @@ class TurnsAndSamples:
                     raise NotFoundError(f"run {run_id} has no turn {number}")
                 raise ConflictError(f"turn {number} of run {run_id} is already decided")
             runs = cast(sa.Table, RunRow.__table__)
-            run: dict[str, Any] = {
+            run: dict[str, object] = {
                 "cost_usd": runs.c.cost_usd + decision.cost_usd,
                 "tokens": runs.c.tokens + decision.tokens,
                 "updated_at": now,
