@@ -67,19 +67,21 @@ class WorkerRounds:
         with self._session() as s:
             lock_run(s, run_id)
             now = self._now()
-            earlier = s.scalars(
-                sa.select(WorkerRoundRow).where(
-                    WorkerRoundRow.run_id == run_id, WorkerRoundRow.round == round
-                )
+            of_round = (WorkerRoundRow.run_id == run_id, WorkerRoundRow.round == round)
+            # Only the live grants and the highest attempt: a parallel round mints two grants per
+            # hypothesis, and reading every earlier one would grow each mint with the run's length.
+            live = s.scalars(
+                sa.select(WorkerRoundRow).where(*of_round, WorkerRoundRow.revoked_at.is_(None))
             ).all()
+            last = s.scalar(sa.select(sa.func.max(WorkerRoundRow.attempt)).where(*of_round))
             scope = _grant_key(job)
-            for row in earlier:
-                if row.revoked_at is None and _grant_key(row.job) == scope:
+            for row in live:
+                if _grant_key(row.job) == scope:
                     row.revoked_at = now
             row = WorkerRoundRow(
                 run_id=run_id,
                 round=round,
-                attempt=max((r.attempt for r in earlier), default=0) + 1,
+                attempt=(last or 0) + 1,
                 token_hash=token_hash,
                 job=dict(job),
                 created_at=now,
