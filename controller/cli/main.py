@@ -375,7 +375,8 @@ def worker_cmd(
     ledgers = root.worker_ledgers(config.controller_url, config.token)
     # A warm hypothesis pod (ADR-0034) runs each hypothesis it is handed with that hypothesis's token.
     ledgers_for = lambda token: root.worker_ledgers(config.controller_url, token)  # noqa: E731
-    outcome = run_worker(config, environ, ledgers=ledgers, ledgers_for=ledgers_for, cancel=cancel)
+    say = lambda text: click.echo(text, err=True)  # noqa: E731
+    outcome = run_worker(config, environ, ledgers=ledgers, ledgers_for=ledgers_for, cancel=cancel, log=say)
     click.echo(f"round {config.round} of run {config.run_id}: {outcome.message}")
 
 

@@ -194,6 +194,19 @@ def test_each_hypothesis_runs_in_its_own_pod_and_the_turns_decide_as_locally(
     assert labels[f"crucible-{remote_id}-0-t1-h1"]["crucible.dev/turn"] == "1"
     slots = [g for g in _grants(sides, remote_id) if "slot" in g]
     assert len(slots) == 3, "one slot token per pod, for the whole round"
+    # Each pod's log says where each of its hypotheses' time went, in the parts the bench reads.
+    core = client.CoreV1Api(control_plane.api)
+    (pod,) = core.list_namespaced_pod(
+        sides.namespace, label_selector=f"job-name=crucible-{remote_id}-0-t1-h1"
+    ).items
+    log = core.read_namespaced_pod_log(pod.metadata.name, sides.namespace)
+    lines = [line.split(": ", 1) for line in log.splitlines() if line.startswith("slot 1 turn ")]
+    assert [head for head, _ in lines] == ["slot 1 turn 1", "slot 1 turn 2"]
+    for _, text in lines:
+        parts = {name: float(value) for name, value in (p.split("=") for p in text.split())}
+        names = ["waited", "job", "fetch", "context", "tried", "commands", "report", "finish"]
+        assert list(parts) == names and all(v >= 0 for v in parts.values())
+        assert parts["commands"] <= parts["tried"], "the commands are a part of trying it"
 
 
 @SQLITE_ONLY

@@ -71,6 +71,30 @@ class WorkerConfig:
     token: str = field(default="", repr=False)
 
 
+class Laps:
+    """Where one hypothesis's time went in a warm pod, for the pod's log: a turn of N pods waits for the
+    slowest, so the parts of a slow one (waiting for the offer, fetching, setting up the arms, the
+    commands, crucible's own work around them, sending the report) say what to cut (ADR-0034)."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._last = clock()
+        self.parts: list[tuple[str, float]] = []
+
+    def lap(self, name: str) -> None:
+        """The time since the previous lap, as part ``name``."""
+        now = self._clock()
+        self.parts.append((name, now - self._last))
+        self._last = now
+
+    def add(self, name: str, seconds: float) -> None:
+        """A figure measured elsewhere (the commands' wall time inside a part)."""
+        self.parts.append((name, seconds))
+
+    def line(self) -> str:
+        return " ".join(f"{name}={seconds:.3f}" for name, seconds in self.parts)
+
+
 def worker_config(
     environ: Mapping[str, str],
     *,
@@ -143,14 +167,17 @@ def run_worker(
     ledgers_for: Callable[[str], WorkerLedgers] | None = None,
     cancel: threading.Event | None = None,
     observer: Observer | None = None,
+    log: Callable[[str], None] | None = None,
+    laps: Laps | None = None,
 ) -> RoundOutcome:
     """Execute the round ``config`` names to its end and report it; the outcome the controller accepted.
     ``ledgers_for(token)``: the ledgers of another token of the same controller, which a warm pod
-    (``config.slot``) runs each of its hypotheses with."""
+    (``config.slot``) runs each of its hypotheses with; ``log``: where a warm pod writes a line per
+    hypothesis saying where its time went (``laps``: a hypothesis's parts, filled in here)."""
     if config.slot:
         if ledgers_for is None:
             raise CrucibleError("a warm hypothesis pod needs the ledgers of the tokens it is handed")
-        return run_slot(config, environ, ledgers_for, cancel=cancel, observer=observer)
+        return run_slot(config, environ, ledgers_for, cancel=cancel, observer=observer, log=log)
     api = WorkerApi(config.controller_url, config.token, config.run_id)
     ledger: HttpLedger | None = None
     try:
@@ -159,8 +186,10 @@ def run_worker(
         if job.key != (config.run_id, config.round):
             raise CrucibleError(f"the token is for round {job.round} of run {job.run_id}, not {config.round}")
         if inputs.hypothesis is not None:
+            if laps is not None:
+                laps.lap("job")
             return _run_hypothesis(
-                config, api, ledgers, inputs, inputs.hypothesis, job, environ, cancel, observer
+                config, api, ledgers, inputs, inputs.hypothesis, job, environ, cancel, observer, laps
             )
         spec = _fetch_components(api, config.workdir, inputs)
         uploads = _Uploads(api, config.workdir / "outgoing", job)
@@ -197,11 +226,14 @@ def _run_hypothesis(
     environ: Mapping[str, str],
     cancel: threading.Event | None,
     observer: Observer | None,
+    laps: Laps | None = None,
 ) -> RoundOutcome:
     """A hypothesis pod (ADR-0018): one hypothesis of one turn, proposed and measured against the
     champion here, its commits sent as a bundle, its report sent; the controller decides the turn."""
+    lap: Callable[[str], None] = laps.lap if laps is not None else lambda _name: None
     number, index = scope.turn, scope.index
     spec = _fetch_components(api, config.workdir, inputs)
+    lap("fetch")
     uploads = _Uploads(api, config.workdir / "outgoing", job)
     ledger = ledgers()
     try:
@@ -213,16 +245,22 @@ def _run_hypothesis(
             arm = SampleArm.BASELINE if turn == 0 else SampleArm.CANDIDATE
             ctx.champion.measured(ctx.arm_from_store(turn, arm))
         write_candidate_file(ctx, 0, run=run)
+        lap("context")
         report = try_hypothesis(ctx, number, index, _proposal(ctx, scope.proposal))
         report = with_base_samples(ctx, number, report)
+        lap("tried")
+        if laps is not None:
+            laps.add("commands", ctx.executor.command_seconds)
         if report.commits:
             uploads(config.run_id, number, report.commits)
         ledger.report_hypothesis(config.run_id, number, report)
+        lap("report")
     finally:
         ledger.close()
     message = f"hypothesis {index} of turn {number}: {report.reason}"
     outcome = RoundOutcome(RunStatus.RUNNING, None, message)
     api.finish(RoundEnd(run_status=outcome.run_status, message=message))
+    lap("finish")
     return outcome
 
 
@@ -233,6 +271,7 @@ def run_slot(
     *,
     cancel: threading.Event | None = None,
     observer: Observer | None = None,
+    log: Callable[[str], None] | None = None,
 ) -> RoundOutcome:
     """A warm hypothesis pod (ADR-0034): holding slot ``config.parallel_index`` of the round, it asks
     the controller for the slot's next hypothesis, runs it as a one-shot hypothesis pod would (with
@@ -241,10 +280,15 @@ def run_slot(
     run no longer runs) or nothing was offered for ``IDLE_S`` (the round ended without stopping the
     run; a later offer starts another pod).
     A hypothesis that raises ends the pod as it would have ended a one-shot one: the controller
-    reports it lost and starts another pod for the slot."""
+    reports it lost and starts another pod for the slot.
+    ``log`` gets a line per hypothesis: ``slot <i> turn <t>: waited=… job=… fetch=… context=… tried=…
+    commands=… report=… finish=…`` (seconds; ``waited`` from the previous hypothesis's end, or the
+    pod's start, to this one's offer; ``commands`` is the part of ``tried`` spent in the agent,
+    validation and metric commands; the rest of ``tried`` is crucible's own work around them)."""
     slot = WorkerApi(config.controller_url, config.token, config.run_id)
     after, ran = -1, 0
     idle_since = time.monotonic()
+    laps = Laps()
     try:
         while cancel is None or not cancel.is_set():
             offered = _next(slot, after, cancel)
@@ -254,8 +298,13 @@ def run_slot(
                 if time.monotonic() - idle_since > IDLE_S:
                     break
                 continue
+            laps.lap("waited")
             one = dataclasses.replace(config, slot=False, parallel_index=offered.index, token=offered.token)
-            run_worker(one, environ, ledgers=ledgers_for(offered.token), cancel=cancel, observer=observer)
+            ledgers = ledgers_for(offered.token)
+            run_worker(one, environ, ledgers=ledgers, cancel=cancel, observer=observer, laps=laps)
+            if log is not None:
+                log(f"slot {config.parallel_index} turn {offered.turn}: {laps.line()}")
+            laps = Laps()
             after, ran = offered.turn, ran + 1
             idle_since = time.monotonic()
     finally:
