@@ -232,10 +232,16 @@ class RunContext:
         return made
 
     def ensure_arm(self, arm: str, heads: Mapping[str, str]) -> None:
-        """Make every component's checkout for ``arm`` exist and sit exactly at ``heads``."""
+        """Make every component's checkout for ``arm`` exist and sit exactly at ``heads``. A checkout
+        this context makes here was just restored to that commit (``Checkout.create``): restoring it
+        again would run the same git commands twice, which a warm hypothesis pod did for both arms of
+        every hypothesis (ADR-0039); with ``keep_ignored`` the second restore keeps what it names."""
+        keep = self.spec.workspace.keep_ignored
         for comp in self.components:
+            made = (arm, comp.name) not in self._checkouts
             co = self.checkout(arm, comp.name, at=heads[comp.name])
-            co.restore(heads[comp.name], self.spec.workspace.keep_ignored)
+            if not made or keep:
+                co.restore(heads[comp.name], keep)
 
     def keep_rule(self) -> KeepRule:
         metric = self.spec.metric
