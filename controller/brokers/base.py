@@ -119,6 +119,9 @@ class HypothesisLauncher(Protocol):
     - ``cancel_hypothesis(run_id, round, turn, index)``: stop it (its pod goes first); its state.
     - ``wait_for_reports(timeout)``: return once a hypothesis report may have arrived, or after
       ``timeout`` (so a turn waiting on its pods reads the record when there is news, not in a loop).
+    - ``warm(job, count)``: start the pods of indices ``0..count-1`` for the round's first turn
+      (``job.first_turn``) now, offering nothing, so they start up while the controller measures the
+      baseline; the turn's launches then find them running (ADR-0039).
     """
 
     def launch_hypothesis(
@@ -130,6 +133,8 @@ class HypothesisLauncher(Protocol):
     def cancel_hypothesis(self, run_id: str, round: int, turn: int, index: int) -> HypothesisPod: ...
 
     def wait_for_reports(self, timeout: float) -> None: ...
+
+    def warm(self, job: RoundJob, count: int) -> None: ...
 
 
 class HypothesisSlots(Protocol):

@@ -324,10 +324,12 @@ def test_cancelling_the_run_deletes_the_turns_pods_and_decides_the_turn(
     core = client.CoreV1Api(control_plane.api)
 
     def all_running() -> bool:
+        # The pods start with the baseline (ADR-0039): the turn must have started too.
         pods = core.list_namespaced_pod(sides.namespace).items
-        return sum(p.status.phase == "Running" for p in pods) == 3
+        started = any(t.number == 1 for t in sides.store.list_turns(run_id))
+        return started and sum(p.status.phase == "Running" for p in pods) == 3
 
-    wait_until(all_running, what="turn 1's three hypothesis pods running", timeout=240)
+    wait_until(all_running, what="turn 1 started, its three hypothesis pods running", timeout=240)
     signals.cancel.set()
     driver.join(timeout=240)
     assert not driver.is_alive()

@@ -180,3 +180,26 @@ def test_the_dry_run_of_a_parallel_run_prints_a_hypothesis_job_the_api_server_ac
     out = control_plane.run_kubectl("-n", ns, "apply", "--dry-run=server", "-f", "-", input=listed).stdout
     assert "job.batch/crucible-r0-dry-run-0-t1-h0 created (server dry run)" in out
     assert "secret/crucible-r0-dry-run-0-t1-h0-token created (server dry run)" in out
+
+
+def test_warm_starts_each_slots_pod_before_any_offer_and_the_first_turn_starts_no_second(
+    control_plane: ControlPlane, namespace: Any
+) -> None:
+    ns = namespace(labels=RESTRICTED)
+    minted, offers = Minted(), Offers()
+    first = _pods(control_plane, ns, SLEEP, minted, offers)
+    job = RoundJob(run_id="r1", round=0, turns=1, first_turn=1, heads={"app": "a" * 40})
+    first.warm(job, 2)
+    assert minted.calls == [(1, 0), (1, 1)] and offers.offered == [], "pods, and nothing offered"
+    first.close()
+    # A restarted controller warming again (its baseline was cut off) adopts them and starts none.
+    second = _pods(control_plane, ns, SLEEP, minted, offers)
+    second.warm(job, 2)
+    assert not second.launch_hypothesis(job, 1, 0, None).finished
+    assert not second.launch_hypothesis(job, 1, 1, None).finished
+    assert minted.calls == [(1, 0), (1, 1)], "the first turn's hypotheses went to the warm pods"
+    assert offers.offered == [(1, 0, None), (1, 1, None)]
+    batch = client.BatchV1Api(control_plane.api)
+    names = sorted(j.metadata.name for j in batch.list_namespaced_job(ns).items)
+    assert names == ["crucible-r1-0-t1-h0", "crucible-r1-0-t1-h1"]
+    second.close()

@@ -15,7 +15,9 @@ with an error starting with a named ``FailureReason`` and, when the pod failed, 
 pod at once (``-a<n>`` when one started in the same turn); a pod that exited 0 had nothing more to
 do (its run stopped, or it idled past ``worker.IDLE_S``), and the next offer starts another. When it
 exited 0 holding an offer it never took (it idled out just as the offer came), the offer gets one
-new pod before the hypothesis counts as lost. Cancel deletes the Job (foreground).
+new pod before the hypothesis counts as lost. Cancel deletes the Job (foreground). A fresh run's
+pods are started before its baseline is measured (``warm``, ADR-0039), so their start-up runs beside
+it instead of in the first turn.
 """
 
 from __future__ import annotations
@@ -115,6 +117,16 @@ class HypothesisPods:
 
     def wait_for_reports(self, timeout: float) -> None:
         self._slots.wait_for_reports(timeout)
+
+    def warm(self, job: RoundJob, count: int) -> None:
+        """A pod for each of slots ``0..count-1`` of ``job``'s round, named after ``job.first_turn``,
+        unless the slot's pod runs (or, after a restart, is found and adopted). Nothing is offered:
+        each waits in its long poll until the turn's launches offer it its hypothesis (ADR-0039)."""
+        namespace = self._where(job.run_id)
+        self._pods.follow(namespace)
+        for index in range(count):
+            if self._slot_job((job.run_id, job.round, index), namespace) is None:
+                self._start(job, job.first_turn, index, namespace)
 
     def close(self) -> None:
         self._pods.close()

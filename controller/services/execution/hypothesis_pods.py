@@ -59,6 +59,18 @@ def try_in_pods(
     return [report_of(h) for h in sorted(_reported(ctx, number).values(), key=lambda h: h.index)]
 
 
+def warm_pods(ctx: RunContext) -> None:
+    """Start a fresh run's N pods before its baseline is measured (ADR-0039). With pods, the
+    controller measures the baseline itself, and the pods' start-up (a process each importing the
+    worker, then its first ask for a hypothesis: 10 s of the first turn measured for four at once on a
+    loaded 2-core machine) runs beside it instead of in the first turn. Its first turn is turn 1."""
+    pods = ctx.hooks.hypothesis_pods
+    if pods is None or ctx.spec.broker.parallel < 2:
+        return
+    job = RoundJob(run_id=ctx.run_id, round=0, turns=1, first_turn=1, heads=dict(ctx.champion_heads))
+    pods.warm(job, ctx.spec.broker.parallel)
+
+
 def _follow(ctx: RunContext, pods: HypothesisLauncher, number: int, pending: list[int]) -> None:
     """Until each pending hypothesis reported or its pod ended (then reported failed here)."""
     waiting = set(pending)

@@ -30,6 +30,7 @@ from controller.engine.stopping import Budgets, Progress, check_stop, explain_st
 from controller.services.execution.baseline import run_baseline
 from controller.services.execution.context import Detached, RunContext
 from controller.services.execution.execute import disk_usage
+from controller.services.execution.hypothesis_pods import warm_pods
 from controller.services.execution.keep import notify_champion
 from controller.services.execution.liveness import Heartbeat
 from controller.services.execution.play import TurnPlan, play_turns
@@ -205,6 +206,7 @@ def _run_held(ctx: RunContext, then: Handover | None) -> LoopResult:
 def _drive(ctx: RunContext, budgets: Budgets, *, hand_over: bool = False) -> LoopResult:
     run = ctx.ledger.get_run(ctx.run_id)
     if run.baseline_value is None:
+        warm_pods(ctx)  # a parallel round's pods start up while the baseline is measured
         failure = run_baseline(ctx)
         if failure is not None:
             if ctx.executor.cancel.is_set():
