@@ -121,7 +121,7 @@ class HypothesisLauncher(Protocol):
       ``timeout`` (so a turn waiting on its pods reads the record when there is news, not in a loop).
     - ``warm(job, count)``: start the pods of indices ``0..count-1`` for the round's first turn
       (``job.first_turn``) now, offering nothing, so they start up while the controller measures the
-      baseline; the turn's launches then find them running (ADR-0039).
+      baseline; the turn's launches then find them running (ADR-0040).
     """
 
     def launch_hypothesis(

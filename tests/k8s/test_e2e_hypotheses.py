@@ -324,7 +324,7 @@ def test_cancelling_the_run_deletes_the_turns_pods_and_decides_the_turn(
     core = client.CoreV1Api(control_plane.api)
 
     def all_running() -> bool:
-        # The pods start with the baseline (ADR-0039): the turn must have started too.
+        # The pods start with the baseline (ADR-0040): the turn must have started too.
         pods = core.list_namespaced_pod(sides.namespace).items
         started = any(t.number == 1 for t in sides.store.list_turns(run_id))
         return started and sum(p.status.phase == "Running" for p in pods) == 3

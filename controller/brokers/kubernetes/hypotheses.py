@@ -16,7 +16,7 @@ pod at once (``-a<n>`` when one started in the same turn); a pod that exited 0 h
 do (its run stopped, or it idled past ``worker.IDLE_S``), and the next offer starts another. When it
 exited 0 holding an offer it never took (it idled out just as the offer came), the offer gets one
 new pod before the hypothesis counts as lost. Cancel deletes the Job (foreground). A fresh run's
-pods are started before its baseline is measured (``warm``, ADR-0039), so their start-up runs beside
+pods are started before its baseline is measured (``warm``, ADR-0040), so their start-up runs beside
 it instead of in the first turn.
 """
 
@@ -121,7 +121,7 @@ class HypothesisPods:
     def warm(self, job: RoundJob, count: int) -> None:
         """A pod for each of slots ``0..count-1`` of ``job``'s round, named after ``job.first_turn``,
         unless the slot's pod runs (or, after a restart, is found and adopted). Nothing is offered:
-        each waits in its long poll until the turn's launches offer it its hypothesis (ADR-0039)."""
+        each waits in its long poll until the turn's launches offer it its hypothesis (ADR-0040)."""
         namespace = self._where(job.run_id)
         self._pods.follow(namespace)
         for index in range(count):

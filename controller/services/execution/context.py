@@ -235,7 +235,7 @@ class RunContext:
         """Make every component's checkout for ``arm`` exist and sit exactly at ``heads``. A checkout
         this context makes here was just restored to that commit (``Checkout.create``): restoring it
         again would run the same git commands twice, which a warm hypothesis pod did for both arms of
-        every hypothesis (ADR-0039); with ``keep_ignored`` the second restore keeps what it names."""
+        every hypothesis (ADR-0040); with ``keep_ignored`` the second restore keeps what it names."""
         keep = self.spec.workspace.keep_ignored
         for comp in self.components:
             made = (arm, comp.name) not in self._checkouts

@@ -60,7 +60,7 @@ def try_in_pods(
 
 
 def warm_pods(ctx: RunContext) -> None:
-    """Start a fresh run's N pods before its baseline is measured (ADR-0039). With pods, the
+    """Start a fresh run's N pods before its baseline is measured (ADR-0040). With pods, the
     controller measures the baseline itself, and the pods' start-up (a process each importing the
     worker, then its first ask for a hypothesis: 10 s of the first turn measured for four at once on a
     loaded 2-core machine) runs beside it instead of in the first turn. Its first turn is turn 1."""
