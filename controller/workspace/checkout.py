@@ -128,7 +128,11 @@ class Checkout:
         if partial.exists():
             shutil.rmtree(partial)
         local = Path(source).is_dir()
-        args = ["clone", "-q", "--no-checkout", "--no-tags"]
+        # No template: crucible's git never runs hooks (``core.hooksPath`` is pinned), and a template's
+        # dozen sample hooks, ``info/exclude`` and maybe ``config`` would be files the ``.git`` guard
+        # scans before and after every command (a third of the entries: ``gitguard``), and settings
+        # of the user's ``init.templateDir`` that no repository of the run asked for.
+        args = ["clone", "-q", "--no-checkout", "--no-tags", "--template="]
         if local:
             args.append("--shared")
         for setting in _CLONE_CONFIG:
@@ -227,6 +231,17 @@ class Checkout:
         Handles files replaced by directories and back, deletions, mode changes, nested untracked
         directories and repositories, and a HEAD an agent attached to a branch or moved.
         """
+        self.reset(sha)
+        clean = ["clean", "-ffdxq"]
+        for pattern in keep_ignored:
+            clean += ["-e", pattern]
+        run_git(clean, self.path)
+
+    def reset(self, sha: str) -> None:
+        """``restore`` without its ``git clean``: HEAD detached at ``sha``, the tracked files and the
+        index as the commit has them, the refs outside ``refs/crucible/`` deleted; every file outside
+        the commit left where it is. For a caller that lists those files anyway and removes them
+        itself (``ignored.others``), which spares the clean's own walk of the tree."""
         if not self.head_detached():
             run_git(["update-ref", "--no-deref", "HEAD", sha], self.path)
         code, _, stderr = run_git_bytes(["reset", "-q", "--hard", sha], self.path, check=False)
@@ -239,10 +254,6 @@ class Checkout:
             for leftover in ("index", "index.lock"):
                 (self.git_dir / leftover).unlink(missing_ok=True)
             run_git(["reset", "-q", "--hard", sha], self.path)
-        clean = ["clean", "-ffdxq"]
-        for pattern in keep_ignored:
-            clean += ["-e", pattern]
-        run_git(clean, self.path)
         self._delete_foreign_refs()
 
     def commit(self, message: str, identity: Identity | None = None) -> str:

@@ -34,6 +34,7 @@ if [ "$CRUCIBLE_TURN" = 1 ]; then
   echo 8 > src/value.txt
   git config core.fsmonitor "sh -c 'env > {escaped}/fsmonitor; false'"
   git config filter.evil.clean "sh -c 'env > {escaped}/filter; cat'"
+  mkdir -p .git/info .git/hooks
   echo '* filter=evil' >> .git/info/attributes
   printf '#!/bin/sh\\nenv > {escaped}/hook\\n' > .git/hooks/post-commit
   chmod +x .git/hooks/post-commit

@@ -144,8 +144,9 @@ def engine(tmp_path: Path, repo_factory: Callable[..., Path]) -> Iterator[Callab
         hooks: Hooks | None = None,
         cancel: threading.Event | None = None,
         more: Mapping[str, Program] | None = None,
+        files: Mapping[str, str] | None = None,
     ) -> Engine:
-        repo = repo_factory({"src/value.txt": "10\n", "README": "hello\n"})
+        repo = repo_factory({"src/value.txt": "10\n", "README": "hello\n", **(files or {})})
         text = SPEC.format(metric="metric", samples=samples, confidence=confidence, extra=extra, repo=repo)
         (tmp_path / "crucible.toml").write_text(text)
         spec = load_spec(tmp_path / "crucible.toml")
@@ -407,3 +408,70 @@ def test_a_turn_a_crash_cut_off_is_played_again_under_its_number_and_decided_onc
     snapshot = e.ledger.turn_snapshot("r1", last=5)
     assert [(t.number, t.round, t.reason) for t in snapshot.recent] == [(1, 1, Reason.IMPROVED)]
     assert snapshot.counts.started == ()
+
+
+KEEP_CACHE = '[workspace]\nkeep_ignored = ["cache/"]'
+
+
+def _caching_metric(call: Call) -> Reply:
+    """A build the metric runs: cache/value (ignored, kept across turns) is made once per copy."""
+    cache = call.cwd / "cache" / "value"
+    if not cache.exists():
+        cache.parent.mkdir(exist_ok=True)
+        cache.write_text(_value(call))
+    return _metric(call)
+
+
+def _writes_and_plants(plan: Mapping[int, tuple[str, bool]]) -> Program:
+    """Turn n writes ``plan[n][0]`` and, when ``plan[n][1]``, rewrites the candidate's kept cache too."""
+
+    def agent(call: Call) -> Reply:
+        value, plant = plan[int(call.env["CRUCIBLE_TURN"])]
+        writes(value)(call)
+        if plant:
+            (call.cwd / "cache" / "value").write_text("99\n")
+        return Reply(stdout="HYPOTHESIS: write it\n")
+
+    return agent
+
+
+def test_a_kept_cache_the_agent_rewrites_is_caught_after_a_rejected_and_after_a_kept_turn(
+    engine: Callable[..., Engine],
+) -> None:
+    # The fingerprint the agent is checked against comes from where the last turn left the candidate
+    # (its listing at the end of a rejected turn, and beside the champion's move after a keep).
+    plan = {1: ("9", False), 2: ("11", True), 3: ("11", False), 4: ("12", True), 5: ("12", False)}
+    e = engine(
+        _writes_and_plants(plan), metric=_caching_metric, extra=KEEP_CACHE, files={".gitignore": "cache/\n"}
+    )
+    records = [run_turn(e.ctx, n, 0, None) for n in plan]
+    assert [r.reason for r in records] == [
+        Reason.NOT_IMPROVED,  # the candidate builds its cache; the turn ends with it fingerprinted
+        Reason.EVALUATOR_MUTATED,  # after a rejected turn
+        Reason.IMPROVED,  # the cache rebuilt by this turn's measurement is not blamed on its agent
+        Reason.EVALUATOR_MUTATED,  # after a kept turn
+        Reason.IMPROVED,
+    ]
+    assert "cache/value" in records[1].detail and "cache/value" in records[3].detail
+
+
+def test_a_command_between_turns_is_not_blamed_on_the_next_agent(engine: Callable[..., Engine]) -> None:
+    # A measurement outside a turn (following an upstream, say) rebuilds the candidate's kept cache:
+    # the fingerprint the last turn left is stale then, and the next agent is checked against a new one.
+    def rebuild(call: Call) -> Reply:
+        cache = call.cwd / "cache" / "value"
+        cache.unlink()
+        cache.write_text("rebuilt\n")
+        return Reply()
+
+    e = engine(
+        _writes_and_plants({1: ("9", False), 2: ("11", False)}),
+        metric=_caching_metric,
+        extra=KEEP_CACHE,
+        files={".gitignore": "cache/\n"},
+        more={"rebuild": rebuild},
+    )
+    assert run_turn(e.ctx, 1, 0, None).reason is Reason.NOT_IMPROVED  # writes 9
+    root = e.ctx.layout.workspace_root("candidate")
+    e.executor.run("rebuild", cwd=root, timeout=5, writable=[root], protocol={})
+    assert run_turn(e.ctx, 2, 0, None).reason is Reason.IMPROVED  # writes 11, cache untouched by it

@@ -88,6 +88,7 @@ class ScriptedExecutor(Executor):
         env = {**self.scrubbed.env, **protocol}
         call = Call(command, cwd, env, timeout)
         self.calls.append(call)
+        self.commands_run += 1
         guarded = {git_dir: self._control_state(git_dir) for git_dir in self.guarded}
         started = time.monotonic()
         try:

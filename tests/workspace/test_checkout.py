@@ -229,6 +229,7 @@ def test_commit_uses_fixed_identity_and_skips_hooks_and_signing(
 ) -> None:
     failing = "#!/bin/sh\necho hook ran >&2\nexit 1\n"
     for hooks in (source / ".git" / "hooks", checkout.path / ".git" / "hooks"):
+        hooks.mkdir(exist_ok=True)  # a clone has none (no template): an agent could make them
         for name in ("pre-commit", "commit-msg", "prepare-commit-msg"):
             (hooks / name).write_text(failing)
             (hooks / name).chmod(0o755)

@@ -21,19 +21,8 @@ costs an ``lstat`` per kept ignored file; ``settle`` lists the copy's other file
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 from controller.services.execution.context import CopyPrint, RunContext
 from controller.workspace import ignored
-from controller.workspace.git import run_git_bytes
-
-
-def _others(root: Path) -> list[str]:
-    """Every file of the checkout that is not tracked, ignored or not (``git ls-files --others``, a
-    wholly untracked directory one entry ending in "/"): what ``git clean -ffdx`` would look at."""
-    _, raw, _ = run_git_bytes(["ls-files", "-z", "--others", "--directory"], root)
-    return [os.fsdecode(item) for item in raw.split(b"\0") if item]
 
 
 def settle(ctx: RunContext, component: str, head: str) -> None:
@@ -42,7 +31,7 @@ def settle(ctx: RunContext, component: str, head: str) -> None:
     listing), and those fingerprinted for ``repair``. Run where the copy last changed: after a turn's
     measurement, once the copy is restored or moved to the new champion."""
     co = ctx.checkout("champion", component)
-    found = ignored.classify(co.path, _others(co.path), ctx.spec.workspace.keep_ignored)
+    found = ignored.classify(co.path, ignored.others(co.path), ctx.spec.workspace.keep_ignored)
     ignored.remove(co.path, found.unkept)
     ctx.champion_prints[component] = CopyPrint(head, found.kept)
 
@@ -57,34 +46,35 @@ def settle_once(ctx: RunContext) -> None:
             settle(ctx, comp.name, ctx.champion_heads[comp.name])
 
 
-def repair(ctx: RunContext) -> list[str]:
-    """The champion's copy as the agent left it, against its fingerprint: each change named (at most ten
-    per component) and undone. Returns one violation per component the agent changed."""
-    found: list[str] = []
+def repair(ctx: RunContext, component: str) -> list[str] | None:
+    """``component``'s champion copy as the agent left it, against its fingerprint: each change named (at
+    most ten) and undone. Returns one violation if the agent changed it; none if it did not, and the
+    copy is then exactly what ``settle`` left (the commit, no untracked or unkept ignored entry, the
+    kept files as fingerprinted), so the measurement's tidy has nothing to remove there
+    (``steps.measured_tree_only``); None if there is no copy to look at. Call ``ctx.checkout`` for it
+    first: this runs beside the candidate's check, in another thread."""
     keep = ctx.spec.workspace.keep_ignored
-    for comp in ctx.components:
-        co = ctx.checkout("champion", comp.name)
-        if not (co.path / ".git").exists():  # no champion copy in this process (nothing to change)
-            continue
-        head = ctx.champion_heads[comp.name]
-        moved = co.head() != head
-        status, ignored_entries = co.status_and_ignored()
-        tracked = sorted(p for p, code in status.items() if code != "??")
-        untracked = [p for p, code in status.items() if code == "??"]
-        now = ignored.classify(co.path, untracked + ignored_entries, keep)
-        known = ctx.champion_prints.get(comp.name)
-        kept_changes = ignored.changed(known.kept, now.kept) if known and known.head == head else []
-        hidden = set(ignored_entries)
-        paths = tracked + [f"{p} (ignored)" if p in hidden else p for p in sorted(now.unkept)]
-        paths += [f"{p} (ignored, kept)" for p in kept_changes]
-        if not moved and not paths:
-            continue
-        name = f"{comp.name}/" if ctx.layout.composite else ""
-        what = ["HEAD moved"] if moved else [f"{name}{p}" for p in paths[:10]]
-        found.append(f"the agent changed the champion's copy (restored): {', '.join(what)}")
-        co.restore(head, keep)
-        ignored.remove(co.path, kept_changes)  # cannot be undone: the next measurement rebuilds them
-        if known is not None:
-            unchanged = {p: f for p, f in known.kept.items() if p not in set(kept_changes)}
-            ctx.champion_prints[comp.name] = CopyPrint(head, unchanged)
-    return found
+    co = ctx.checkout("champion", component)
+    if not (co.path / ".git").exists():  # no champion copy in this process (nothing to change)
+        return None
+    head = ctx.champion_heads[component]
+    moved = co.head() != head
+    status, ignored_entries = co.status_and_ignored()
+    tracked = sorted(p for p, code in status.items() if code != "??")
+    untracked = [p for p, code in status.items() if code == "??"]
+    now = ignored.classify(co.path, untracked + ignored_entries, keep)
+    known = ctx.champion_prints.get(component)
+    kept_changes = ignored.changed(known.kept, now.kept) if known and known.head == head else []
+    hidden = set(ignored_entries)
+    paths = tracked + [f"{p} (ignored)" if p in hidden else p for p in sorted(now.unkept)]
+    paths += [f"{p} (ignored, kept)" for p in kept_changes]
+    if not moved and not paths:
+        return []
+    name = f"{component}/" if ctx.layout.composite else ""
+    what = ["HEAD moved"] if moved else [f"{name}{p}" for p in paths[:10]]
+    co.restore(head, keep)
+    ignored.remove(co.path, kept_changes)  # cannot be undone: the next measurement rebuilds them
+    if known is not None:
+        unchanged = {p: f for p, f in known.kept.items() if p not in set(kept_changes)}
+        ctx.champion_prints[component] = CopyPrint(head, unchanged)
+    return [f"the agent changed the champion's copy (restored): {', '.join(what)}"]

@@ -43,12 +43,14 @@ class RoundRule:
 
 @dataclass(frozen=True)
 class CopyPrint:
-    """The champion's copy of one component as crucible left it for the next agent
-    (``champion_copy.settle``): at ``head``, with only the ignored files in ``kept`` (by path, with
-    their fingerprints) besides the commit's own."""
+    """An arm's copy of one component as crucible left it for the next agent (``champion_copy.settle``,
+    ``candidate_copy.settle``): at ``head``, with only the ignored files in ``kept`` (by path, with
+    their fingerprints) besides the commit's own; ``commands``: how many commands the executor had run
+    when it was taken (``Executor.commands_run``; the candidate's print holds only while none ran)."""
 
     head: str
     kept: Mapping[str, Fingerprint]
+    commands: int = 0
 
 
 class Detached(Exception):
@@ -156,6 +158,9 @@ class RunContext:
     # The champion's copy per component as crucible last left it (``champion_copy``): a cache, like the
     # checkouts; a context built afresh fingerprints the copies again before its first agent runs.
     champion_prints: dict[str, CopyPrint] = field(default_factory=dict)
+    # The candidate's copy per component as the last turn left it (``candidate_copy``), taken by the
+    # next turn as its fingerprint from before the agent.
+    candidate_prints: dict[str, CopyPrint] = field(default_factory=dict)
     # The controller holds the run's lease while a worker executes its round elsewhere (ADR-0014):
     # the round's loop claims none of its own.
     lease_elsewhere: bool = False

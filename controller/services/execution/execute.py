@@ -57,6 +57,9 @@ class Executor:
     # from ``hide`` and ``private`` alone.
     box: Sandbox | None = None
     command_seconds: float = 0.0  # wall time spent inside commands, for the overhead benchmark
+    # Commands started so far: a fingerprint of a checkout taken at one count holds at the same count
+    # (``candidate_copy``), since only a command can write there between two of crucible's own steps.
+    commands_run: int = 0
     # The .git directories of the run's checkouts: any change a command makes to their control files
     # (config, hooks, refs …) is undone right after it and reported through ``take_violations``.
     guarded: list[Path] = field(default_factory=list)
@@ -112,6 +115,7 @@ class Executor:
                     tmpfs_bytes=self.disk_budget,
                     home_tree=home_tree,
                 )
+        self.commands_run += 1
         guarded = {git_dir: self._control_state(git_dir) for git_dir in self.guarded}
         groups: list[int] = []
 

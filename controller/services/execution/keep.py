@@ -13,7 +13,7 @@ from functools import partial
 from controller.domain.enums import SampleArm
 from controller.domain.errors import CrucibleError
 from controller.engine.conventions import author_identity, commit_message, kept_facts
-from controller.services.execution import champion_copy
+from controller.services.execution import candidate_copy, champion_copy
 from controller.services.execution.context import RunContext
 from controller.services.execution.parallel import run_all
 from controller.services.execution.work import TurnWork
@@ -35,20 +35,21 @@ def settle_arms(ctx: RunContext, new_heads: Mapping[str, str] | None) -> None:
     measurement alike, and is fingerprinted for the check after the next agent (``champion_copy``).
     The git work of the arms runs side by side.
     """
-    keep_ignored = ctx.spec.workspace.keep_ignored
     calls: list[Callable[[], None]] = []
     for comp in ctx.components:
-        candidate = ctx.checkout("candidate", comp.name)
+        ctx.checkout("candidate", comp.name)
         champion = ctx.checkout("champion", comp.name)  # created here, not in the threads below
         old = ctx.champion_heads[comp.name]
         if new_heads is None:
-            calls.append(partial(candidate.restore, old, keep_ignored))
+            calls.append(partial(candidate_copy.settle, ctx, comp.name, old, reset=True))
             calls.append(partial(champion_copy.settle, ctx, comp.name, old))
         else:
-            # After a keep the candidate keeps the caches its own measurement built; the champion
-            # moves, touching just the files that differ (the measurement's tidy removes the caches
-            # nobody keeps from both arms anyway).
-            calls.append(partial(_advance, ctx, champion, comp.name, new_heads[comp.name]))
+            # After a keep the candidate keeps the caches its own measurement built (and drops the
+            # others, as the next measurement's tidy would); the champion moves, touching just the
+            # files that differ.
+            new = new_heads[comp.name]
+            calls.append(partial(candidate_copy.settle, ctx, comp.name, new, reset=False))
+            calls.append(partial(_advance, ctx, champion, comp.name, new))
     run_all(calls)
 
 

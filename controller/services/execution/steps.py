@@ -8,6 +8,7 @@ step that decides; nothing here writes the record.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from functools import partial
 
 from controller.agents.base import last_line
@@ -15,7 +16,7 @@ from controller.domain.enums import Reason, TurnStep
 from controller.engine.knobs import Proposal, apply
 from controller.engine.policy import check_paths, evaluator_paths
 from controller.engine.protocol import parse_agent_output
-from controller.services.execution import champion_copy
+from controller.services.execution import candidate_copy, champion_copy
 from controller.services.execution.context import RunContext
 from controller.services.execution.measure import ArmRoot, Measurement, PairCheck, measure
 from controller.services.execution.parallel import run_all
@@ -67,13 +68,12 @@ def propose(ctx: RunContext, work: TurnWork, proposal: Proposal | None) -> None:
 
 
 def scan_kept(ctx: RunContext, work: TurnWork) -> None:
-    """Fingerprint the kept ignored files of the candidate before the agent may touch them, and the
-    champion's copy if this context has not yet (``champion_copy``)."""
+    """The fingerprints of the candidate's kept ignored files before the agent may touch them (from
+    where the last turn left the copy, ``candidate_copy``), and of the champion's copy if this context
+    has not taken them yet (``champion_copy``)."""
     champion_copy.settle_once(ctx)
-    keep = ctx.spec.workspace.keep_ignored
     for comp in ctx.components:
-        root = ctx.checkout("candidate", comp.name).path
-        work.kept_before[comp.name] = ignored.scan(root, keep).kept if keep else {}
+        work.kept_before[comp.name] = candidate_copy.kept_before(ctx, comp.name)
 
 
 def measured_tree_only(ctx: RunContext, work: TurnWork) -> None:
@@ -88,6 +88,8 @@ def measured_tree_only(ctx: RunContext, work: TurnWork) -> None:
     prefix = "{}/" if ctx.layout.composite else ""
 
     def tidy(arm: str, component: str) -> list[str]:
+        if arm == "champion" and component in work.champion_checked:
+            return []  # the policy check's walk found it as crucible left it: nothing to remove
         root = ctx.checkout(arm, component).path
         listed = work.ignored_entries.get(component) if arm == "candidate" else None
         # The candidate's ignored files came with the policy check's status walk; nothing ran since.
@@ -134,34 +136,66 @@ def refuse_violations(ctx: RunContext) -> None:
 
 
 def check_policy(ctx: RunContext, work: TurnWork) -> None:
+    """The agent's change against the spec's paths, and the champion's copy against what crucible left
+    there (``champion_copy.repair``): one status walk per checkout, the two arms' walks side by side."""
     commands = [ctx.spec.metric.command]
     if ctx.spec.validation is not None:
         commands.append(ctx.spec.validation.command)
-    root = ctx.layout.workspace_root("candidate")
-    named = evaluator_paths(commands, root)
+    named = evaluator_paths(commands, ctx.layout.workspace_root("candidate"))
+    for comp in ctx.components:  # create the checkouts here, not in the threads below
+        ctx.checkout("candidate", comp.name)
+        ctx.checkout("champion", comp.name)
+    calls: list[Callable[[], _Walk | list[str] | None]] = [
+        *(partial(_walk_candidate, ctx, comp.name) for comp in ctx.components),
+        *(partial(champion_copy.repair, ctx, comp.name) for comp in ctx.components),
+    ]
+    walks = run_all(calls)
+    candidates = len(ctx.components)
     violations: list[str] = []
-    for comp in ctx.components:
-        co = ctx.checkout("candidate", comp.name)
-        if co.head() != ctx.champion_heads[comp.name]:
+    for comp, walk in zip(ctx.components, walks[:candidates], strict=True):
+        assert isinstance(walk, _Walk)
+        prefix = f"{comp.name}/" if ctx.layout.composite else ""
+        if walk.status is None:
             violations.append(
                 f"{comp.name}: HEAD moved (the agent must not commit, reset or switch branches)"
             )
             continue
-        status, work.ignored_entries[comp.name] = co.status_and_ignored()
-        work.before[comp.name] = (ctx.champion_heads[comp.name], status, co.digest(status))
-        paths = sorted(status)
+        work.ignored_entries[comp.name] = walk.ignored
+        work.before[comp.name] = (ctx.champion_heads[comp.name], walk.status, walk.digest)
+        paths = sorted(walk.status)
         if paths:
             work.changed[comp.name] = paths
-        prefix = f"{comp.name}/" if ctx.layout.composite else ""
         mine = {p[len(prefix) :] for p in named if p.startswith(prefix)}
         verdict = check_paths(paths, mutable=comp.mutable, protected=comp.protected, evaluator_paths=mine)
         violations += [f"{prefix}{v}" for v in verdict.violations]
-        violations += [f"{prefix}{p}: symlink leaving the repository" for p in co.escaping_symlinks(paths)]
-    violations += champion_copy.repair(ctx)
+        violations += [f"{prefix}{p}: symlink leaving the repository" for p in walk.escaping]
+    for comp, repaired in zip(ctx.components, walks[candidates:], strict=True):
+        assert not isinstance(repaired, _Walk)
+        if repaired is not None:
+            violations += repaired
+            work.champion_checked.add(comp.name)
     if violations:
         raise TurnStop(Reason.POLICY_VIOLATION, "; ".join(violations[:20]))
     if not work.changed:
         raise TurnStop(Reason.NO_DIFF, "the agent changed nothing")
+
+
+@dataclass(frozen=True)
+class _Walk:
+    """The candidate's status walk after the agent: None for a moved HEAD (nothing else is looked at)."""
+
+    status: dict[str, str] | None
+    ignored: list[str] = field(default_factory=list)
+    digest: dict[str, str | None] = field(default_factory=dict)
+    escaping: list[str] = field(default_factory=list)
+
+
+def _walk_candidate(ctx: RunContext, component: str) -> _Walk:
+    co = ctx.checkout("candidate", component)
+    if co.head() != ctx.champion_heads[component]:
+        return _Walk(None)
+    status, found = co.status_and_ignored()
+    return _Walk(status, found, co.digest(status), co.escaping_symlinks(sorted(status)))
 
 
 def validate_candidate(ctx: RunContext, work: TurnWork) -> None:

@@ -48,6 +48,8 @@ class TurnWork:
     kept_before: dict[str, dict[str, ignored.Fingerprint]] = field(default_factory=dict)
     # The candidate's ignored entries per component, from the policy check's status walk.
     ignored_entries: dict[str, list[str]] = field(default_factory=dict)
+    # The components whose champion copy the policy check walked and found as crucible left it.
+    champion_checked: set[str] = field(default_factory=set)
     pairs: int | None = None
     stop: SequentialStop | None = None
     progress: TurnProgress | None = None  # the live view's events (step, samples)
