@@ -441,6 +441,7 @@ def test_a_kept_cache_the_agent_rewrites_is_caught_after_a_rejected_and_after_a_
     # The fingerprint the agent is checked against comes from where the last turn left the candidate
     # (its listing at the end of a rejected turn, and beside the champion's move after a keep).
     plan = {1: ("9", False), 2: ("11", True), 3: ("11", False), 4: ("12", True), 5: ("12", False)}
+    plan[6] = ("13", False)
     e = engine(
         _writes_and_plants(plan), metric=_caching_metric, extra=KEEP_CACHE, files={".gitignore": "cache/\n"}
     )
@@ -451,6 +452,7 @@ def test_a_kept_cache_the_agent_rewrites_is_caught_after_a_rejected_and_after_a_
         Reason.IMPROVED,  # the cache rebuilt by this turn's measurement is not blamed on its agent
         Reason.EVALUATOR_MUTATED,  # after a kept turn
         Reason.IMPROVED,
+        Reason.IMPROVED,  # after a kept turn, its cache as the kept turn's walk fingerprinted it
     ]
     assert "cache/value" in records[1].detail and "cache/value" in records[3].detail
 

@@ -3,36 +3,47 @@ where a turn ends, so the next turn needs no listing of its own before the agent
 
 The kept ignored files (``workspace.keep_ignored``, build caches) are inputs the agent may not write
 (ADR 0007): the measurement's tidy compares them with a fingerprint taken before the agent
-(``steps.scan_kept``). A turn ends with a listing of the copy's files outside the commit anyway: after a
-rejection the copy is reset and that listing replaces ``git clean`` (``settle``, as ``champion_copy``
-does for the champion), after a keep it runs beside the champion's move. Its kept entries are the next
-turn's fingerprint, taken as long as nothing could have touched the copy since: the candidate is still
-at the champion's head and no command ran (``Executor.commands_run``; a measurement outside a turn, as
-when following an upstream, rebuilds the caches). Otherwise, and at a context's first turn, the turn
-lists the copy itself. A stale fingerprint could only refuse a turn wrongly, never let a change
-through: it holds the ctime and the inode, which no process sets back.
+(``steps.scan_kept``). A turn lists them anyway where it ends: a rejected turn resets the copy and one
+listing of its files outside the commit replaces ``git clean`` (``settle``, as ``champion_copy`` does for
+the champion); a kept turn's walk after the measurement listed its ignored entries (``committed``). Those
+kept entries are the next turn's fingerprint as long as nothing could have touched the copy since: the
+candidate is still at the champion's head and no command ran (``Executor.commands_run``; a measurement
+outside a turn, as when following an upstream, rebuilds the caches). Otherwise, and at a context's first
+turn, the turn lists the copy itself. A stale fingerprint could only refuse a turn wrongly, never let a
+change through: it holds the ctime and the inode, which no process sets back.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from controller.services.execution.context import CopyPrint, RunContext
+from controller.services.execution.work import TurnWork
 from controller.workspace import ignored
 
 
-def settle(ctx: RunContext, component: str, head: str, *, reset: bool) -> None:
-    """Leave ``component``'s candidate copy at commit ``head`` for the next turn (``reset``: put its
-    tracked files back first, after a rejection; after a keep the commit is ``head`` already): every
-    file outside the commit removed but the kept ignored ones, which are fingerprinted. With ``reset``
-    this is ``Checkout.restore`` with one listing in place of its ``git clean``."""
+def settle(ctx: RunContext, component: str, head: str) -> None:
+    """Leave ``component``'s candidate copy at commit ``head`` after a rejected turn: its tracked files
+    put back, every file outside the commit removed but the kept ignored ones, which are fingerprinted.
+    ``Checkout.restore`` with one listing in place of its ``git clean``."""
     co = ctx.checkout("candidate", component)
-    if reset:
-        co.reset(head)
-    elif co.head() != head:  # not the copy that made the commit (a parallel turn restores it itself)
-        ctx.candidate_prints.pop(component, None)
-        return
+    co.reset(head)
     found = ignored.classify(co.path, ignored.others(co.path), ctx.spec.workspace.keep_ignored)
     ignored.remove(co.path, found.unkept)
     ctx.candidate_prints[component] = CopyPrint(head, found.kept, ctx.executor.commands_run)
+
+
+def committed(ctx: RunContext, work: TurnWork, heads: Mapping[str, str]) -> None:
+    """After ``work``'s change was committed at ``heads``: the candidate's kept ignored files, from the
+    walk after the measurement (a commit changes no file), are the next turn's fingerprint. Nothing
+    is removed: the next measurement's tidy drops the caches nobody keeps, as it always did."""
+    if work.ignored_after is None:
+        return
+    keep = ctx.spec.workspace.keep_ignored
+    for component, entries in work.ignored_after.items():
+        root = ctx.checkout("candidate", component).path
+        kept = ignored.classify(root, entries, keep).kept
+        ctx.candidate_prints[component] = CopyPrint(heads[component], kept, work.listed_at)
 
 
 def kept_before(ctx: RunContext, component: str) -> dict[str, ignored.Fingerprint]:

@@ -41,15 +41,13 @@ def settle_arms(ctx: RunContext, new_heads: Mapping[str, str] | None) -> None:
         champion = ctx.checkout("champion", comp.name)  # created here, not in the threads below
         old = ctx.champion_heads[comp.name]
         if new_heads is None:
-            calls.append(partial(candidate_copy.settle, ctx, comp.name, old, reset=True))
+            calls.append(partial(candidate_copy.settle, ctx, comp.name, old))
             calls.append(partial(champion_copy.settle, ctx, comp.name, old))
         else:
-            # After a keep the candidate keeps the caches its own measurement built (and drops the
-            # others, as the next measurement's tidy would); the champion moves, touching just the
-            # files that differ.
-            new = new_heads[comp.name]
-            calls.append(partial(candidate_copy.settle, ctx, comp.name, new, reset=False))
-            calls.append(partial(_advance, ctx, champion, comp.name, new))
+            # After a keep the candidate keeps the caches its own measurement built (fingerprinted
+            # already, ``candidate_copy.committed``); the champion moves, touching just the files that
+            # differ (the measurement's tidy removes the caches nobody keeps from both arms anyway).
+            calls.append(partial(_advance, ctx, champion, comp.name, new_heads[comp.name]))
     run_all(calls)
 
 

@@ -19,12 +19,16 @@ def clean_snapshot(ctx: RunContext) -> dict[str, Snapshot]:
     return {comp.name: (ctx.champion_heads[comp.name], {}, {}) for comp in ctx.components}
 
 
-def snapshot(ctx: RunContext, arm: str) -> dict[str, Snapshot]:
-    """HEAD, status and content digests of every checkout of ``arm``: what an evaluator may not change."""
+def snapshot(ctx: RunContext, arm: str, listed: dict[str, list[str]] | None = None) -> dict[str, Snapshot]:
+    """HEAD, status and content digests of every checkout of ``arm``: what an evaluator may not change.
+    With ``listed``, the same walk also lists each checkout's ignored entries into it."""
     out = {}
     for comp in ctx.components:
         co = ctx.checkout(arm, comp.name)
-        status = co.status()
+        if listed is None:
+            status = co.status()
+        else:
+            status, listed[comp.name] = co.status_and_ignored()
         out[comp.name] = (co.head(), status, co.digest(status))
     return out
 

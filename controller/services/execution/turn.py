@@ -19,6 +19,7 @@ from controller.domain import events
 from controller.domain.enums import OUTCOME_OF_REASON, EventKind, Reason, TurnPhase
 from controller.engine.candidate import HISTORY_LIMIT, FeedbackQuote, HistoryLine, render_candidate
 from controller.engine.knobs import Proposal
+from controller.services.execution import candidate_copy
 from controller.services.execution.context import Detached, RoundRule, RunContext
 from controller.services.execution.keep import champion_moved, champion_refs, commit_changed, settle_arms
 from controller.services.execution.progress import TurnProgress
@@ -139,6 +140,7 @@ def run_turn(
     champion: ChampionUpdate | None = None
     if keep and work.value is not None:
         heads = {**ctx.champion_heads, **commit_changed(ctx, work, work.hypothesis, partial_refs(number))}
+        candidate_copy.committed(ctx, work, heads)
         champion = ChampionUpdate(value=work.value, turn=number)
         reason = Reason.IMPROVED
     else:

@@ -40,13 +40,17 @@ def evaluate(
     looks: list[Look] = []
     check = None if rule.design is None else _pair_check(ctx, rule, rule.design, looks)
     result = measure_arms(ctx, work, arms, "metric", after_pair=check)
+    # The candidate's walk lists its ignored entries too: after a keep they are its fingerprint for the
+    # next turn (``candidate_copy.committed``), with no listing of their own.
+    listed: dict[str, list[str]] | None = {} if ctx.spec.workspace.keep_ignored else None
     if metric.interleave:
         after, champion_after = run_all(
-            [partial(snapshot, ctx, "candidate"), partial(snapshot, ctx, "champion")]
+            [partial(snapshot, ctx, "candidate", listed), partial(snapshot, ctx, "champion")]
         )
         mutated = mutations(work.before, after) + mutations(clean_snapshot(ctx), champion_after)
     else:
-        mutated = mutations(work.before, snapshot(ctx, "candidate"))
+        mutated = mutations(work.before, snapshot(ctx, "candidate", listed))
+    work.ignored_after, work.listed_at = listed, ctx.executor.commands_run
     if mutated:
         raise TurnStop(Reason.EVALUATOR_MUTATED, "the evaluator changed " + ", ".join(mutated[:20]))
     work.step(TurnStep.DECIDING)

@@ -50,6 +50,10 @@ class TurnWork:
     ignored_entries: dict[str, list[str]] = field(default_factory=dict)
     # The components whose champion copy the policy check walked and found as crucible left it.
     champion_checked: set[str] = field(default_factory=set)
+    # The candidate's ignored entries per component from the walk after the measurement (None: not
+    # listed, no ``keep_ignored``), and the executor's command count then (``candidate_copy``).
+    ignored_after: dict[str, list[str]] | None = None
+    listed_at: int = -1
     pairs: int | None = None
     stop: SequentialStop | None = None
     progress: TurnProgress | None = None  # the live view's events (step, samples)
