@@ -111,8 +111,9 @@ def test_without_crucibles_sandbox_codex_edits_in_its_own(
 
 
 # A file of every checkout that no agent may write: crucible keeps each checkout's .git read-only in its
-# sandbox, and Codex's own sandbox keeps .git out of its writable roots. The line is git's template.
-GIT_DESCRIPTION = "Unnamed repository; edit this file 'description' to name the repository."
+# sandbox, and Codex's own sandbox keeps .git out of its writable roots. Crucible clones without git's
+# template (ADR-0041), so the file is the one every clone writes itself, and the line its first.
+GIT_CONFIG_LINE = "[core]"
 
 
 @pytest.mark.parametrize("sandbox", ["bwrap", "none"])
@@ -123,7 +124,7 @@ def test_an_edit_codex_may_not_make_fails_the_turn_saying_why(
     bubblewrap the write fails on the read-only bind; without crucible's sandbox Codex's own refuses the
     patch before writing, and no JSON event says so (before, that turn was a quiet ``no_change``)."""
     project.make()
-    model_server.model.edit = Edit(".git/description", GIT_DESCRIPTION, "renamed", hypothesis="rename it")
+    model_server.model.edit = Edit(".git/config", GIT_CONFIG_LINE, "[renamed]", hypothesis="rename it")
     preset_spec(project, "codex", cli("codex"), model_server.url + "/v1", model="gpt-5")
     env = {"OPENAI_API_KEY": KEY}
     if sandbox == "none":
@@ -143,11 +144,11 @@ def test_an_edit_codex_may_not_make_fails_the_turn_saying_why(
     detail = view["turns"][0]["detail"]
     if sandbox == "bwrap":  # a failed file_change event; the reason is on stderr only
         assert detail.startswith("the agent exited 3: Codex could not apply its edit to "), detail
-        assert "/.git/description: Failed to write file " in detail
+        assert "/.git/config: Failed to write file " in detail
     else:  # no event at all: the log line is the only signal
         assert detail == (
             "the agent exited 3: Codex was not allowed to edit: patch rejected: writing outside of the "
             "project; rejected by user approval settings"
         )
     checkout = project.checkout(view["run_id"])
-    assert (checkout / ".git" / "description").read_text().strip() == GIT_DESCRIPTION
+    assert (checkout / ".git" / "config").read_text().splitlines()[0] == GIT_CONFIG_LINE

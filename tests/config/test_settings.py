@@ -107,6 +107,9 @@ def test_nothing_else_in_controller_reads_the_environment() -> None:
         "workspace/git.py",  # crucible's own git commands, without inherited GIT_* variables
         "services/execution/runs.py",  # sandbox.readonly expands ~ against the controller HOME by default
         "workspace/selfguard.py",  # finds the worker token's bytes in the C environment to wipe them
+        # httpx's default TLS context reads SSL_CERT_FILE/SSL_CERT_DIR itself; the one-per-process cache
+        # of it is keyed by the same two variables, so it sees exactly what httpx sees (issue 23)
+        "store/http_ledger.py",
     }
     offenders = []
     pattern = re.compile(r"os\.environ|os\.getenv|getenv\(")
