@@ -13,13 +13,10 @@ API: a decoy's token is found (the hunt works), the worker's never is, and the r
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
-import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -32,7 +29,6 @@ from controller.config.options import RunOptions
 from controller.config.settings import Settings
 from controller.config.spec import load_spec
 from controller.domain.enums import RunStatus
-from controller.domain.jobs import RoundJob
 from controller.localforge.server import serve_in_thread
 from controller.services.control.recovery import stored_spec
 from controller.services.remote.remote_rounds import RemoteRounds
@@ -42,73 +38,50 @@ from tests.conftest import git, make_repo
 from tests.k8s.broker_harness import RESTRICTED
 from tests.k8s.conftest import ControlPlane
 from tests.worker.conftest import OPERATOR, _Control
+from tests.worker.hunt import (
+    HUNTER_PYTHON,
+    NOBODY,
+    SPEC,
+    assert_hunt_found_no_token,
+    assert_token_in_no_file,
+    copy_hunter,
+    decoy_process,
+    minting,
+    no_forge,
+    shared_directory,
+    unprivileged,
+)
 
 pytestmark = pytest.mark.slow
 
-HUNTER = Path(__file__).parents[1] / "worker" / "hunter.py"
-NOBODY = 65534
-HUNTER_PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
 DECOY = "decoy-token-of-another-pod-0123456789abc"
-SPEC = """
-objective = "find the token"
-turns = 2
-[agent]
-command = "{python} {hunter} {url} {reports} 2 {root}"
-[sandbox]
-mode = "none"
-[metric]
-command = "echo METRIC m=1"
-name = "m"
-direction = "minimize"
-samples = 1
-warmups = 0
-confidence = 0
-interleave = false
-[[component]]
-name = "app"
-repo = "."
-mutable = ["src/**"]
-[broker]
+POD_SPEC = (
+    SPEC
+    + """[broker]
 kind = "kubernetes"
 image = "crucible:test"
 namespace = "{namespace}"
 resources = {{ requests = {{ cpu = "10m", memory = "64Mi" }}, limits = {{ memory = "1Gi" }} }}
 deadline = "10m"
 """
-
-
-def _unprivileged(argv: list[str]) -> list[str]:
-    """``argv`` as the unprivileged user with no capabilities, as the pod's ``securityContext`` asks."""
-    drop = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--inh-caps=-all"]
-    return [*drop, "--bounding-set=-all", *argv]
+)
 
 
 @pytest.fixture
 def shared() -> Iterator[Path]:
-    """A directory the unprivileged user can reach (pytest's temp root and the node's are root's)."""
-    path = Path(tempfile.mkdtemp(prefix="crucible-reach-pod-"))
-    path.chmod(0o755)
-    try:
+    with shared_directory() as path:
         yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture
 def decoy(shared: Path) -> Iterator[None]:
-    env = {"PATH": os.environ["PATH"], "CRUCIBLE_WORKER_TOKEN": DECOY}
-    proc = subprocess.Popen(_unprivileged(["sleep", "600"]), env=env, cwd=shared)
-    try:
-        yield
-    finally:
-        proc.kill()
-        proc.wait()
+    yield from decoy_process(DECOY, shared, unprivileged)
 
 
 def _pod_command(work: Path, home: Path) -> tuple[str, ...]:
     """The pod's command: ``crucible worker`` as the unprivileged user in ``work``; the node appends
     ``--workdir <its emptyDir>`` (under root's home), which the script leaves unused."""
-    worker = _unprivileged([sys.executable, "-m", "controller.cli.main", "worker", "--workdir", str(work)])
+    worker = unprivileged([sys.executable, "-m", "controller.cli.main", "worker", "--workdir", str(work)])
     script = f"cd {shlex.quote(str(work))} && HOME={home} TMPDIR={home} exec {shlex.join(worker)}"
     return ("sh", "-c", script, "worker")
 
@@ -122,7 +95,7 @@ def test_a_hostile_agent_in_a_loop_pod_finds_no_worker_token(
 ) -> None:
     if os.geteuid() != 0:
         pytest.skip("the pod drops to an unprivileged user, which needs root (as the process node runs)")
-    probe = _unprivileged([sys.executable, "-c", "import controller.cli.main"])
+    probe = unprivileged([sys.executable, "-c", "import controller.cli.main"])
     if subprocess.run(probe, capture_output=True, cwd="/", check=False).returncode != 0:
         pytest.skip("the unprivileged user cannot import crucible from this checkout")
     ns = namespace(labels=RESTRICTED)
@@ -130,25 +103,19 @@ def test_a_hostile_agent_in_a_loop_pod_finds_no_worker_token(
     for folder in (work, home, reports):
         folder.mkdir()
         os.chown(folder, NOBODY, NOBODY)
-    hunter = shared / "hunter.py"
-    shutil.copy(HUNTER, hunter)
-    hunter.chmod(0o644)
+    hunter = copy_hunter(shared)
     url_db = f"sqlite:///{tmp_path / 'crucible.db'}"
     minted: list[str] = []
     with Store.open(url_db, upgrade=True) as store:
         settings = Settings(home=tmp_path / "home", database_url=url_db)
         remote = RemoteRounds(settings, store, controller_url="http://unused")
-
-        def mint(job: RoundJob) -> dict[str, str]:
-            env = remote.mint_worker_env(job)
-            minted.append(env["CRUCIBLE_WORKER_TOKEN"])
-            return env
+        mint = minting(remote, minted)
 
         app = create_app(settings, store, ApiTokens(OPERATOR), _Control(), remote=remote)
         brokers: list[KubernetesBroker] = []
         with serve_in_thread(app) as url:
             remote.controller_url = url
-            spec_text = SPEC.format(
+            spec_text = POD_SPEC.format(
                 python=HUNTER_PYTHON, hunter=hunter, url=url, reports=reports, root=shared, namespace=ns
             )
             repo = make_repo(tmp_path / "app", {"src/a.txt": "0\n", "crucible.toml": spec_text})
@@ -166,7 +133,7 @@ def test_a_hostile_agent_in_a_loop_pod_finds_no_worker_token(
                 brokers.append(made)
                 return made
 
-            service = compose_service(settings, store, environ={}, forge_for=_no_forge, broker=broker)
+            service = compose_service(settings, store, environ={}, forge_for=no_forge, broker=broker)
             spec_path = repo / "crucible.toml"
             try:
                 run_id = service.create(load_spec(spec_path), spec_text, spec_path, RunOptions())
@@ -180,21 +147,5 @@ def test_a_hostile_agent_in_a_loop_pod_finds_no_worker_token(
     token = minted[-1]
     turns = sorted(reports.glob("turn-*.json"))
     assert len(turns) == 2, list(reports.iterdir())
-    for path in turns:
-        report = json.loads(path.read_text())
-        assert report["uid"] == NOBODY, "the agent ran unprivileged"
-        assert report["found"].get(DECOY, "").endswith("/environ"), "the hunt reads a same-user process"
-        assert token not in report["found"], f"the agent found the token at {report['found'].get(token)}"
-        workers = [p for p in report["ancestors"].values() if "controller.cli.main worker" in p["cmdline"]]
-        assert workers, report["ancestors"]
-        for proc in workers:
-            assert (proc["environ"], proc["mem"]) == ("EACCES", "EACCES"), proc
-        assert report["tries"], "the agent tried the worker API"
-        assert all(status in (401, 403) for status in report["tries"].values()), report["tries"]
-    for path in shared.rglob("*"):
-        if path.is_file() and not path.is_symlink():
-            assert token.encode() not in path.read_bytes(), f"the token is in {path}"
-
-
-def _no_forge(spec: object) -> object:
-    raise AssertionError("this run does not publish")
+    assert_hunt_found_no_token(turns, token, DECOY)
+    assert_token_in_no_file(shared.rglob("*"), token)

@@ -14,10 +14,8 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,73 +28,46 @@ from controller.config.options import RunOptions
 from controller.config.settings import Settings
 from controller.config.spec import load_spec
 from controller.domain.enums import RunStatus
-from controller.domain.jobs import RoundJob
 from controller.localforge.server import serve_in_thread
 from controller.services.remote.remote_rounds import RemoteRounds
 from controller.store import Store
 from controller.wiring import compose_service
 from tests.conftest import git, make_repo
 from tests.worker.conftest import OPERATOR, _Control
+from tests.worker.hunt import (
+    HUNTER_PYTHON,
+    NOBODY,
+    SPEC,
+    assert_hunt_found_no_token,
+    assert_token_in_no_file,
+    copy_hunter,
+    decoy_process,
+    minting,
+    no_forge,
+    shared_directory,
+    unprivileged,
+)
 
 pytestmark = pytest.mark.slow
 
-HUNTER = Path(__file__).with_name("hunter.py")
-NOBODY = 65534
-# The hunter needs only the standard library; the system interpreter is reachable by any user (a venv's
-# may link into root's home).
-HUNTER_PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
 DECOY = "decoy-token-of-another-round-0123456789"
-SPEC = """
-objective = "find the token"
-turns = 2
-[agent]
-command = "{python} {hunter} {url} {reports} 2 {root}"
-[sandbox]
-mode = "none"
-[metric]
-command = "echo METRIC m=1"
-name = "m"
-direction = "minimize"
-samples = 1
-warmups = 0
-confidence = 0
-interleave = false
-[[component]]
-name = "app"
-repo = "."
-mutable = ["src/**"]
-"""
 
 
 def _as_user(argv: list[str]) -> list[str]:
     """``argv`` as the unprivileged user when the test runs as root (a loop pod's worker is not root);
     as it is otherwise."""
-    if os.geteuid() != 0:
-        return argv
-    drop = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--inh-caps=-all"]
-    return [*drop, "--bounding-set=-all", *argv]
+    return unprivileged(argv) if os.geteuid() == 0 else argv
 
 
 @pytest.fixture
 def shared() -> Iterator[Path]:
-    """A directory the unprivileged user can reach (pytest's own temp root is private to root)."""
-    path = Path(tempfile.mkdtemp(prefix="crucible-reach-"))
-    path.chmod(0o755)
-    try:
+    with shared_directory() as path:
         yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture
 def decoy(shared: Path) -> Iterator[None]:
-    env = {"PATH": os.environ["PATH"], "CRUCIBLE_WORKER_TOKEN": DECOY}
-    proc = subprocess.Popen(_as_user(["sleep", "600"]), env=env, cwd=shared)
-    try:
-        yield
-    finally:
-        proc.kill()
-        proc.wait()
+    yield from decoy_process(DECOY, shared, _as_user)
 
 
 def _unprivileged_import_fails() -> str | None:
@@ -119,19 +90,13 @@ def test_a_hostile_agent_without_a_sandbox_finds_no_worker_token(
     pods.mkdir(mode=0o755)
     reports.mkdir(mode=0o777)
     reports.chmod(0o777)
-    hunter = shared / "hunter.py"
-    shutil.copy(HUNTER, hunter)
-    hunter.chmod(0o644)
+    hunter = copy_hunter(shared)
     url_db = f"sqlite:///{tmp_path / 'crucible.db'}"
     minted: list[str] = []
     with Store.open(url_db, upgrade=True) as store:
         settings = Settings(home=tmp_path / "home", database_url=url_db)
         remote = RemoteRounds(settings, store, controller_url="http://unused")
-
-        def mint(job: RoundJob) -> dict[str, str]:
-            env = remote.mint_worker_env(job)
-            minted.append(env["CRUCIBLE_WORKER_TOKEN"])
-            return env
+        mint = minting(remote, minted)
 
         app = create_app(settings, store, ApiTokens(OPERATOR), _Control(), remote=remote)
         with serve_in_thread(app) as url:
@@ -154,7 +119,7 @@ def test_a_hostile_agent_without_a_sandbox_finds_no_worker_token(
                     command=command,
                 )
 
-            service = compose_service(settings, store, environ={}, forge_for=_no_forge, broker=broker)
+            service = compose_service(settings, store, environ={}, forge_for=no_forge, broker=broker)
             spec_path = repo / "crucible.toml"
             run_id = service.create(load_spec(spec_path), spec_text, spec_path, RunOptions())
             result = service.drive(run_id)
@@ -166,28 +131,5 @@ def test_a_hostile_agent_without_a_sandbox_finds_no_worker_token(
     turns = sorted(reports.glob("turn-*.json"))
     assert len(turns) == 2, (list(reports.iterdir()), log)
     assert [json.loads(p.read_text())["walked"] for p in turns] == [[], ["/tmp"]], "the last turn's walk"
-    for path in turns:
-        report = json.loads(path.read_text())
-        if os.geteuid() == 0:
-            assert report["uid"] == NOBODY, "the agent ran unprivileged"
-        assert report["found"].get(DECOY, "").endswith("/environ"), (
-            "the hunt reads what a same-user process shows"
-        )
-        assert token not in report["found"], (
-            f"the agent found the worker's token at {report['found'].get(token)}"
-        )
-        worker_procs = [
-            p for p in report["ancestors"].values() if "controller.cli.main worker" in p["cmdline"]
-        ]
-        assert worker_procs, report["ancestors"]
-        for proc in worker_procs:
-            assert (proc["environ"], proc["mem"]) == ("EACCES", "EACCES"), proc
-        assert report["tries"], "the agent tried the worker API"
-        assert all(status in (401, 403) for status in report["tries"].values()), report["tries"]
-    for path in [*pods.rglob("*"), *reports.rglob("*")]:
-        if path.is_file() and not path.is_symlink():
-            assert token.encode() not in path.read_bytes(), f"the token is in {path}"
-
-
-def _no_forge(spec: object) -> object:
-    raise AssertionError("this run does not publish")
+    assert_hunt_found_no_token(turns, token, DECOY)
+    assert_token_in_no_file([*pods.rglob("*"), *reports.rglob("*")], token)
