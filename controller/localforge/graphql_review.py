@@ -252,17 +252,17 @@ class ReviewGraph(Graph):
     # -- triage ---------------------------------------------------------------------------------
 
     def _labels(self, repo: Repo, pull: Pull) -> list[Obj]:
-        return [
-            {
-                "__typename": "Label",
-                "id": node_id("Label", label.id),
-                "name": label.name,
-                "description": label.description,
-                "color": label.color,
-                "url": f"{self.ctx.urls.web}/{repo.full_name}/labels/{label.name}",
-            }
-            for label in self.svc.forge.store.issue_labels(repo.id, pull.number)
-        ]
+        return [self._label(repo, label) for label in self.svc.forge.store.issue_labels(repo.id, pull.number)]
+
+    def _label(self, repo: Repo, label: Any) -> Obj:
+        return {
+            "__typename": "Label",
+            "id": node_id("Label", label.id),
+            "name": label.name,
+            "description": label.description,
+            "color": label.color,
+            "url": f"{self.ctx.urls.web}/{repo.full_name}/labels/{label.name}",
+        }
 
     def _assignees(self, repo: Repo, pull: Pull) -> list[Obj]:
         forge = self.svc.forge

@@ -175,16 +175,6 @@ class WriteGraph(ReviewGraph):
     def pull(self, pull: Pull, repo: Repo) -> Obj:
         return {**super().pull(pull, repo), "projectItems": lambda _info, **args: connection([], args)}
 
-    def _label(self, repo: Repo, label: Any) -> Obj:
-        return {
-            "__typename": "Label",
-            "id": node_id("Label", label.id),
-            "name": label.name,
-            "description": label.description,
-            "color": label.color,
-            "url": f"{self.ctx.urls.web}/{repo.full_name}/labels/{label.name}",
-        }
-
     def user(self, login: str) -> Obj:
         account = self.svc.forge.store.account_by_login(login)
         if account is None or account.type is AccountType.ORGANIZATION:
