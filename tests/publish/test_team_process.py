@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 import pytest
+from github.Repository import Repository
 
 from controller.config.spec import load_spec
 from controller.domain.enums import EventKind
@@ -28,6 +29,7 @@ from controller.services.views.schemas import dump
 from tests.conftest import git
 from tests.forgekit import (
     TOKENS,
+    PublishingRun,
     clone_as,
     component_toml,
     create_publishing_run,
@@ -172,8 +174,9 @@ def test_status_off_reports_nothing_and_no_keys_change_nothing(world: World) -> 
 BOT_TOKEN = "tok-crucible-bot-0123456789"
 
 
-def test_an_app_reports_a_check_run_with_the_samples_once(world: World) -> None:
-    # On the local forge a "[bot]" account's token acts for its GitHub App, as an installation token.
+def _app_run(world: World) -> tuple[Repository, GithubForge, PublishingRun]:
+    """A run asking for check runs, publishing with the crucible App's token: on the local forge a
+    "[bot]" account's token acts for its GitHub App, as an installation token."""
     add_user(world.handle.root, "crucible[bot]", token=BOT_TOKEN)
     repo = world.github.get_repo("alice/app")
     repo.add_to_collaborators("crucible[bot]", permission="push")
@@ -184,7 +187,11 @@ def test_an_app_reports_a_check_run_with_the_samples_once(world: World) -> None:
         components=[component_toml("app", "repo")],
         tail='status = "check-run"\n',
     )
-    run = create_publishing_run(world.settings, client, write_spec(world.tmp, text))
+    return repo, client, create_publishing_run(world.settings, client, write_spec(world.tmp, text))
+
+
+def test_an_app_reports_a_check_run_with_the_samples_once(world: World) -> None:
+    repo, client, run = _app_run(world)
     publisher = Publisher(client, dashboard_url="https://crucible.example/")
     run_loop(run.context(publisher))
     publisher.publish(run.context())  # again: nothing new
@@ -267,17 +274,7 @@ def test_a_tested_keep_shows_its_p_value_and_links_the_run_page(world: World) ->
 
 
 def test_with_an_app_an_unheld_round_is_a_neutral_check_run_on_the_head_it_left(world: World) -> None:
-    add_user(world.handle.root, "crucible[bot]", token=BOT_TOKEN)
-    repo = world.github.get_repo("alice/app")
-    repo.add_to_collaborators("crucible[bot]", permission="push")
-    client = GithubForge(world.handle.api_url, ForgeCredentials.for_token(BOT_TOKEN), write_interval=0)
-    text = spec_toml(
-        agent=world.tmp / "agent.sh",
-        api_url=world.handle.api_url,
-        components=[component_toml("app", "repo")],
-        tail='status = "check-run"\n',  # the bot's token acts for its App, as in the test above
-    )
-    run = create_publishing_run(world.settings, client, write_spec(world.tmp, text))
+    repo, client, run = _app_run(world)
     run_loop(run.context(Publisher(client)))
     [listed] = world.pulls(run.run_id)
     head = repo.get_pull(listed.number).head.sha  # type: ignore[attr-defined]
