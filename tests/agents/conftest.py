@@ -3,6 +3,7 @@ a scripted model server speaking every wire format the presets use."""
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,15 @@ DIALECTS = (AnthropicMessages(), OpenAIResponses(), ChatCompletions(), GeminiGen
 def model_server() -> Iterator[ModelServer]:
     with running_model_server(DIALECTS, ScriptedModel(edit=EDIT)) as server:
         yield server
+
+
+@pytest.fixture
+def listening() -> Iterator[str]:
+    """A base URL whose port accepts connections (the endpoint check's TCP connect)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(8)
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
 
 
 def preset_spec(project: Project, preset: str, cli: Path, base_url: str, **agent: Any) -> Path:

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -123,15 +121,6 @@ def test_the_analytics_log_is_summed_over_its_model_calls() -> None:
     text = _log((2175, 33, 0.25), (2174, 33, 0.5))[USAGE_LOG] + "{not json\n" + '{"event": "message_send"}\n'
     assert usage_summary(text) == {"calls": 3, "input_tokens": 4349, "output_tokens": 66, "usd": 0.75}
     assert usage_summary("") == {"calls": 0, "input_tokens": 0, "output_tokens": 0, "usd": 0.0}
-
-
-@pytest.fixture
-def listening() -> Iterator[str]:
-    """A base URL whose port accepts connections (the endpoint check's TCP connect)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        sock.listen(8)
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
 
 
 @pytest.mark.skipif(bwrap_path() is None, reason="needs a working bubblewrap")

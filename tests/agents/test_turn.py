@@ -7,9 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -60,15 +58,6 @@ def run(turn: PresetTurn, workdir: Path, environ: dict[str, str]) -> int:
         ["/bin/sh", "-c", turn.command], cwd=workdir, env={**environ, **turn.env}, check=False
     )
     return done.returncode
-
-
-@pytest.fixture
-def listening() -> Iterator[str]:
-    """A base URL whose port accepts connections (the endpoint check's TCP connect)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        sock.listen(8)
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
 
 
 def test_the_cli_runs_as_the_command_and_its_output_is_read_from_files(
