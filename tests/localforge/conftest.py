@@ -26,7 +26,7 @@ from github.Repository import Repository
 from controller.localforge.app import create_app
 from controller.localforge.server import ForgeHandle, serve_in_thread
 from controller.localforge.tls import ensure_certificate
-from controller.localforge.users import add_user
+from controller.localforge.users import add_org, add_team, add_user
 from tests.conftest import git, make_repo
 from tests.localforge.oracle import Recorder, validate
 from tests.support import Clock
@@ -150,6 +150,18 @@ class Forge:
         self.commit(checkout, files or {"app.py": "one\ntwo\nthree\n"}, "feature work")
         git(checkout, "-c", self.auth_header("alice"), "push", "-q", "origin", "main", "feature")
         return repo, checkout
+
+    def team_repo_with_feature(self) -> Repository:
+        """acme/lib, of the organization acme (alice a member) with its team perf-team ("Performance":
+        bob), and a pushed ``feature`` branch: what a team review request needs."""
+        add_org(self.handle.root, "acme", ["alice"])
+        add_team(self.handle.root, "acme", "perf-team", ["bob"], name="Performance")
+        repo = self.gh().get_organization("acme").create_repo("lib", auto_init=True)
+        checkout = self.clone("acme/lib", "lib")
+        git(checkout, "checkout", "-q", "-b", "feature")
+        self.commit(checkout, {"app.py": "print(1)\n"})
+        self.push(checkout, "feature")
+        return repo
 
     def open_pull(self, name: str = "demo", **kwargs: Any) -> tuple[PullRequest, Path]:
         repo, checkout = self.repo_with_branch(name)

@@ -22,7 +22,6 @@ from typing import Any
 import pytest
 
 from controller.localforge.tls import ensure_certificate
-from controller.localforge.users import add_org, add_team
 from tests.conftest import git
 from tests.localforge.conftest import BOT, Forge, ForgeStarter, Receiver
 
@@ -260,13 +259,7 @@ def test_gh_edits_closes_and_reopens_a_pull_request(tls_forge: Forge, tmp_path: 
 
 def test_gh_requests_and_drops_a_team_of_the_owning_organization(tls_forge: Forge, tmp_path: Path) -> None:
     forge = tls_forge
-    add_org(forge.handle.root, "acme", ["alice"])
-    add_team(forge.handle.root, "acme", "perf-team", ["bob"], name="Performance")
-    repo = forge.gh().get_organization("acme").create_repo("lib", auto_init=True)
-    checkout = forge.clone("acme/lib", "lib")
-    git(checkout, "checkout", "-q", "-b", "feature")
-    forge.commit(checkout, {"app.py": "print(1)\n"})
-    forge.push(checkout, "feature")
+    repo = forge.team_repo_with_feature()
     gh = GhCli(forge, "alice", tmp_path / "gh")
 
     gh("pr", "create", "-R", "acme/lib", "--head", "feature", "-t", "t", "-b", "b", "-r", "acme/perf-team")

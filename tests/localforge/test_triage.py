@@ -8,8 +8,6 @@ from typing import Any
 import pytest
 from github import GithubException
 
-from controller.localforge.users import add_org, add_team
-from tests.conftest import git
 from tests.localforge.conftest import Forge, ForgeStarter, Receiver
 
 
@@ -106,13 +104,7 @@ def test_review_requests_follow_githubs_rules(forge_factory: ForgeStarter, recei
 
 
 def test_teams_of_the_owning_organization_can_be_requested(forge: Forge) -> None:
-    add_org(forge.handle.root, "acme", ["alice"])
-    add_team(forge.handle.root, "acme", "perf-team", ["bob"], name="Performance")
-    repo = forge.gh().get_organization("acme").create_repo("lib", auto_init=True)
-    checkout = forge.clone("acme/lib", "lib")
-    git(checkout, "checkout", "-q", "-b", "feature")
-    forge.commit(checkout, {"app.py": "print(1)\n"})
-    forge.push(checkout, "feature")
+    repo = forge.team_repo_with_feature()
     pull = repo.create_pull(title="t", body="b", head="feature", base="main")
     pull.create_review_request(team_reviewers=["perf-team"])
     users, teams = pull.get_review_requests()
