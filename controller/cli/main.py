@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from controller.cli import agents, runs
+from controller.cli import agents, demo, runs
 from controller.cli.common import (
     EXIT_CANCELLED,
     EXIT_FAILED,
@@ -51,6 +51,7 @@ def cli() -> None:
 
 runs.register(cli)
 agents.register(cli)
+demo.register(cli)
 
 
 @cli.command()
@@ -395,79 +396,6 @@ def upgrade() -> None:
     """Apply migrations to the configured database."""
     store = build_root().upgraded_store()
     click.echo(f"database at revision {store.current_revision()}")
-
-
-@cli.command()
-@click.option("--turns", default=8, type=click.IntRange(min=1), help="turns in round 0")
-@click.option("--json", "as_json", is_flag=True)
-@click.option("--keep", "keep_dir", type=click.Path(path_type=Path), default=None, help="work here, keep it")
-@click.option(
-    "--kubernetes",
-    is_flag=True,
-    help="run the search round as a Job on the Kubernetes control plane CRUCIBLE_KUBECONFIG names",
-)
-def demo(turns: int, as_json: bool, keep_dir: Path | None, kubernetes: bool) -> None:
-    """The whole loop end to end on embedded defaults, offline."""
-    from contextlib import ExitStack
-
-    from controller.cli.display import TableObserver
-    from controller.config.settings import Settings
-    from controller.services.control.demo import DemoParts, run_demo
-    from controller.wiring import Mode, build
-
-    root = build_root()
-    if kubernetes:
-        _require_control_plane(root.settings)
-    stack = ExitStack()
-
-    def services(settings: Settings, forge_url: str, forge_token: str) -> DemoParts:
-        settings = settings.model_copy(update={"kubernetes": root.settings.kubernetes})
-        demo_root = build(
-            root.environ,
-            mode=Mode.DEMO,
-            settings=settings,
-            forge_token=forge_token,
-            listen_url="http://127.0.0.1" if kubernetes else None,
-        )
-        stack.callback(demo_root.close)  # the demo's store, once the demo is done with it
-        if kubernetes:
-            from controller.api.worker_serve import serving, worker_app
-
-            # As ``serve`` builds it: round 0 of a watching run hands over to the review round.
-            remote = demo_root.worker_api()
-            remote.controller_url = stack.enter_context(
-                serving(worker_app(remote), on_stop=remote.slots.close)
-            )
-        return DemoParts(demo_root.service(), demo_root.reader(), demo_root.forges.for_url(forge_url))
-
-    with stack:
-        code = run_demo(
-            turns=turns,
-            as_json=as_json,
-            workdir=keep_dir,
-            observer=TableObserver(),
-            environ=root.environ,
-            services=services,
-            kubernetes=kubernetes,
-        )
-    sys.exit(code)
-
-
-K8S_HINT = """crucible demo --kubernetes needs a Kubernetes control plane: {problem}
-On this machine, from a crucible checkout:
-  bash scripts/k8s/up                  # a real API server, etcd and Job controller on 127.0.0.1
-  eval "$(bash scripts/k8s/env)"
-  CRUCIBLE_KUBECONFIG=$CRUCIBLE_K8S_KUBECONFIG crucible demo --kubernetes
-Or point CRUCIBLE_KUBECONFIG at any cluster whose nodes can reach this machine."""
-
-
-def _require_control_plane(settings: Any) -> None:
-    from controller.brokers.kubernetes.connect import unreachable
-
-    problem = unreachable(settings.kubernetes.kubeconfig, settings.kubernetes.kube_namespace)
-    if problem is not None:
-        click.echo(K8S_HINT.format(problem=problem), err=True)
-        sys.exit(EXIT_USAGE)
 
 
 @cli.command("forge", context_settings={"ignore_unknown_options": True, "help_option_names": []})
