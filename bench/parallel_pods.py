@@ -79,10 +79,10 @@ from controller.config.spec import Spec, load_spec  # noqa: E402
 from controller.domain.enums import Outcome, RunStatus  # noqa: E402
 from controller.forge.base import Forge  # noqa: E402
 from controller.localforge.server import serve_in_thread  # noqa: E402
-from controller.services.control.recovery import stored_spec  # noqa: E402
 from controller.services.control.service import RunService  # noqa: E402
 from controller.services.remote.remote_rounds import RemoteRounds  # noqa: E402
 from controller.services.views.schemas import RoundRequest  # noqa: E402
+from controller.services.views.specs import stored_spec  # noqa: E402
 from controller.store import Store  # noqa: E402
 from controller.wiring import compose_service  # noqa: E402
 

@@ -274,7 +274,7 @@ class Root:
     def _broker(self, runner: RoundRunner) -> Broker:
         from controller.brokers.local import LocalBroker
         from controller.brokers.routing import RoutedBroker
-        from controller.services.control.recovery import stored_spec
+        from controller.services.views.specs import stored_spec
 
         inline = self.inline
         return RoutedBroker(
@@ -289,7 +289,7 @@ class Root:
         # Imported here: only Kubernetes runs load the client.
         from controller.brokers.kubernetes.broker import KubernetesBroker
         from controller.brokers.kubernetes.connect import connect
-        from controller.services.control.recovery import stored_spec
+        from controller.services.views.specs import stored_spec
 
         remote = self._remote_rounds(
             "kubernetes rounds report to the controller's worker API, which this process does not "
@@ -308,7 +308,7 @@ class Root:
 
     def _hypotheses_for(self, run_id: str) -> HypothesisLauncher | None:
         """The launcher of the run's hypothesis pods when it runs on Kubernetes with ``parallel > 1``."""
-        from controller.services.control.recovery import stored_spec
+        from controller.services.views.specs import stored_spec
 
         broker = stored_spec(self.store(), run_id).broker
         if broker.kind != "kubernetes" or broker.parallel <= 1:
@@ -321,7 +321,7 @@ class Root:
     def _new_hypothesis_pods(self) -> HypothesisLauncher:
         from controller.brokers.kubernetes.connect import connect
         from controller.brokers.kubernetes.hypotheses import HypothesisPods
-        from controller.services.control.recovery import stored_spec
+        from controller.services.views.specs import stored_spec
 
         remote = self._remote_rounds(
             "kubernetes hypothesis pods report to the controller's worker API, which this process "

@@ -19,8 +19,8 @@ from controller.brokers.kubernetes.broker import KubernetesBroker
 from controller.brokers.kubernetes.hypotheses import HypothesisPods
 from controller.brokers.local import LocalBroker
 from controller.config.settings import Settings
-from controller.services.control.recovery import stored_spec
 from controller.services.remote.remote_rounds import RemoteRounds
+from controller.services.views.specs import stored_spec
 from controller.store import Store
 from controller.wiring import compose_service
 

@@ -37,9 +37,9 @@ from controller.config.options import RunOptions
 from controller.config.settings import Settings
 from controller.config.spec import load_spec
 from controller.domain.enums import EventKind, Reason, RunStatus, SampleArm, TurnPhase
-from controller.services.control.recovery import stored_spec
 from controller.services.control.service import RunService, Signals
 from controller.services.remote.remote_rounds import RemoteRounds
+from controller.services.views.specs import stored_spec
 from controller.store import Store
 from controller.store.migrate import make_engine
 from controller.store.models import WorkerRoundRow

@@ -36,9 +36,9 @@ from controller.domain.enums import EventKind, Outcome, Reason, RunStatus, StopR
 from controller.domain.errors import CrucibleError
 from controller.domain.jobs import RoundJob
 from controller.localforge.server import serve_in_thread
-from controller.services.control.recovery import stored_spec
 from controller.services.control.service import RunService
 from controller.services.remote.remote_rounds import RemoteRounds
+from controller.services.views.specs import stored_spec
 from controller.store import Store, TurnRecord
 from controller.wiring import compose_service
 from tests.api.sqlite_only import POSTGRES_ONLY, SQLITE_ONLY

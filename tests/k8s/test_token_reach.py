@@ -30,8 +30,8 @@ from controller.config.settings import Settings
 from controller.config.spec import load_spec
 from controller.domain.enums import RunStatus
 from controller.localforge.server import serve_in_thread
-from controller.services.control.recovery import stored_spec
 from controller.services.remote.remote_rounds import RemoteRounds
+from controller.services.views.specs import stored_spec
 from controller.store import Store
 from controller.wiring import compose_service
 from tests.conftest import git, make_repo

@@ -13,12 +13,11 @@ the driver's heartbeat reads; a run nobody drives is marked cancelled at once.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from pathlib import Path
 
 from controller.config.settings import Settings
-from controller.config.spec import Spec, load_spec, parse_spec
+from controller.config.spec import Spec, load_spec
 from controller.domain.enums import EventKind, RunStatus, StopReason
 from controller.domain.errors import LeaseHeldError, RefusedError, SpecError
 from controller.forge.base import Forge
@@ -26,23 +25,9 @@ from controller.services.execution.liveness import await_takeover, process_owner
 from controller.services.execution.pgroups import GroupRegistry
 from controller.services.execution.runs import resolve_bases
 from controller.services.views.layout import RunLayout
-from controller.store.ports import Recovery, RunReads
+from controller.services.views.specs import stored_spec
+from controller.store.ports import Recovery
 from controller.workspace.process import kill_process_group
-
-
-def stored_spec(store: RunReads, run_id: str) -> Spec:
-    """The run's spec from its stored text, resolved against the directory the spec file was in."""
-    run = store.get_run(run_id)
-    spec_dir = Path(run.spec_path).parent if run.spec_path else Path.cwd()
-    return _parsed(run.spec_text, spec_dir)
-
-
-@functools.lru_cache(maxsize=256)
-def _parsed(text: str, spec_dir: Path) -> Spec:
-    """``parse_spec``, remembered: a served run asks for its stored spec five times as it starts (its
-    broker, its round's kind, its forge...), and a ``Spec`` is frozen. A spec that does not parse
-    raises each time (exceptions are not remembered)."""
-    return parse_spec(text, spec_dir)
 
 
 def check_resumable(

@@ -33,7 +33,7 @@ from controller.domain.jobs import RoundJob, RoundState
 from controller.forge.base import Forge
 from controller.services.control.reader import RunReader
 from controller.services.control.recovery import cancel as cancel_stored
-from controller.services.control.recovery import check_resumable, kill_leftovers, stored_spec
+from controller.services.control.recovery import check_resumable, kill_leftovers
 from controller.services.control.roundjobs import LocalRounds, refinement_job, search_job
 from controller.services.control.signals import BeforeWatch, ForgeFor, HypothesesFor, OnWait, Signals
 from controller.services.execution.context import Detached, Hooks, Observer, RunContext
@@ -56,6 +56,7 @@ from controller.services.feedback.watch import Watch, keep_watching, watch_feedb
 from controller.services.remote.cutoff import fail_cut_off_turn, relaunchable
 from controller.services.views import schemas
 from controller.services.views.patching import accept
+from controller.services.views.specs import stored_spec
 from controller.store.ports import ControllerStore
 from controller.store.records import PullRecord
 

@@ -43,7 +43,7 @@ from typing import Any
 
 from controller.brokers.base import RoundOutcome
 from controller.config.settings import Settings
-from controller.config.spec import Spec, parse_spec
+from controller.config.spec import Spec
 from controller.domain.enums import EventKind, Reason, RunStatus
 from controller.domain.errors import (
     ConflictError,
@@ -60,6 +60,7 @@ from controller.services.remote.recount import recount_decision, recount_hypothe
 from controller.services.remote.refusals import PolicyViolation, refuse_bundle, refuse_report
 from controller.services.remote.slots import WAIT_S, Slots, Taken
 from controller.services.views.layout import RunLayout
+from controller.services.views.specs import stored_spec
 from controller.store.ports import RemoteRoundStore
 from controller.store.records import (
     ChampionUpdate,
@@ -442,9 +443,7 @@ class RemoteRounds:
         changes, so it is read and parsed once per run: every report of it is checked against it."""
         spec = self._specs.get(run_id)
         if spec is None:
-            run = self.store.get_run(run_id)
-            spec_dir = Path(run.spec_path).parent if run.spec_path else Path.cwd()
-            spec = parse_spec(run.spec_text, spec_dir)
+            spec = stored_spec(self.store, run_id)
             if len(self._specs) > 64:  # runs come and go; a few are live at once
                 self._specs.clear()
             self._specs[run_id] = spec
