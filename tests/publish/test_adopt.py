@@ -132,7 +132,7 @@ def test_a_later_champion_is_built_on_the_collaborators_commit_and_pushed(team: 
         pushed["bob"] = team.bob_commits(branch, "src/NOTE.md", "a note from bob\n")
 
     ctx = run.context(on_champion=after_first_publish(publisher, bob_adds_a_note))
-    result = run_loop(ctx)
+    result = run_loop(ctx, leases=run.store)
 
     assert result.stop_reason == "max_turns", result.message
     bobs = pushed["bob"]
@@ -172,7 +172,7 @@ def test_a_conflict_with_the_collaborator_pushes_nothing_says_needs_merge_and_th
         pushed["bob"] = team.bob_commits(branch, "src/value.txt", "44\n")
 
     ctx = run.context(on_champion=after_first_publish(publisher, bob_edits_the_value))
-    result = run_loop(ctx)
+    result = run_loop(ctx, leases=run.store)
 
     assert result.stop_reason == "max_turns", result.message
     view = dump(run_view(run.settings, run.store, run.run_id, with_diffs=False))
@@ -210,7 +210,7 @@ def test_a_resumed_run_keeps_building_on_the_adopted_lineage(team: Team) -> None
             ctx.executor.cancel.set()  # the controller stops after turn 2's publish
 
     ctx = run.context(on_champion=publish_and_stop_after_turn_2)
-    stopped = run_loop(ctx)
+    stopped = run_loop(ctx, leases=run.store)
     assert stopped.stop_reason == "cancelled", stopped.message
     merged = team.github.get_repo("alice/alpha").get_branch(branch).commit
     assert [p.sha for p in merged.parents][:1] == [pushed["bob"]]

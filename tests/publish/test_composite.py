@@ -53,7 +53,7 @@ def _run(
     )
     run = start_run(tmp_path, handle.api_url, spec, user=user)
     publisher = Publisher(run.client)
-    run_loop(run.context(publisher if publish else None))
+    run_loop(run.context(publisher if publish else None), leases=run.store)
     return run, publisher
 
 

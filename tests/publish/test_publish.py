@@ -71,7 +71,7 @@ class World:
             tail=extra,
         )
         run = create_publishing_run(self.settings, self.client, write_spec(self.tmp, text))
-        run_loop(run.context(Publisher(self.client)))
+        run_loop(run.context(Publisher(self.client)), leases=run.store)
         return run.store, run.run_id
 
     def context(self, store: Store, run_id: str) -> RunContext:

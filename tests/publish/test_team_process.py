@@ -193,7 +193,7 @@ def _app_run(world: World) -> tuple[Repository, GithubForge, PublishingRun]:
 def test_an_app_reports_a_check_run_with_the_samples_once(world: World) -> None:
     repo, client, run = _app_run(world)
     publisher = Publisher(client, dashboard_url="https://crucible.example/")
-    run_loop(run.context(publisher))
+    run_loop(run.context(publisher), leases=run.store)
     publisher.publish(run.context())  # again: nothing new
 
     [listed] = world.pulls(run.run_id)
@@ -260,7 +260,8 @@ def test_a_tested_keep_shows_its_p_value_and_links_the_run_page(world: World) ->
         .replace("confidence = 0\n", "confidence = 0.95\n")
     )
     run = create_publishing_run(world.settings, world.client, write_spec(world.tmp, text))
-    run_loop(run.context(Publisher(world.client, dashboard_url="https://crucible.example/")))
+    publisher = Publisher(world.client, dashboard_url="https://crucible.example/")
+    run_loop(run.context(publisher), leases=run.store)
 
     [listed] = world.pulls(run.run_id)
     repo = world.github.get_repo("alice/app")
@@ -275,7 +276,7 @@ def test_a_tested_keep_shows_its_p_value_and_links_the_run_page(world: World) ->
 
 def test_with_an_app_an_unheld_round_is_a_neutral_check_run_on_the_head_it_left(world: World) -> None:
     repo, client, run = _app_run(world)
-    run_loop(run.context(Publisher(client)))
+    run_loop(run.context(Publisher(client)), leases=run.store)
     [listed] = world.pulls(run.run_id)
     head = repo.get_pull(listed.number).head.sha  # type: ignore[attr-defined]
     # A refinement round that kept nothing, recorded as the round's end records it.

@@ -131,7 +131,7 @@ def _review_round(
         watch.sleep_until_woken = sleep
         return watch_feedback(context, searched, watch)  # type: ignore[arg-type]
 
-    result = run_loop(ctx, then=review_then_watch)
+    result = run_loop(ctx, then=review_then_watch, leases=store)
 
     return run_id, store, run.settings.home, seen, result
 
@@ -176,7 +176,7 @@ def test_a_closed_pr_ends_the_watch_with_feedback_closed(tmp_path: Path, forge: 
         watch.sleep_until_woken = lambda event, timeout: False
         return watch_feedback(context, searched, watch)  # type: ignore[arg-type]
 
-    result = run_loop(ctx, then=close_then_watch)
+    result = run_loop(ctx, then=close_then_watch, leases=store)
 
     assert (result.status, result.stop_reason) == ("completed", "feedback_closed")
     assert store.get_run(run_id).stop_reason == "feedback_closed"

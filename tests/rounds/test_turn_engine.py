@@ -67,9 +67,17 @@ METRIC = "sh bench.sh"
 
 
 @pytest.fixture
-def engine(tmp_path: Path, repo_factory: Callable[..., Path]) -> Iterator[Callable[..., RunContext]]:
+def stores() -> dict[str, Store]:
+    """The store of each run ``engine`` opened, by run id: the round environment holds only the
+    ledger, so a test that claims a lease (a port of the store) takes the store from here."""
+    return {}
+
+
+@pytest.fixture
+def engine(
+    tmp_path: Path, repo_factory: Callable[..., Path], stores: dict[str, Store]
+) -> Iterator[Callable[..., RunContext]]:
     """A context opened on a fresh run whose baseline (value 10) is measured; its store closes after."""
-    stores: list[Store] = []
 
     def make(
         agent: str,
@@ -96,14 +104,14 @@ def engine(tmp_path: Path, repo_factory: Callable[..., Path]) -> Iterator[Callab
         spec = load_spec(spec_path)
         settings = Settings(home=tmp_path / "home", database_url=f"sqlite:///{tmp_path / 'c.db'}")
         store = Store.open(settings.database_url, upgrade=True)
-        stores.append(store)
         run_id = create_run(store, spec, text, spec_path)
+        stores[run_id] = store
         ctx = open_context(settings, store, run_id, spec, environ={"PATH": "/usr/bin:/bin"}, hooks=hooks)
         assert run_baseline(ctx) is None
         return ctx
 
     yield make
-    for store in stores:
+    for store in stores.values():
         store.close()
 
 
@@ -208,7 +216,7 @@ def test_play_turns_cut_off_by_a_cancel_says_so(engine: Callable[..., RunContext
 
 
 def test_a_failure_bound_beyond_the_turns_read_each_turn_still_stops_the_run_at_it(
-    engine: Callable[..., RunContext],
+    engine: Callable[..., RunContext], stores: dict[str, Store]
 ) -> None:
     """The loop reads the last HISTORY_LIMIT + 1 turns each turn, not max_consecutive_failures of them
     (issue 23: no per-turn read that grows with the bound); a streak longer than that window is read
@@ -217,11 +225,21 @@ def test_a_failure_bound_beyond_the_turns_read_each_turn_still_stops_the_run_at_
     ctx = engine("exit 3", extra=f"[budget]\nmax_consecutive_failures = {bound}", turns=bound + 5)
     ctx_turns = bound + 5
 
-    result = run_loop(ctx)
+    result = run_loop(ctx, leases=stores[ctx.run_id])
 
     assert result.stop_reason is StopReason.CONSECUTIVE_FAILURES
     snapshot = ctx.ledger.turn_snapshot(ctx.run_id, last=ctx_turns)
     assert [t.reason for t in snapshot.recent] == [Reason.AGENT_FAILED] * bound
+
+
+def test_run_loop_claims_a_lease_only_from_the_leases_it_is_given(engine: Callable[..., RunContext]) -> None:
+    """The round environment holds no store: a loop that holds no lease and was given nowhere to
+    claim one refuses, naming the run, before it touches the record."""
+    ctx = engine("echo 11 > src/value.txt")
+    with pytest.raises(ValueError, match=ctx.run_id):
+        run_loop(ctx)
+    assert ctx.ledger.get_run(ctx.run_id).status is RunStatus.PENDING
+    assert ctx.ledger.turn_snapshot(ctx.run_id, last=1).counts.highest == 0
 
 
 def test_round_0_is_played_by_play_turns_with_the_search_planner(engine: Callable[..., RunContext]) -> None:
@@ -251,7 +269,7 @@ def test_the_search_planner_stops_the_run_on_a_cancel(engine: Callable[..., RunC
 
 
 def test_the_champion_moves_through_its_own_object_and_the_hooks_are_handed_in(
-    engine: Callable[..., RunContext],
+    engine: Callable[..., RunContext], stores: dict[str, Store]
 ) -> None:
     told: list[dict[str, str]] = []
     ctx = engine(
@@ -268,7 +286,7 @@ def test_the_champion_moves_through_its_own_object_and_the_hooks_are_handed_in(
     rejected = run_turn(ctx, 2, 0, None)
     assert rejected.reason is Reason.NOT_IMPROVED and len(told) == 1
     # run_loop hands the rounds a lease it claims itself: a copy sharing the champion and checkouts.
-    leased = ctx.with_lease(Heartbeat(ctx.store, ctx.run_id, cancel=threading.Event()))
+    leased = ctx.with_lease(Heartbeat(stores[ctx.run_id], ctx.run_id, cancel=threading.Event()))
     assert leased.hooks.lease is not None and ctx.hooks.lease is None
     assert leased.champion is ctx.champion and leased.hooks.on_champion is ctx.hooks.on_champion
     assert leased.checkout("candidate", "app") is ctx.checkout("candidate", "app")

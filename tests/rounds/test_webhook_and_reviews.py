@@ -71,7 +71,7 @@ def test_webhooks_alone_deliver_the_feedback(tmp_path: Path) -> None:
             return watch_feedback(context, searched, watch)  # type: ignore[arg-type]
 
         with webhook_server(store, SECRET, "127.0.0.1", port, ctx.hooks.wakeup.set):
-            result = run_loop(ctx, then=then)
+            result = run_loop(ctx, then=then, leases=store)
         assert result.stop_reason == "max_rounds", result.message
         items = dump(feedback_view(store, run_id))["feedback"]
         assert any("webhook only" in i["body"] and i["verdict"] == "accepted" for i in items)
@@ -102,7 +102,7 @@ def test_two_reviews_steer_two_different_commits(tmp_path: Path) -> None:
             watch.sleep_until_woken = sleep
             return watch_feedback(context, searched, watch)  # type: ignore[arg-type]
 
-        result = run_loop(ctx, then=then)
+        result = run_loop(ctx, then=then, leases=store)
         assert result.stop_reason == "max_rounds", result.message
         heads = [r["head"] for r in dump(feedback_view(store, run_id))["rounds"]]
         assert len(heads) == 2 and all(heads) and heads[0] != heads[1]
@@ -153,7 +153,7 @@ def test_live_steer_appends_feedback_that_arrives_while_a_turn_runs(tmp_path: Pa
             watch.sleep_until_woken = lambda event, timeout: False
             return watch_feedback(context, searched, watch)  # type: ignore[arg-type]
 
-        result = run_loop(ctx, then=then)
+        result = run_loop(ctx, then=then, leases=store)
 
         assert result.stop_reason == "max_rounds", result.message
         [finished] = dump(feedback_view(store, run_id))["rounds"]

@@ -32,6 +32,7 @@ from controller.services.control.service import BeforeWatch, RunService
 from controller.services.execution.context import Observer, RunContext
 from controller.services.execution.loop import LoopResult
 from controller.services.views.schemas import dump
+from controller.store.ports import PullRecords
 
 # The crucible command, run by the interpreter running the demo (its console script may not be on PATH).
 CRUCIBLE = (sys.executable, "-m", "controller.cli")
@@ -212,11 +213,12 @@ REVIEW_BODY = "Nice speed-up. One request before this leaves draft."
 REVIEW_COMMENT = "Could we use batch.size = 4 here? Bigger batches amortise the backend round trip."
 
 
-def _reviewer(forge: DemoForge, say: Callable[..., None]) -> BeforeWatch:
-    """After round 0 and before crucible watches for feedback: the simulated reviewer reviews the PR."""
+def _reviewer(forge: DemoForge, say: Callable[..., None], pulls_of: PullRecords) -> BeforeWatch:
+    """After round 0 and before crucible watches for feedback: the simulated reviewer reviews the PR
+    (the one ``pulls_of``, the run service's store, says round 0 opened)."""
 
     def review(ctx: RunContext, searched: LoopResult) -> None:
-        pulls = ctx.store.list_pulls(ctx.run_id)
+        pulls = pulls_of.list_pulls(ctx.run_id)
         if not pulls:
             return
         pull = pulls[0]
@@ -249,7 +251,7 @@ def _run(
     say(f"demo: objective: {spec.objective}")
     options = RunOptions(turns=turns, publish_prs=True, watch_feedback=spec.feedback is not None)
     run_id = service.create(spec, spec_path.read_text(), spec_path, options)
-    result = service.drive(run_id, observer=observer, before_watch=_reviewer(forge, say))
+    result = service.drive(run_id, observer=observer, before_watch=_reviewer(forge, say, service.store))
     view = dump(reader.view(run_id))
     if as_json:
         print(json.dumps(view, default=str))

@@ -34,6 +34,7 @@ from controller.services.execution.hypothesis_pods import warm_pods
 from controller.services.execution.keep import notify_champion
 from controller.services.execution.liveness import Heartbeat
 from controller.services.execution.play import TurnPlan, play_turns
+from controller.store.ports import RunLeases
 from controller.store.records import RunRecord, TurnCounts, TurnRecord
 from controller.workspace.sandboxpaths import sandbox_hides
 
@@ -164,23 +165,28 @@ Handover = Callable[[RunContext, LoopResult], LoopResult]
 """What takes over when round 0's search is done (the feedback watch); it decides the final stop."""
 
 
-def run_loop(ctx: RunContext, *, then: Handover | None = None) -> LoopResult:
+def run_loop(ctx: RunContext, *, then: Handover | None = None, leases: RunLeases | None = None) -> LoopResult:
     """Drive a pending or resumed run to its stop, holding its lease (``liveness.Heartbeat``) unless
     the caller already holds it (``ctx.hooks.lease``, or ``ctx.lease_elsewhere``); LeaseHeldError if
     a live process drives it. A lease claimed here is handed to the rounds (``RunContext.with_lease``).
+    ``leases``: where it claims one (the round environment holds no store, only the ledger); the
+    run service always hands its rounds the lease it holds, so only a caller driving a run by hand
+    (a test) gives it; ValueError when neither a lease nor ``leases`` is given.
 
     ``then`` (the feedback watch) takes over when round 0's search is done, or at once for a run
     resumed after its search (watching, or in a round); it decides the final stop."""
     if ctx.hooks.lease is not None or ctx.lease_elsewhere:
         return _run_held(ctx, then)
-    with heartbeat_for(ctx) as beat:
+    if leases is None:
+        raise ValueError(f"run_loop of run {ctx.run_id} holds no lease and was given no leases to claim one")
+    with heartbeat_for(ctx, leases) as beat:
         return _run_held(ctx.with_lease(beat), then)
 
 
-def heartbeat_for(ctx: RunContext) -> Heartbeat:
-    """The lease keeper of ``ctx``'s run (not yet started): a cancel request wakes the run."""
+def heartbeat_for(ctx: RunContext, leases: RunLeases) -> Heartbeat:
+    """The lease keeper of ``ctx``'s run in ``leases`` (not yet started): a cancel request wakes the run."""
     return Heartbeat(
-        ctx.store,
+        leases,
         ctx.run_id,
         cancel=ctx.executor.cancel,
         ttl_s=ctx.settings.lease_ttl_s,
