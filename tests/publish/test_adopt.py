@@ -73,7 +73,7 @@ class Team:
             metric=SUM,
         )
         run = start_run(self.tmp, self.handle.api_url, spec)
-        return run, Publisher(run.client)
+        return run, Publisher(run.client, run.store)
 
     def bob_commits(self, branch: str, path: str, text: str) -> str:
         """Bob clones alpha, adds a commit to the PR branch and pushes it (no force)."""

@@ -52,7 +52,7 @@ def _run(
         measured="app/src/value.txt",
     )
     run = start_run(tmp_path, handle.api_url, spec, user=user)
-    publisher = Publisher(run.client)
+    publisher = Publisher(run.client, run.store)
     run_loop(run.context(publisher if publish else None), leases=run.store)
     return run, publisher
 

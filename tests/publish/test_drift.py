@@ -48,7 +48,7 @@ def test_a_clean_drift_is_followed_by_a_fast_forward_merge(world: World, tmp_pat
         world.settings, store, run_id, load_spec(world.tmp / "crucible.toml"), environ=dict(os.environ)
     )
 
-    [record] = Publisher(world.client).publish(ctx)
+    [record] = Publisher(world.client, store).publish(ctx)
 
     repo = world.github.get_repo("alice/app")
     head = repo.get_branch(branch_name(run_id)).commit
@@ -75,7 +75,7 @@ def test_a_conflicting_drift_pushes_nothing_and_says_needs_rebase(world: World, 
         world.settings, store, run_id, load_spec(world.tmp / "crucible.toml"), environ=dict(os.environ)
     )
 
-    [record] = Publisher(world.client).publish(ctx)
+    [record] = Publisher(world.client, store).publish(ctx)
 
     repo = world.github.get_repo("alice/app")
     assert repo.get_branch(branch_name(run_id)).commit.sha == old_head

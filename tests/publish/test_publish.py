@@ -71,7 +71,7 @@ class World:
             tail=extra,
         )
         run = create_publishing_run(self.settings, self.client, write_spec(self.tmp, text))
-        run_loop(run.context(Publisher(self.client)), leases=run.store)
+        run_loop(run.context(Publisher(self.client, run.store)), leases=run.store)
         return run.store, run.run_id
 
     def context(self, store: Store, run_id: str) -> RunContext:
@@ -136,8 +136,8 @@ def test_publishing_again_creates_nothing_and_keeps_peoples_text(world: World) -
     edited = "Reviewer context above.\n\n" + (pr.body or "") + "\n\nFooter written by a person."
     pr.edit(body=edited)
     ctx = world.context(store, run_id)
-    Publisher(world.client).publish(ctx)
-    Publisher(world.client).publish(ctx)
+    Publisher(world.client, store).publish(ctx)
+    Publisher(world.client, store).publish(ctx)
     assert len(world.pulls(run_id)) == 1
     body = repo.get_pull(pr.number).body or ""
     assert body.startswith("Reviewer context above.\n\n")
@@ -169,7 +169,7 @@ def test_a_foreign_push_is_adopted_and_never_overwritten(world: World, tmp_path:
     bobs = _bob_pushes(world, tmp_path, branch)
     ctx = world.context(store, run_id)
 
-    records = Publisher(world.client).publish(ctx)
+    records = Publisher(world.client, store).publish(ctx)
 
     repo = world.github.get_repo("alice/app")
     assert not records[0].paused
@@ -188,7 +188,7 @@ def test_a_foreign_push_with_pause_stops_every_write(world: World, tmp_path: Pat
     branch = branch_name(run_id)
     bobs = _bob_pushes(world, tmp_path, branch)
     ctx = world.context(store, run_id)
-    records = Publisher(world.client).publish(ctx)
+    records = Publisher(world.client, store).publish(ctx)
     repo = world.github.get_repo("alice/app")
     pr = repo.get_pull(records[0].number)
     assert records[0].paused
@@ -196,13 +196,13 @@ def test_a_foreign_push_with_pause_stops_every_write(world: World, tmp_path: Pat
     assert (records[0].note or "").startswith(f"paused after someone else pushed {bobs[:12]}")
     pr.edit(body="a person rewrote the body")
 
-    Publisher(world.client).publish(ctx)
+    Publisher(world.client, store).publish(ctx)
 
     assert repo.get_pull(records[0].number).body == "a person rewrote the body"
     assert repo.get_branch(branch).commit.sha == bobs
     assert store.list_pulls(run_id)[0].paused
 
-    resumed = resume_pull(ctx, Publisher(world.client), "app")
+    resumed = resume_pull(ctx, Publisher(world.client, store), "app")
 
     assert not resumed.paused and resumed.pushed_sha == bobs
     body = repo.get_pull(records[0].number).body or ""

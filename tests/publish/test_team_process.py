@@ -105,8 +105,8 @@ def test_the_process_is_applied_once_and_a_persons_changes_stick(world: World) -
         world.settings, store, run_id, load_spec(world.tmp / "crucible.toml"), environ=dict(os.environ)
     )
 
-    Publisher(world.client).publish(ctx)
-    Publisher(world.client).publish(ctx)
+    Publisher(world.client, store).publish(ctx)
+    Publisher(world.client, store).publish(ctx)
 
     pr = repo.get_pull(pr.number)
     assert [label.name for label in pr.labels] == ["performance"]
@@ -192,7 +192,7 @@ def _app_run(world: World) -> tuple[Repository, GithubForge, PublishingRun]:
 
 def test_an_app_reports_a_check_run_with_the_samples_once(world: World) -> None:
     repo, client, run = _app_run(world)
-    publisher = Publisher(client, dashboard_url="https://crucible.example/")
+    publisher = Publisher(client, run.store, dashboard_url="https://crucible.example/")
     run_loop(run.context(publisher), leases=run.store)
     publisher.publish(run.context())  # again: nothing new
 
@@ -229,13 +229,13 @@ def test_a_mark_the_forge_failed_to_take_is_made_at_the_next_publish(world: Worl
     store.append_event(run_id, EventKind.ROUND_FINISHED, {**summary, "detail": "not held: value 9 > 8"})
     world.handle.faults.add(Fault("POST", r"/statuses/", "error_before", status=502, times=50))
 
-    Publisher(world.client).publish(world.context(store, run_id))  # the forge is down for statuses
+    Publisher(world.client, store).publish(world.context(store, run_id))  # the forge is down for statuses
     assert [s.context for s in repo.get_commit(head).get_statuses()] == ["crucible/value"]
     assert world.handle.faults.fired, "the mark was attempted"
 
     world.handle.faults.clear()
-    Publisher(world.client).publish(world.context(store, run_id))  # the next publish makes it
-    Publisher(world.client).publish(world.context(store, run_id))  # and only once
+    Publisher(world.client, store).publish(world.context(store, run_id))  # the next publish makes it
+    Publisher(world.client, store).publish(world.context(store, run_id))  # and only once
     marks = [(s.context, s.state, s.description) for s in repo.get_commit(head).get_statuses()]
     assert marks == [
         (
@@ -260,7 +260,7 @@ def test_a_tested_keep_shows_its_p_value_and_links_the_run_page(world: World) ->
         .replace("confidence = 0\n", "confidence = 0.95\n")
     )
     run = create_publishing_run(world.settings, world.client, write_spec(world.tmp, text))
-    publisher = Publisher(world.client, dashboard_url="https://crucible.example/")
+    publisher = Publisher(world.client, run.store, dashboard_url="https://crucible.example/")
     run_loop(run.context(publisher), leases=run.store)
 
     [listed] = world.pulls(run.run_id)
@@ -276,15 +276,15 @@ def test_a_tested_keep_shows_its_p_value_and_links_the_run_page(world: World) ->
 
 def test_with_an_app_an_unheld_round_is_a_neutral_check_run_on_the_head_it_left(world: World) -> None:
     repo, client, run = _app_run(world)
-    run_loop(run.context(Publisher(client)), leases=run.store)
+    run_loop(run.context(Publisher(client, run.store)), leases=run.store)
     [listed] = world.pulls(run.run_id)
     head = repo.get_pull(listed.number).head.sha  # type: ignore[attr-defined]
     # A refinement round that kept nothing, recorded as the round's end records it.
     summary = {"round": 1, "component": "app", "feedback": [], "kept": False, "head": None}
     run.store.append_event(run.run_id, EventKind.ROUND_FINISHED, {**summary, "detail": "value 9 > 8"})
 
-    Publisher(client).publish(run.context())
-    Publisher(client).publish(run.context())  # once per round
+    Publisher(client, run.store).publish(run.context())
+    Publisher(client, run.store).publish(run.context())  # once per round
 
     runs = sorted(repo.get_commit(head).get_check_runs(), key=lambda c: c.name)
     assert [(c.name, c.status, c.conclusion) for c in runs] == [

@@ -85,7 +85,7 @@ def _review_round(
     handle = forge.handle
     run = start_run(tmp_path, handle.api_url, review_round_spec(write_agent(tmp_path, agent), handle.api_url))
     store, run_id, client = run.store, run.run_id, run.client
-    publisher = Publisher(client)
+    publisher = Publisher(client, store)
     reviewed: list[str] = []
 
     def publish(context: RunContext) -> None:
@@ -167,7 +167,7 @@ def test_a_closed_pr_ends_the_watch_with_feedback_closed(tmp_path: Path, forge: 
     spec = review_round_spec(write_agent(tmp_path, REVIEW_AGENT), api_url, max_rounds=5)
     run = start_run(tmp_path, api_url, spec)
     store, run_id, client = run.store, run.run_id, run.client
-    ctx = run.context(Publisher(client))
+    ctx = run.context(Publisher(client, store))
 
     def close_then_watch(context: object, searched: LoopResult) -> LoopResult:
         [record] = store.list_pulls(run_id)

@@ -55,7 +55,7 @@ def test_webhooks_alone_deliver_the_feedback(tmp_path: Path) -> None:
         handle = app.handle
         run = _setup(tmp_path, handle.api_url, 1)
         store, run_id, client = run.store, run.run_id, run.client
-        ctx = run.context(Publisher(client))
+        ctx = run.context(Publisher(client, store))
         watch = Watch(forge=client, own_logins=["alice"], poll=False)
         woken = threading.Event()
 
@@ -84,7 +84,7 @@ def test_two_reviews_steer_two_different_commits(tmp_path: Path) -> None:
         handle, alice = app.handle, app.alice
         run = _setup(tmp_path, handle.api_url, 2)
         store, run_id, client, settings = run.store, run.run_id, run.client, run.settings
-        ctx = run.context(Publisher(client))
+        ctx = run.context(Publisher(client, store))
         reviews = iter(["first review: make it blue", "second review: make it green"])
 
         def then(context: object, searched: LoopResult) -> LoopResult:
@@ -133,7 +133,7 @@ def test_live_steer_appends_feedback_that_arrives_while_a_turn_runs(tmp_path: Pa
             (tmp_path / "crucible.toml").read_text().replace('poll_interval = "1s"', 'poll_interval = "0.2s"')
         )
         (tmp_path / "crucible.toml").write_text(spec_text)
-        ctx = replace(run, spec=load_spec(tmp_path / "crucible.toml")).context(Publisher(client))
+        ctx = replace(run, spec=load_spec(tmp_path / "crucible.toml")).context(Publisher(client, store))
 
         def late_comment() -> None:
             for _ in range(300):

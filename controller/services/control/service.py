@@ -191,7 +191,7 @@ class RunService:
         spec = stored_spec(self.store, run_id)
         forge = self._forge_for(spec) if options.publish_prs else None
         url = self.settings.forge.dashboard_url
-        publish = Publisher(forge, dashboard_url=url).publish if forge is not None else None
+        publish = Publisher(forge, self.store, dashboard_url=url).publish if forge is not None else None
         pods = self._hypotheses(run_id) if self._hypotheses is not None else None
         hooks = Hooks(publish, lease, wakeup=signals.wakeup, detach=signals.detach, hypothesis_pods=pods)
         ctx = open_context(
@@ -308,8 +308,7 @@ class RunService:
         """The attempt of the next launch of any round of the run: one more for each drive (a RESUMED
         event per resume, ADR-0012) and for each relaunch after a lost pod (a RELAUNCHED event,
         ADR-0019). Counted from the record, so every replica computes the same number."""
-        kinds = [EventKind.RESUMED, EventKind.RELAUNCHED]
-        return len(self.store.list_events(run_id, kinds=kinds))
+        return len(self.store.list_events(run_id, kinds=[EventKind.RESUMED, EventKind.RELAUNCHED]))
 
     def _run_round(self, ctx: RunContext, job: RoundJob) -> RoundReport:
         """Launch ``job`` and wait for its end. A remote round whose pod was lost (``cutoff.RELAUNCHABLE``)
@@ -484,7 +483,8 @@ class RunService:
     def resume_pull(self, run_id: str, component: str) -> PullRecord:
         """Lift a pause on a PR: adopt its current head and let crucible write to it again."""
         spec = stored_spec(self.store, run_id)
-        publisher = Publisher(self._forge_for(spec), dashboard_url=self.settings.forge.dashboard_url)
+        url = self.settings.forge.dashboard_url
+        publisher = Publisher(self._forge_for(spec), self.store, dashboard_url=url)
         ctx = open_context(self.settings, self.store, run_id, spec, environ=self._environ)
         return resume_pull(ctx, publisher, component)
 

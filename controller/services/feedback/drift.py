@@ -25,6 +25,7 @@ from controller.forge.base import Forge
 from controller.services.execution.context import RunContext
 from controller.services.execution.measure import ArmRoot, measure
 from controller.stats import median
+from controller.store.ports import DriftRecords, RunReads
 from controller.workspace.git import is_ancestor
 from controller.workspace.push import fetch_commit
 
@@ -44,9 +45,12 @@ class Applied:
         return median(list(self.samples))
 
 
-def apply_onto(ctx: RunContext, name: str, onto: str, parents: Sequence[str], message: str) -> Applied:
+def apply_onto(
+    ctx: RunContext, records: RunReads, name: str, onto: str, parents: Sequence[str], message: str
+) -> Applied:
     """Merge ``name``'s champion onto ``onto`` (objects only), commit it with ``parents`` and measure
-    the workspace with it; the candidate arm is left at the champion heads when that fails."""
+    the workspace with it (in the run's current round, read from ``records``); the candidate arm is
+    left at the champion heads when that fails."""
     clone = ctx.checkout("candidate", name)
     tree, conflicts = clone.merge_onto(onto, ctx.champion_heads[name])
     if tree is None:
@@ -58,7 +62,7 @@ def apply_onto(ctx: RunContext, name: str, onto: str, parents: Sequence[str], me
         ctx.executor,
         ctx.spec.metric,
         [ArmRoot(SampleArm.CANDIDATE, ctx.layout.workspace_root("candidate"))],
-        protocol=ctx.protocol_env(0, ctx.store.get_run(ctx.run_id).round),
+        protocol=ctx.protocol_env(0, records.get_run(ctx.run_id).round),
         log_prefix=ctx.layout.logs / f"onto-{onto[:12]}.log",
     )
     if result.error is not None:
@@ -75,8 +79,11 @@ def _make_champion(ctx: RunContext, name: str, head: str) -> None:
     ctx.ensure_arm("champion", ctx.champion_heads)
 
 
-def follow_upstream(ctx: RunContext, forge: Forge, component: ComponentSpec, notes: list[str]) -> None:
-    """Bring ``component`` onto its upstream base if that moved; explain what happened in ``notes``."""
+def follow_upstream(
+    ctx: RunContext, records: DriftRecords, forge: Forge, component: ComponentSpec, notes: list[str]
+) -> None:
+    """Bring ``component`` onto its upstream base if that moved, recorded in ``records``; explain what
+    happened in ``notes``."""
     upstream = component.upstream
     if upstream is None:
         return
@@ -90,7 +97,7 @@ def follow_upstream(ctx: RunContext, forge: Forge, component: ComponentSpec, not
     new_base = fetch_commit(clone.path, forge.repo(upstream).clone_url, now, forge.git_auth_env(upstream))
     head = ctx.champion_heads[name]
     message = f"crucible: follow {branch} to {new_base[:12]}\n\nrun {ctx.run_id}: the candidate on it"
-    applied = apply_onto(ctx, name, new_base, [head, new_base], message)
+    applied = apply_onto(ctx, records, name, new_base, [head, new_base], message)
     if applied.conflicts:
         notes.append(
             f"needs rebase: {', '.join(applied.conflicts)} (upstream {branch} moved to {new_base[:12]})"
@@ -103,7 +110,7 @@ def follow_upstream(ctx: RunContext, forge: Forge, component: ComponentSpec, not
         return
     merged, value = applied.head, applied.value
     event = {"component": name, "old_base": old, "new_base": new_base, "head": merged}
-    ctx.store.follow_base(
+    records.follow_base(
         ctx.run_id,
         name,
         new_base=new_base,
@@ -145,13 +152,15 @@ def author_of(ctx: RunContext, name: str, sha: str) -> str:
     return display_name(ctx.checkout("candidate", name).author_name(sha))
 
 
-def build_on_adopted(ctx: RunContext, name: str, adopted: str, notes: list[str]) -> Lineage:
+def build_on_adopted(
+    ctx: RunContext, records: DriftRecords, name: str, adopted: str, notes: list[str]
+) -> Lineage:
     """Make ``name``'s champion descend from ``adopted``, a head someone else pushed to the PR branch.
 
     A champion that already descends from it needs nothing; one the adopted head already contains
     (a person pushed on top of it) is not pushed, the adopted head stays the PR. Otherwise the
     champion is applied three-way onto the adopted head, committed with the adopted head and the
-    champion as parents, measured, and recorded as the champion (BUILT_ON_ADOPTED)."""
+    champion as parents, measured, and recorded as the champion in ``records`` (BUILT_ON_ADOPTED)."""
     clone = ctx.checkout("candidate", name)
     head = ctx.champion_heads[name]
     who = author_of(ctx, name, adopted)
@@ -165,7 +174,7 @@ def build_on_adopted(ctx: RunContext, name: str, adopted: str, notes: list[str])
         )
         return Lineage(builds_on=False, held=held)
     message = f"crucible: build on {adopted[:12]}\n\nrun {ctx.run_id}: the candidate on {who}'s commit"
-    applied = apply_onto(ctx, name, adopted, [adopted, head], message)
+    applied = apply_onto(ctx, records, name, adopted, [adopted, head], message)
     if applied.conflicts:
         paths = ", ".join(applied.conflicts)
         held = (
@@ -183,7 +192,7 @@ def build_on_adopted(ctx: RunContext, name: str, adopted: str, notes: list[str])
         return Lineage(builds_on=False, held=held)
     merged, value = applied.head, applied.value
     event = {"component": name, "adopted": adopted, "champion": head, "head": merged}
-    ctx.store.build_on_adopted(
+    records.build_on_adopted(
         ctx.run_id,
         name,
         head_sha=merged,

@@ -26,6 +26,7 @@ from controller.forge.base import Forge, ForgeError, PullInfo
 from controller.services.execution.context import RunContext
 from controller.services.feedback.drift import author_of, build_on_adopted, follow_upstream
 from controller.services.feedback.team import Measured, fit, mark_unheld, report_result, run_url
+from controller.store.ports import PublishRecords, RunReads
 from controller.store.records import ProcessState, PullRecord
 from controller.workspace.git import is_ancestor
 from controller.workspace.push import PushRejected, fetch_commit, push_commit
@@ -58,21 +59,22 @@ def targets(ctx: RunContext) -> list[Target]:
 
 def _facts(
     ctx: RunContext,
+    records: PublishRecords,
     component: str,
     base_sha: str,
     head_sha: str,
     notes: list[str],
     siblings: list[Sibling],
 ) -> PullFacts:
-    run = ctx.store.get_run(ctx.run_id)
-    samples = ctx.store.list_samples(ctx.run_id)
+    run = records.get_run(ctx.run_id)
+    samples = records.list_samples(ctx.run_id)
     metric = ctx.spec.metric.name
 
     def values(turn: int, arm: SampleArm) -> list[float]:
         return [s.values[metric] for s in samples if s.turn == turn and s.arm == arm and s.valid]
 
-    notes = [*notes, *round_notes(ctx, component)]
-    turns = [t for t in ctx.store.list_turns(ctx.run_id) if t.phase == TurnPhase.DECIDED]
+    notes = [*notes, *round_notes(ctx, records, component)]
+    turns = [t for t in records.list_turns(ctx.run_id) if t.phase == TurnPhase.DECIDED]
     champion_turn = next((t for t in turns if t.number == run.champion_turn), None)
     points = [Point(t.number, t.value, t.outcome == "accepted") for t in turns if t.value is not None]
     return PullFacts(
@@ -105,12 +107,12 @@ def _cite(author: str, path: str | None, line: int | None, url: str) -> str:
     return f"[{text}]({url})" if url else text
 
 
-def round_notes(ctx: RunContext, component: str) -> list[str]:
+def round_notes(ctx: RunContext, records: PublishRecords, component: str) -> list[str]:
     """One line per finished refinement round of ``component``: what feedback it addressed and how."""
     lines: list[str] = []
-    for finished in _finished_rounds(ctx, component):
+    for finished in _finished_rounds(ctx, records, component):
         number = finished.round
-        items = [i for i in ctx.store.list_feedback(ctx.run_id, round=number) if i.component == component]
+        items = [i for i in records.list_feedback(ctx.run_id, round=number) if i.component == component]
         who = ", ".join(_cite(i.author, i.path, i.line, i.url) for i in items)
         if finished.kept:
             head = (finished.head or "")[:12]
@@ -120,9 +122,9 @@ def round_notes(ctx: RunContext, component: str) -> list[str]:
     return lines
 
 
-def _title(ctx: RunContext, component: str, value: float | None = None) -> str:
+def _title(ctx: RunContext, records: RunReads, component: str, value: float | None = None) -> str:
     """The title ``[publish] title`` gives the PR, with ``value`` (default: the run's best)."""
-    run = ctx.store.get_run(ctx.run_id)
+    run = records.get_run(ctx.run_id)
     shown = run.champion_value if value is None else value
     facts = kept_facts(
         ctx.spec, ctx.run_id, component, run.baseline_value, shown, None, run.champion_turn or 0
@@ -146,15 +148,18 @@ class _Plan:
 
 
 class Publisher:
-    """Publishes a run's champion through one ``Forge``; call ``publish`` after every keep and at the end."""
+    """Publishes a run's champion through one ``Forge``; call ``publish`` after every keep and at the end.
+    ``records``: the run's record as publishing reads and writes it (its PRs, the feedback its rounds
+    addressed, an adopted head), handed in by the driver: the round environment holds no store."""
 
-    def __init__(self, forge: Forge, *, dashboard_url: str | None = None) -> None:
+    def __init__(self, forge: Forge, records: PublishRecords, *, dashboard_url: str | None = None) -> None:
         self.forge = forge
+        self.records = records
         self.dashboard_url = dashboard_url  # where the run pages are served, for the status's link
 
     def publish(self, ctx: RunContext) -> list[PullRecord]:
         """Push, open and describe every changed component's PR; return the run's PR records."""
-        known = {p.component: p for p in ctx.store.list_pulls(ctx.run_id)}
+        known = {p.component: p for p in self.records.list_pulls(ctx.run_id)}
         plans: list[_Plan] = []
         failures: list[str] = []
         for target in targets(ctx):
@@ -198,7 +203,7 @@ class Publisher:
         elif adopted is not None:
             if remote == adopted and pushed != adopted:
                 pushed, value = adopted, None  # the branch is theirs now: nobody measured it
-            lineage = build_on_adopted(ctx, name, adopted, notes)
+            lineage = build_on_adopted(ctx, self.records, name, adopted, notes)
             may_push, held = lineage.builds_on, lineage.held
             notes.append(self._adopted_note(ctx, name, adopted, branch))
         head = ctx.champion_heads[name]
@@ -227,7 +232,7 @@ class Publisher:
         clone = ctx.checkout("candidate", name).path
         ours = known is None or remote in (None, known.pushed_sha)
         if ours and (adopted is None or is_ancestor(clone, adopted, ctx.champion_heads[name])):
-            follow_upstream(ctx, self.forge, target.component, notes)
+            follow_upstream(ctx, self.records, self.forge, target.component, notes)
         if known is None or remote is None or remote in (known.pushed_sha, adopted):
             return adopted, False
         if self._foreign_policy(ctx) == "pause":
@@ -252,20 +257,19 @@ class Publisher:
             "rewrites it, applies every later result onto it, and the next refinement round starts from it"
         )
 
-    @staticmethod
-    def _value_of(ctx: RunContext, name: str, sha: str, adopted: str | None) -> float | None:
+    def _value_of(self, ctx: RunContext, name: str, sha: str, adopted: str | None) -> float | None:
         """What crucible measured for ``sha``, the champion head being pushed: its re-measured value
         when it was applied onto another commit, else the run's champion value."""
         if sha == adopted:
             return None  # a head someone else pushed: no turn measured it
-        comp = next(c for c in ctx.store.list_components(ctx.run_id) if c.name == name)
+        comp = next(c for c in self.records.list_components(ctx.run_id) if c.name == name)
         measured = comp.extra.get("head_value")
         if isinstance(measured, dict) and measured.get("sha") == sha:
             return float(measured["value"])
-        return ctx.store.get_run(ctx.run_id).champion_value
+        return self.records.get_run(ctx.run_id).champion_value
 
     def _adopted(self, ctx: RunContext, name: str) -> str | None:
-        for comp in ctx.store.list_components(ctx.run_id):
+        for comp in self.records.list_components(ctx.run_id):
             if comp.name == name:
                 value = comp.extra.get("adopted_head")
                 return str(value) if value else None
@@ -277,22 +281,24 @@ class Publisher:
         clone = ctx.checkout("candidate", name)
         fetched = fetch_commit(clone.path, repo.clone_url, remote, self.forge.git_auth_env(target.push_repo))
         clone.set_refs({"refs/crucible/adopted": fetched})
-        ctx.store.update_component_extra(ctx.run_id, name, {"adopted_head": fetched})
-        ctx.store.append_event(ctx.run_id, EventKind.PUBLISHED, {"component": name, "adopted_head": fetched})
+        self.records.update_component_extra(ctx.run_id, name, {"adopted_head": fetched})
+        self.records.append_event(
+            ctx.run_id, EventKind.PUBLISHED, {"component": name, "adopted_head": fetched}
+        )
         return fetched
 
     def _describe(self, ctx: RunContext, plan: _Plan, siblings: list[Sibling]) -> PullRecord:
         name = plan.target.component.name
         if plan.skip and plan.known is not None:
             return plan.known
-        facts = _facts(ctx, name, ctx.base_shas[name], plan.pushed, plan.notes, siblings)
+        facts = _facts(ctx, self.records, name, ctx.base_shas[name], plan.pushed, plan.notes, siblings)
         if plan.pushed != ctx.champion_heads[name]:
             # The PR does not show the run's best: its table must not claim the best's numbers.
             facts = replace(facts, candidate=plan.value, candidate_samples=[], p_value=None, turn=None)
         pull = plan.pull
         body = merge_body(pull.body, facts)
         ours = plan.known.title if plan.known is not None and plan.known.title is not None else pull.title
-        title = _title(ctx, name, plan.value) if plan.value is not None else ours
+        title = _title(ctx, self.records, name, plan.value) if plan.value is not None else ours
         retitle = title if pull.title == ours and title != pull.title else None  # never over a person's
         if body != pull.body or retitle is not None:
             changed = body if body != pull.body else None
@@ -318,11 +324,11 @@ class Publisher:
             process=process,
             status_sha=status_sha,
         )
-        ctx.store.save_pull(record)
+        self.records.save_pull(record)
         if plan.known is None or plan.known.pushed_sha != plan.pushed:
             payload = {"component": name, "number": pull.number, "url": pull.url, "head_sha": plan.pushed}
             payload["value"] = plan.value
-            ctx.store.append_event(ctx.run_id, EventKind.PUBLISHED, payload)
+            self.records.append_event(ctx.run_id, EventKind.PUBLISHED, payload)
         return record
 
     def _fit(
@@ -345,7 +351,7 @@ class Publisher:
         if publish.status != "off":
             try:
                 if plan.value is not None and plan.pushed != status_sha:
-                    run = ctx.store.get_run(ctx.run_id)
+                    run = self.records.get_run(ctx.run_id)
                     measured = Measured(
                         metric=ctx.spec.metric.name,
                         minimize=ctx.direction is Direction.MINIMIZE,
@@ -359,7 +365,7 @@ class Publisher:
                         n for n in [report_result(process, publish, repo, plan.pushed, measured, url)] if n
                     ]
                     status_sha = plan.pushed
-                for number, detail in _unheld_rounds(ctx, name, state.marked):
+                for number, detail in _unheld_rounds(ctx, self.records, name, state.marked):
                     metric = ctx.spec.metric.name
                     found = mark_unheld(process, publish, repo, plan.pushed, metric, number, detail)
                     notes += [found] if found else []
@@ -369,7 +375,7 @@ class Publisher:
         if notes:
             state = replace(state, problems=(*state.problems, *(n for n in notes if n not in fitted.refused)))
             payload = {"component": name, "number": pull.number, "url": pull.url, "refused": notes}
-            ctx.store.append_event(ctx.run_id, EventKind.PUBLISHED, payload)
+            self.records.append_event(ctx.run_id, EventKind.PUBLISHED, payload)
         return state, status_sha
 
     def _find_or_create(
@@ -381,12 +387,14 @@ class Publisher:
         base_branch = target.component.base
         if base_branch == "HEAD":
             base_branch = self.forge.repo(target.upstream).default_branch
-        facts = _facts(ctx, target.component.name, ctx.base_shas[target.component.name], head, notes, [])
+        facts = _facts(
+            ctx, self.records, target.component.name, ctx.base_shas[target.component.name], head, notes, []
+        )
         return self.forge.create_pull(
             target.upstream,
             head=f"{target.head_owner}:{branch}",
             base=base_branch,
-            title=_title(ctx, target.component.name),
+            title=_title(ctx, self.records, target.component.name),
             body=merge_body("", facts),
             draft=True,
         )
@@ -406,16 +414,20 @@ def _note(ctx: RunContext, plan: _Plan) -> str | None:
     return f"the PR head {plan.pushed[:12]} is not the run's best {best[:12]}"
 
 
-def _unheld_rounds(ctx: RunContext, component: str, marked: tuple[int, ...]) -> list[tuple[int, str]]:
+def _unheld_rounds(
+    ctx: RunContext, records: RunReads, component: str, marked: tuple[int, ...]
+) -> list[tuple[int, str]]:
     """The finished refinement rounds of ``component`` that kept nothing and are not marked yet."""
     return [
-        (r.round, r.detail) for r in _finished_rounds(ctx, component) if not r.kept and r.round not in marked
+        (r.round, r.detail)
+        for r in _finished_rounds(ctx, records, component)
+        if not r.kept and r.round not in marked
     ]
 
 
-def _finished_rounds(ctx: RunContext, component: str) -> list[events.RoundFinishedPayload]:
+def _finished_rounds(ctx: RunContext, records: RunReads, component: str) -> list[events.RoundFinishedPayload]:
     """The ``round_finished`` events of ``component``, oldest first (a malformed one is skipped)."""
-    found = ctx.store.list_events(ctx.run_id, kinds={EventKind.ROUND_FINISHED})
+    found = records.list_events(ctx.run_id, kinds={EventKind.ROUND_FINISHED})
     payloads = [events.read(events.RoundFinishedPayload, e.payload) for e in found]
     return [p for p in payloads if p is not None and p.component == component]
 
@@ -424,7 +436,8 @@ def resume_pull(ctx: RunContext, publisher: Publisher, component: str) -> PullRe
     """Lift a ``pause``: adopt whatever now heads the PR branch (never rewritten) and write again.
 
     Raises NotFoundError if the run has no PR for ``component``, ConflictError if it is not paused."""
-    record = next((p for p in ctx.store.list_pulls(ctx.run_id) if p.component == component), None)
+    records = publisher.records
+    record = next((p for p in records.list_pulls(ctx.run_id) if p.component == component), None)
     if record is None:
         raise NotFoundError(f"run {ctx.run_id} has no pull request for component {component!r}")
     if not record.paused:
@@ -435,6 +448,6 @@ def resume_pull(ctx: RunContext, publisher: Publisher, component: str) -> PullRe
     if remote is not None and remote != record.pushed_sha:
         pushed = publisher.adopt(ctx, target, component, remote)
     value = record.published_value if pushed == record.pushed_sha else None
-    ctx.store.save_pull(replace(record, paused=False, pushed_sha=pushed, published_value=value))
+    records.save_pull(replace(record, paused=False, pushed_sha=pushed, published_value=value))
     publisher.publish(ctx)
-    return next(p for p in ctx.store.list_pulls(ctx.run_id) if p.component == component)
+    return next(p for p in records.list_pulls(ctx.run_id) if p.component == component)

@@ -39,12 +39,14 @@ __all__ = [
     "ComponentHeads",
     "ControllerStore",
     "DeliveryQueue",
+    "DriftRecords",
     "FeedbackIntake",
     "FeedbackRecords",
     "Ledger",
     "OpsCounts",
     "OpsStore",
     "ProcessGroupRecords",
+    "PublishRecords",
     "PullRecords",
     "Recovery",
     "RemoteRoundStore",
@@ -92,6 +94,19 @@ class OpsStore(OpsCounts, SchemaHealth, Protocol):
 
 class ApiRuns(RunViews, RunLifecycle, Protocol):
     """The runs routes: the read models, and submitting or reopening a run (``api.runs``)."""
+
+
+class DriftRecords(RunReads, ComponentHeads, Protocol):
+    """Following a moved upstream and building on an adopted head: the round a re-measurement runs
+    in, and the component's new base or head with its event (``feedback.drift``)."""
+
+
+class PublishRecords(
+    RunReads, TurnReads, RunLifecycle, ComponentHeads, PullRecords, FeedbackRecords, Protocol
+):
+    """Publishing a run's champion (``feedback.publish.Publisher``, and ``drift`` through it): the
+    figures of the PR body, its PR records, the rounds' feedback it cites, an adopted head, and the
+    PUBLISHED events (``RunLifecycle.append_event``)."""
 
 
 class TurnRecords(Ledger, TurnReads, Protocol):
