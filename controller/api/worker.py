@@ -24,20 +24,22 @@ own hypothesis; the routes that start or decide turns, record the baseline or mo
 decides those turns.
 
 Errors are the API's usual ``{"detail", "kind"}`` (401 no valid token, 403 another run, a refused
-bundle or an unproved commit, 404, 409, 422 a body that does not match its schema), plus 400
-``kind = "value"`` for the ledger's ValueError and 400 ``kind = "protocol"`` for a client of another
-protocol version.
+bundle or an unproved commit, 404, 409, 413 a bundle past the cap, of kind "too_large", 422 a body
+that does not match its schema), plus 400 ``kind = "value"`` for the ledger's ValueError and 400
+``kind = "protocol"`` for a client of another protocol version.
 """
 
 # No ``from __future__ import annotations``: FastAPI reads the route signatures, whose ``Grant``
 # dependency is local to the router.
 from collections.abc import Callable, Coroutine
+from pathlib import Path
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request, Response
+from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.routing import APIRoute
+from starlette.background import BackgroundTask
 
 from controller.api.uploads import stream_to_file
 from controller.domain.enums import EventKind
@@ -160,24 +162,52 @@ def _round_routes(router: APIRouter, remote: RemoteRounds, grant: Any) -> None:
 
     @router.post(
         "/bundle",
+        response_model=BundleHeads,  # or the 413 of ``too_large``, a response of its own
         openapi_extra={
             "requestBody": {"content": {"application/octet-stream": {}}, "description": "a git bundle"}
         },
     )
     async def receive_bundle(
         request: Request, turn: int | None = None, g: WorkerRoundRecord = grant
-    ) -> BundleHeads:
-        with remote.upload(g) as path:  # 409 while this token has another upload in flight
+    ) -> BundleHeads | Response:
+        path = remote.open_upload(g)  # 409 while this token has another upload in flight
+        handed_over = False
+        try:
             if not await stream_to_file(request, path, remote.max_bundle_bytes):
-                refused = await run_in_threadpool(remote.refuse_oversized, g, turn)
-                raise HTTPException(status_code=413, detail=str(refused))
+                answer = too_large(remote, g, turn, path)
+                handed_over = True  # the upload ends in the answer's background task
+                return answer
             heads = await run_in_threadpool(remote.receive_bundle, g, path, turn)
+        finally:
+            if not handed_over:
+                remote.close_upload(g, path)
         return BundleHeads(heads=heads)
 
     @router.post("/outcome")
     def outcome(body: RoundEnd, g: WorkerRoundRecord = grant) -> Accepted:
         remote.finish(g, body)
         return Accepted()
+
+
+def too_large(remote: RemoteRounds, grant: WorkerRoundRecord, turn: int | None, path: Path) -> JSONResponse:
+    """413 for an upload past the cap, sent before its refusal is recorded (issue 21: three refusals'
+    store writes, one after another, made the last 413 come over a second after its cap). The token
+    is marked refusing first, so it answers 409 everywhere until the background task has recorded the
+    refusal and revoked it (``upload_marks``). That task runs once the answer is sent, whether or not
+    the client is still there (uvicorn drops a send to a gone client, and no middleware here buffers
+    the answer), in a thread that a cancellation waits for (Starlette's ``run_in_threadpool``), so the
+    mark is released only after the record, whatever happens to the request."""
+    detail = remote.oversized(grant, turn)  # ForbiddenError (the upload is closed) for another turn
+
+    def record() -> None:
+        try:
+            remote.refuse_oversized(grant, turn)
+        finally:
+            remote.close_upload(grant, path)
+
+    return JSONResponse(
+        {"detail": detail, "kind": "too_large"}, status_code=413, background=BackgroundTask(record)
+    )
 
 
 def _ledger_reads(router: APIRouter, remote: RemoteRounds, grant: Any) -> None:

@@ -11,9 +11,11 @@ record only through the worker routes, with a bearer token minted here for that 
 - ``feedback``: the feedback items a refinement round addresses (only those of its job).
 - ``start_bundle``: the round's start commits (and the base) of one component, as a git bundle
   (past a commit the worker has, for a warm hypothesis pod: ``mint_slot_env``, ``next_hypothesis``).
-- ``upload`` / ``receive_bundle``: a bundle the worker sends before deciding a kept turn, streamed
-  to a file of the run's scratch directory (the route enforces ``MAX_BUNDLE_BYTES`` while reading;
-  one upload at a time per token). It is verified before anything is recorded, every git command on
+- ``open_upload`` / ``receive_bundle``: a bundle the worker sends before deciding a kept turn,
+  streamed to a file of the run's scratch directory (the route enforces ``MAX_BUNDLE_BYTES`` while
+  reading; one upload at a time per token, ``upload_marks``); one past the cap is answered 413 at once
+  and recorded as refused after the answer (``oversized``, ``refuse_oversized``), the token good for
+  nothing in between. It is verified before anything is recorded, every git command on
   it bounded in time: only refs ``refs/crucible/<run>/<component>``, every commit descending from
   the round's start head of its component, every path any commit changes inside the component's
   mutable surface and outside its protected paths and evaluator files, no submodule link and no
@@ -31,12 +33,10 @@ record only through the worker routes, with a bearer token minted here for that 
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import hmac
 import secrets
-import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -46,7 +46,6 @@ from controller.config.settings import Settings
 from controller.config.spec import Spec
 from controller.domain.enums import EventKind, Reason, RunStatus
 from controller.domain.errors import (
-    ConflictError,
     CrucibleError,
     ForbiddenError,
     NotFoundError,
@@ -59,6 +58,7 @@ from controller.services.remote.bundle_import import import_bundle
 from controller.services.remote.recount import recount_decision, recount_hypothesis
 from controller.services.remote.refusals import PolicyViolation, refuse_bundle, refuse_report
 from controller.services.remote.slots import WAIT_S, Slots, Taken
+from controller.services.remote.upload_marks import UploadMarks
 from controller.services.views.layout import RunLayout
 from controller.services.views.specs import stored_spec
 from controller.store.ports import RemoteRoundStore
@@ -122,8 +122,7 @@ class RemoteRounds:
         self._hand_over = hand_over or (lambda _run: False)
         self._clock = clock
         self.max_bundle_bytes = MAX_BUNDLE_BYTES  # an upload past it is refused while it is read
-        self._uploading: set[str] = set()  # token hashes with an upload in flight
-        self._uploads_lock = threading.Lock()
+        self.uploads = UploadMarks()  # tokens with an upload in flight, or its refusal (409 meanwhile)
         self._specs: dict[str, Spec] = {}
         self.slots = Slots(store, self.mint_hypothesis_env)  # warm hypothesis pods' next hypotheses
         self.slot_wait_s = WAIT_S  # how long one ``next_hypothesis`` waits for an offer
@@ -194,6 +193,7 @@ class RemoteRounds:
             )
         if grant.expires_at <= self._clock():
             raise UnauthenticatedError("the worker token has expired")
+        self.uploads.require_usable(grant.token_hash)  # 409 between an oversized upload's 413 and its record
         if run_id != grant.run_id:
             self.store.get_run(run_id)  # NotFoundError for a run that does not exist
             raise ForbiddenError(f"this worker token is for run {grant.run_id}, not {run_id}")
@@ -291,29 +291,36 @@ class RemoteRounds:
         )
         return out
 
-    @contextlib.contextmanager
-    def upload(self, grant: WorkerRoundRecord) -> Iterator[Path]:
-        """A file for one bundle upload of ``grant``'s token, removed afterwards; ConflictError while
-        another upload of the same token is in flight (uploads do not queue up on a token)."""
-        with self._uploads_lock:
-            if grant.token_hash in self._uploading:
-                raise ConflictError("an upload with this token is in progress; one at a time")
-            self._uploading.add(grant.token_hash)
-        path = (
-            self._scratch(grant.run_id)
-            / f"upload-{grant.round}-{grant.attempt}-{secrets.token_hex(4)}.bundle"
-        )
+    def open_upload(self, grant: WorkerRoundRecord) -> Path:
+        """A file for one bundle upload of ``grant``'s token; ConflictError while another upload of
+        the same token is in flight (uploads do not queue up on a token). ``close_upload`` ends it."""
+        name = f"upload-{grant.round}-{grant.attempt}-{secrets.token_hex(4)}.bundle"
+        path = self._scratch(grant.run_id) / name
+        self.uploads.claim(grant.token_hash)
+        return path
+
+    def close_upload(self, grant: WorkerRoundRecord, path: Path) -> None:
+        """The upload at ``path`` is over: its file is removed and the token may upload again."""
         try:
-            yield path
-        finally:
             path.unlink(missing_ok=True)
-            with self._uploads_lock:
-                self._uploading.discard(grant.token_hash)
+        finally:
+            self.uploads.release(grant.token_hash)
+
+    def oversized(self, grant: WorkerRoundRecord, turn: int | None) -> str:
+        """The 413's message for an upload that passed ``max_bundle_bytes`` (it was not read further),
+        answered before the refusal is recorded: until ``refuse_oversized`` and ``close_upload`` the
+        token answers 409 everywhere (``upload_marks``). ForbiddenError for another hypothesis's turn."""
+        self._require_scope(grant, turn)
+        self.uploads.refusing(grant.token_hash)
+        return f"policy_violation: bundle refused: {self._too_large()}"
 
     def refuse_oversized(self, grant: WorkerRoundRecord, turn: int | None) -> PolicyViolation:
-        """Record an upload that passed ``max_bundle_bytes`` (it was not read further) as refused."""
+        """Record an upload that passed ``max_bundle_bytes`` as refused (``refusals.refuse_bundle``)."""
         self._require_scope(grant, turn)
-        return self._refuse(grant, turn, f"the bundle is larger than {self.max_bundle_bytes} bytes")
+        return self._refuse(grant, turn, self._too_large())
+
+    def _too_large(self) -> str:
+        return f"the bundle is larger than {self.max_bundle_bytes} bytes"
 
     def receive_bundle(self, grant: WorkerRoundRecord, path: Path, turn: int | None) -> dict[str, str]:
         """Verify and import the bundle of the worker's commits at ``path``; the heads it proved
