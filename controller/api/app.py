@@ -74,7 +74,7 @@ def create_app(
     app.include_router(docs_router())
     app.include_router(ops_router(store, stats or ServiceStats()))
     app.include_router(webhook_router(store, webhook_secret, on_delivery=on_delivery))
-    app.include_router(dashboard_router(settings, store, tokens, control, slots=slots))
+    app.include_router(dashboard_router(settings, store, tokens, control, slots=slots, revocations=store))
     if remote is not None:
         # The routes of ``crucible worker`` (their own per-round tokens; not in /docs: ADR-0014).
         app.include_router(worker_router(remote))

@@ -353,6 +353,17 @@ class ProcessGroupRow(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
 
 
+class RevokedSessionRow(Base):
+    """A dashboard session ended by a logout (``store.revoked_sessions``): its nonce's sha256, kept
+    until its cookie would have expired anyway."""
+
+    __tablename__ = "revoked_sessions"
+    __table_args__ = (sa.Index(None, "expires_at"),)
+
+    nonce_hash: Mapped[str] = mapped_column(sa.String(64), primary_key=True)
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
 class WorkerRoundRow(Base):
     """One attempt of a round executed by ``crucible worker`` (ADR-0014): its token (hashed), the job
     it was minted for, the heads its bundles proved, and the outcome it reported."""

@@ -59,6 +59,7 @@ from controller.store.records import (
     NewRun,
     RunRecord,
 )
+from controller.store.revoked_sessions import RevokedSessions
 from controller.store.turns import TurnsAndSamples
 from controller.store.worker_rounds import WorkerRounds
 
@@ -67,11 +68,14 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-class Store(TurnsAndSamples, PullsAndFeedback, ProcessGroups, Leases, PagedReads, WorkerRounds):
+class Store(
+    TurnsAndSamples, PullsAndFeedback, ProcessGroups, Leases, PagedReads, WorkerRounds, RevokedSessions
+):
     """Runs, components, turns, samples and events in SQLite or PostgreSQL; pull requests, deliveries
     and feedback come from ``PullsAndFeedback``, process groups from ``ProcessGroups``, leases, the
     cancel flag and the run phase from ``Leases``, paged reads for the API from ``PagedReads``,
-    remote rounds' tokens and outcomes from ``WorkerRounds`` (same contract).
+    remote rounds' tokens and outcomes from ``WorkerRounds``, the dashboard's logouts from
+    ``RevokedSessions`` (same contract).
 
     Atomicity: each method is one transaction; it either happens entirely or not at all.
     ``decide_turn`` and ``set_baseline`` write the decision, the champion, the usage, the component

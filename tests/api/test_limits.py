@@ -4,12 +4,14 @@ session on the server, so a copied cookie dies with it; the API's overrides are 
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
 
 import httpx
 import pytest
+import sqlalchemy as sa
 
 from controller.api.app import create_app
 from controller.api.auth import ApiTokens
@@ -101,6 +103,34 @@ def test_logout_ends_the_session_on_the_server(api: Api) -> None:
     with api.client(None) as copied:  # the cookie, copied before the logout, into another client
         copied.cookies.set(COOKIE, cookie)
         assert copied.get("/", follow_redirects=False).status_code == 303  # back to /login
+
+
+def test_a_logout_on_one_replica_ends_the_session_on_every_replica(
+    api: Api, tmp_path: Path, database_url: str
+) -> None:
+    """Two ``crucible serve`` replicas on one database (SQLite and PostgreSQL): a session cookie
+    from the first is good on the second until it is logged out on the first, then on neither."""
+    settings = Settings(home=tmp_path / "replica-home", database_url=database_url)
+    with ExitStack() as stack:
+        other = stack.enter_context(Store.open(database_url))
+        app = create_app(settings, other, ApiTokens(ADMIN, READER), Recorder(), events_poll_s=0.02)
+        replica = stack.enter_context(serve_in_thread(app))
+        first = stack.enter_context(api.client(None))
+        second = stack.enter_context(httpx.Client(base_url=replica, timeout=30))
+        assert first.post("/login", data={"token": READER}).status_code == 303
+        cookie = first.cookies[COOKIE]
+        second.cookies.set(COOKIE, cookie)
+        assert second.get("/", follow_redirects=False).status_code == 200, "one session, both replicas"
+        assert first.post("/logout").status_code == 303
+        assert second.get("/", follow_redirects=False).status_code == 303  # back to /login
+    nonce = cookie.split(".")[2]
+    engine = sa.create_engine(database_url)
+    try:
+        with engine.connect() as conn:
+            stored = [row[0] for row in conn.execute(sa.text("SELECT nonce_hash FROM revoked_sessions"))]
+    finally:
+        engine.dispose()
+    assert stored == [hashlib.sha256(nonce.encode()).hexdigest()], "the nonce's hash, never the nonce"
 
 
 @SQLITE_ONLY

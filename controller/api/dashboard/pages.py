@@ -36,7 +36,7 @@ from controller.domain.enums import Direction, EventKind, Outcome, RunStatus
 from controller.domain.errors import NotFoundError
 from controller.services.views import schemas
 from controller.services.views.reads import run_view, turns_page
-from controller.store.ports import RunViews
+from controller.store.ports import RunViews, SessionRevocations
 from controller.store.records import RunRecord
 
 HERE = Path(__file__).parent
@@ -116,6 +116,7 @@ class Dashboard:
         *,
         link_login: str | None = None,
         slots: StreamSlots | None = None,
+        revocations: SessionRevocations | None = None,
     ) -> None:
         self.settings, self.store, self.control = settings, store, control
         api = settings.api
@@ -123,7 +124,7 @@ class Dashboard:
             per_credential=api.max_event_streams_per_token, total=api.max_event_streams
         )
         self.link_login = link_login
-        self.sessions = Sessions(tokens)
+        self.sessions = Sessions(tokens, revocations=revocations)
         self.env = _environment()
 
     def session(self, request: Request) -> Session | None:
@@ -210,9 +211,14 @@ def dashboard_router(
     *,
     link_login: str | None = None,
     slots: StreamSlots | None = None,
+    revocations: SessionRevocations | None = None,
 ) -> APIRouter:
-    """The pages; ``slots`` caps live streams, shared with the API's (default: the settings' own)."""
-    dash = Dashboard(settings, store, tokens, control, link_login=link_login, slots=slots)
+    """The pages; ``slots`` caps live streams, shared with the API's (default: the settings' own);
+    ``revocations`` holds the logouts (``crucible serve``: the store, shared by its replicas; default:
+    this process's memory)."""
+    dash = Dashboard(
+        settings, store, tokens, control, link_login=link_login, slots=slots, revocations=revocations
+    )
     router = APIRouter(include_in_schema=False)
     _session_routes(router, dash)
     _read_routes(router, dash)

@@ -6,10 +6,17 @@ expiry and a nonce, signed with HMAC-SHA256 under a key derived from *both* conf
 reader cannot forge an admin session, no session table is needed, and rotating either token logs
 everybody out. The CSRF token of a form is the HMAC of the session's nonce: a page from another origin
 can neither read it nor guess it, and SameSite=Strict already keeps the cookie off cross-site posts.
+
+Logging out ends the session on the server too, so a copy of its cookie stops working: the ended
+sessions (their nonces' sha256) are in the database (``SessionRevocations``, the ``Store``), which
+every ``crucible serve`` replica reads, so a logout on one is a logout on all (it was kept per process
+before). A local loop's read-only dashboard, one process with no store of its own to write, keeps
+them in memory (``MemoryRevocations``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import secrets
@@ -17,9 +24,12 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from enum import StrEnum
 
 from controller.api.auth import ApiTokens
+from controller.domain.errors import ConflictError
+from controller.store.ports import SessionRevocations
 
 COOKIE = "crucible_session"
 TTL_S = 12 * 3600
@@ -41,18 +51,48 @@ class Session:
         return self.role is Role.ADMIN
 
 
-class Sessions:
-    """Issues and checks session cookies and CSRF tokens for ``tokens``."""
+class MemoryRevocations:
+    """``SessionRevocations`` in this process's memory, for a dashboard without a shared store."""
 
-    def __init__(self, tokens: ApiTokens, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self) -> None:
+        self._revoked: dict[str, datetime] = {}
+        self._lock = threading.Lock()
+
+    def revoke_session(self, nonce_hash: str, expires_at: datetime) -> None:
+        if expires_at.tzinfo is None:
+            raise ValueError("expires_at must be timezone-aware")
+        now = datetime.now(UTC)
+        with self._lock:
+            self._revoked = {n: e for n, e in self._revoked.items() if e >= now}  # drop what expired
+            self._revoked[nonce_hash] = expires_at
+
+    def session_revoked(self, nonce_hash: str) -> bool:
+        with self._lock:
+            return nonce_hash in self._revoked
+
+
+def nonce_hash(nonce: str) -> str:
+    """What a revocation records of a session: the nonce's sha256 (the cookie stays out of the
+    database)."""
+    return hashlib.sha256(nonce.encode()).hexdigest()
+
+
+class Sessions:
+    """Issues and checks session cookies and CSRF tokens for ``tokens``; logouts go to
+    ``revocations`` (module docstring)."""
+
+    def __init__(
+        self,
+        tokens: ApiTokens,
+        *,
+        revocations: SessionRevocations | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.tokens = tokens
         material = f"{tokens.admin}\0{tokens.readonly or ''}".encode()
         self._key = hmac.new(material, b"crucible dashboard session v1", hashlib.sha256).digest()
         self._clock = clock
-        # Logged-out sessions' nonces until their cookies would have expired anyway: logout ends the
-        # session here, not only in the browser that held the cookie (a copied cookie dies too).
-        self._revoked: dict[str, int] = {}
-        self._lock = threading.Lock()
+        self._revocations: SessionRevocations = revocations or MemoryRevocations()
 
     def _sign(self, text: str) -> str:
         return hmac.new(self._key, text.encode(), hashlib.sha256).hexdigest()
@@ -81,17 +121,16 @@ class Sessions:
         role, expires, nonce = body.split(".")
         if not expires.isdigit() or int(expires) < self._clock() or role not in Role.__members__.values():
             return None
-        with self._lock:
-            if nonce in self._revoked:
-                return None
+        if self._revocations.session_revoked(nonce_hash(nonce)):
+            return None
         return Session(Role(role), nonce, int(expires))
 
     def revoke(self, session: Session) -> None:
         """End ``session`` for good (logout): its cookie is refused from now on, wherever it is."""
-        now = self._clock()
-        with self._lock:
-            self._revoked = {n: e for n, e in self._revoked.items() if e >= now}  # drop what expired
-            self._revoked[session.nonce] = session.expires
+        expires = datetime.fromtimestamp(session.expires, UTC)
+        # ConflictError: a logout of the same session on another replica at the same moment.
+        with contextlib.suppress(ConflictError):
+            self._revocations.revoke_session(nonce_hash(session.nonce), expires)
 
     def csrf(self, session: Session) -> str:
         return self._sign(f"csrf.{session.nonce}")

@@ -9,8 +9,8 @@ mark is what keeps that order safe: from the 413 until the refusal is recorded t
 ``RemoteRounds.authenticate``), so no request of it (a decision keeping an earlier bundle's commit, a
 second upload) slips in between the 413 and the revocation; after it, the token is revoked (401).
 
-The marks live in this process (``crucible serve`` keeps its worker routes on one replica:
-docs/kubernetes.md).
+The marks live in this process: a run's workers talk to the replica their controller URL names
+(docs/kubernetes.md), and ADR-0042 says why they are not in the database and what that leaves open.
 """
 
 from __future__ import annotations

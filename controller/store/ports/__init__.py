@@ -21,7 +21,7 @@ Ports and their consumers (the methods are on each Protocol):
   - ``Scheduling``: the server's scheduler. ``WorkerRoundRecords``: remote rounds.
     ``ProcessGroupRecords``: recovery.
   - ``RunPages``, ``TurnPages``, ``OpsCounts``, ``SchemaHealth``: the API's paged reads, ``/metrics``
-    and ``/readyz``.
+    and ``/readyz``. ``SessionRevocations``: the dashboard's logouts.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from typing import Protocol
 from controller.store.ledger import Ledger
 from controller.store.ports.control import ProcessGroupRecords, Scheduling, WorkerRoundRecords
 from controller.store.ports.feedback import DeliveryQueue, FeedbackRecords, PullRecords, RoundRecords
-from controller.store.ports.pages import OpsCounts, RunPages, SchemaHealth, TurnPages
+from controller.store.ports.pages import OpsCounts, RunPages, SchemaHealth, SessionRevocations, TurnPages
 from controller.store.ports.runs import ComponentHeads, RunLeases, RunLifecycle, RunReads, TurnReads
 
 __all__ = [
@@ -60,6 +60,7 @@ __all__ = [
     "RunViews",
     "Scheduling",
     "SchemaHealth",
+    "SessionRevocations",
     "Steering",
     "TurnPages",
     "TurnReads",
@@ -155,6 +156,7 @@ class ControllerStore(
     TurnPages,
     OpsCounts,
     SchemaHealth,
+    SessionRevocations,
     Protocol,
 ):
     """Every port at once: what the composition root hands the run service and the API. Only the

@@ -6,6 +6,7 @@ without a transaction's bookkeeping on PostgreSQL (``Store._reading``). Errors a
 from __future__ import annotations
 
 from collections.abc import Collection
+from datetime import datetime
 from typing import Protocol
 
 from controller.domain.enums import EventKind, Outcome, RunStatus
@@ -102,4 +103,19 @@ class SchemaHealth(Protocol):
     @property
     def statements(self) -> int:
         """SQL statements this process has sent so far (never decreases)."""
+        ...
+
+
+class SessionRevocations(Protocol):
+    """Dashboard sessions ended by a logout (``api.dashboard.session``), shared by every replica on
+    the database, so a copy of a logged-out cookie is refused wherever it is sent."""
+
+    def revoke_session(self, nonce_hash: str, expires_at: datetime) -> None:
+        """Record that the session whose nonce hashes to ``nonce_hash`` (sha256, hex) ended; kept
+        until ``expires_at`` (timezone-aware: ValueError otherwise), when its cookie expires anyway.
+        Revoking it again changes nothing."""
+        ...
+
+    def session_revoked(self, nonce_hash: str) -> bool:
+        """Whether ``revoke_session`` recorded that session (and its expiry has not long passed)."""
         ...
