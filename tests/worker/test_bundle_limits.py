@@ -1,10 +1,13 @@
 """Bounded worker input (issue 21): a bundle upload is streamed to disk under the cap, refused with 413 at
-the first chunk past it (never read whole into memory); a token has one upload in flight at a time; a
-bundle adding a symlink that leaves the repository, or a submodule link, is refused as on the local path."""
+the first chunk past it (never read whole into memory), its refusal recorded after the answer (a client
+that hangs up changes nothing) and nothing of the token taken in between; a token has one upload in
+flight at a time; a bundle adding a symlink that leaves the repository, or a submodule link, is refused
+as on the local path."""
 
 from __future__ import annotations
 
 import os
+import socket
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -144,6 +147,31 @@ class _HeldStore:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)
+
+
+def test_a_client_that_hangs_up_after_the_413_still_has_its_refusal_recorded(
+    seeded: tuple[Controller, str, Path],
+) -> None:
+    """The refusal is recorded after the 413 is sent, whether or not the client is still there: here
+    it reads the status line and closes the socket, as a hostile sender would, and only then is the
+    record let through."""
+    controller, token, _repo = seeded
+    controller.remote.max_bundle_bytes = 1024
+    start_turn(controller)
+    gate = threading.Event()
+    controller.remote.store = cast(Store, _HeldStore(controller.store, gate))
+    host, port = httpx.URL(controller.url).host, httpx.URL(controller.url).port
+    assert port is not None
+    with socket.create_connection((host, port)) as sock:
+        sock.sendall(
+            b"POST /api/worker/runs/r1/bundle?turn=1 HTTP/1.1\r\nHost: controller\r\n"
+            + f"Authorization: Bearer {token}\r\n".encode()
+            + b"Content-Length: 4096\r\n\r\n"
+        )
+        assert sock.recv(12) == b"HTTP/1.1 413"
+    assert controller.store.get_turn("r1", 1).outcome is None, "the record waits for the gate"
+    gate.set()
+    _refusal_recorded(controller, token)
 
 
 def test_nothing_of_the_token_is_taken_between_the_413_and_the_revocation(
