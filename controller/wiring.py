@@ -24,7 +24,7 @@ from controller.config.paths import database_url, home_dir
 from controller.domain.errors import SpecError
 
 if TYPE_CHECKING:
-    from controller.brokers.base import Broker, HypothesisLauncher
+    from controller.brokers.base import Broker, ConfirmLauncher, HypothesisLauncher
     from controller.brokers.local import RoundRunner
     from controller.config.broker import BrokerSpec
     from controller.config.settings import ForgeSettings, Settings
@@ -195,6 +195,7 @@ class _Parts:
     reader: RunReader | None = None
     remote: RemoteRounds | None = None
     hypothesis_pods: HypothesisLauncher | None = None
+    confirm_pods: ConfirmLauncher | None = None
     lock: threading.RLock = field(default_factory=threading.RLock)
 
 
@@ -337,6 +338,28 @@ class Root:
             namespace=namespace,
         )
 
+    def _confirmations_for(self, run_id: str) -> ConfirmLauncher | None:
+        """The launcher of confirmations of the run's claimed keeps (ADR-0043): on Kubernetes, unless
+        the operator turned them off (``CRUCIBLE_CONFIRM_KEEPS``); a local round is the controller's
+        own measurement already."""
+        from controller.services.views.specs import stored_spec
+
+        if not self.settings.workers.confirm_keeps:
+            return None
+        if stored_spec(self.store(), run_id).broker.kind != "kubernetes":
+            return None
+        with self._parts.lock:
+            if self._parts.confirm_pods is None:
+                from controller.brokers.kubernetes.confirmations import ConfirmPods
+                from controller.brokers.kubernetes.connect import connect
+
+                kube = self.settings.kubernetes
+                api, namespace = connect(kube.kubeconfig, kube.kube_namespace)
+                self._parts.confirm_pods = ConfirmPods(
+                    api, spec_for=lambda run: stored_spec(self.store(), run).broker, namespace=namespace
+                )
+            return self._parts.confirm_pods
+
     def worker_api(self) -> RemoteRounds:
         """The controller's side of remote rounds (ADR-0014), which ``crucible serve`` mounts and the
         remote brokers mint tokens from; workers reach it at ``CRUCIBLE_WORKER_CONTROLLER_URL`` or,
@@ -361,6 +384,7 @@ class Root:
                     controller_url=workers.worker_controller_url or self.listen_url,
                     token_ttl_s=workers.worker_token_ttl,
                     hand_over=lambda run_id: RunOptions.stored(store.get_run(run_id).options).watch_feedback,
+                    confirmations=self._confirmations_for,
                 )
             return self._parts.remote
 

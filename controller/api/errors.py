@@ -11,6 +11,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from controller.domain.errors import (
+    ConfirmingError,
     ConflictError,
     CrucibleError,
     ForbiddenError,
@@ -20,6 +21,7 @@ from controller.domain.errors import (
     SchemaOutdatedError,
     SpecError,
     UnauthenticatedError,
+    UnconfirmedError,
 )
 
 RETRY_AFTER_S = 5
@@ -28,11 +30,13 @@ RETRY_AFTER_S = 5
 STATUS_OF: tuple[tuple[type[CrucibleError], int, str], ...] = (
     (SpecError, 422, "spec"),
     (UnauthenticatedError, 401, "unauthenticated"),
+    (UnconfirmedError, 403, "unconfirmed"),
     (ForbiddenError, 403, "forbidden"),
     (NotFoundError, 404, "not_found"),
     (RefusedError, 409, "refused"),
     (ConflictError, 409, "conflict"),
     (SchemaOutdatedError, 503, "schema_outdated"),
+    (ConfirmingError, 503, "confirming"),
     (RetryLaterError, 503, "retry_later"),
 )
 

@@ -99,4 +99,4 @@ def run_server(app: FastAPI, host: str, port: int, remote: RemoteRounds | None =
     config = uvicorn.Config(
         app, host=host, port=port, lifespan="on", log_level="info", timeout_graceful_shutdown=GRACEFUL_S
     )
-    StoppingServer(config, remote.slots.close if remote is not None else None).run()
+    StoppingServer(config, remote.close_waits if remote is not None else None).run()

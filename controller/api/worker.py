@@ -15,6 +15,8 @@ against ``CRUCIBLE_API_TOKEN`` only). Every request and answer is a schema of
   worker appends only progress events (``turn_step``, ``sample``), the rest come with the write they
   belong to (a started turn, a decision, the baseline), each of the kind that write makes.
 - ``POST outcome``: how the round ended; the token is revoked with it.
+- ``POST confirmation``: a confirmation's samples of a claimed keep (ADR-0043), with its own token
+  (good for ``job``, the start bundles, the ledger's reads and this); the controller's conclusion.
 - ``GET  slot/next?after=T``: a warm hypothesis pod's next hypothesis and its token (ADR-0034), with
   the pod's slot token, which no other route takes (a long poll of up to ``slots.WAIT_S``).
 
@@ -60,6 +62,8 @@ from controller.store.worker_protocol import (
     Accepted,
     BaselineReport,
     BundleHeads,
+    ConfirmationOutcome,
+    ConfirmationReport,
     DecisionReport,
     Done,
     EventSpec,
@@ -182,6 +186,10 @@ def _round_routes(router: APIRouter, remote: RemoteRounds, grant: Any) -> None:
             if not handed_over:
                 remote.close_upload(g, path)
         return BundleHeads(heads=heads)
+
+    @router.post("/confirmation")
+    def confirmation(body: ConfirmationReport, g: WorkerRoundRecord = grant) -> ConfirmationOutcome:
+        return remote.confirm(g, body.samples)
 
     @router.post("/outcome")
     def outcome(body: RoundEnd, g: WorkerRoundRecord = grant) -> Accepted:

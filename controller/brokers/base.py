@@ -137,6 +137,22 @@ class HypothesisLauncher(Protocol):
     def warm(self, job: RoundJob, count: int) -> None: ...
 
 
+class ConfirmLauncher(Protocol):
+    """Runs the confirmations of claimed keeps (ADR-0043): ``crucible worker`` with a confirmation's
+    environment (``RemoteRounds.mint_confirm_env``), where no agent runs; what it concluded comes from
+    its report to the controller, never from the process or pod.
+
+    - ``launch_confirmation(job, turn, claim, env)``: start the confirmation named ``claim`` (one of
+      the turn's claims) of ``job``'s round, or adopt the one already started under that name.
+    - ``confirmation_status(run_id, round, turn, claim)``: its state (``HypothesisPod``: whether it
+      ended, and why one that ended did not succeed); NotFoundError if it was never launched here.
+    """
+
+    def launch_confirmation(self, job: RoundJob, turn: int, claim: str, env: Mapping[str, str]) -> None: ...
+
+    def confirmation_status(self, run_id: str, round: int, turn: int, claim: str) -> HypothesisPod: ...
+
+
 class HypothesisSlots(Protocol):
     """Where a launcher of warm hypothesis pods (ADR-0034) leaves each hypothesis for its slot's pod
     to take (``services.remote.slots.Slots``, in the database, so any replica's worker routes hand

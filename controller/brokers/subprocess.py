@@ -26,8 +26,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from controller.brokers.base import BrokerCapabilities, RoundOutcome, RoundReport
+from controller.brokers.base import BrokerCapabilities, HypothesisPod, RoundOutcome, RoundReport
 from controller.brokers.table import RoundTable
+from controller.domain.errors import NotFoundError
 from controller.domain.jobs import RoundJob, RoundState
 
 MintWorkerEnv = Callable[[RoundJob], dict[str, str]]
@@ -172,3 +173,62 @@ class SubprocessBroker:
 def _signal_group(process: subprocess.Popen[bytes], sig: signal.Signals) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, sig)
+
+
+class SubprocessConfirmations:
+    """``ConfirmLauncher`` (ADR-0043) with child processes: each confirmation runs ``crucible worker``
+    with the confirmation's environment on top of ``CHILD_VARIABLES``, in a directory of its own under
+    ``root``, as a round's worker does. A child this process did not start (a restarted controller)
+    is not found: the caller launches the claim again with a fresh token, which retires the old one."""
+
+    def __init__(
+        self, *, root: Path, environ: Mapping[str, str], command: Sequence[str] = WORKER_COMMAND
+    ) -> None:
+        self._root = root
+        self._environ = {name: value for name, value in environ.items() if name in CHILD_VARIABLES}
+        self._command = tuple(command)
+        self._children: dict[tuple[str, int, int, str], tuple[subprocess.Popen[bytes], Path]] = {}
+        self._lock = threading.Lock()
+
+    def launch_confirmation(self, job: RoundJob, turn: int, claim: str, env: Mapping[str, str]) -> None:
+        key = (job.run_id, job.round, turn, claim)
+        with self._lock:
+            known = self._children.get(key)
+            if known is not None and known[0].poll() is None:
+                return
+            workdir = self._root / job.run_id / f"confirm-{job.round}-{turn}-{claim}"
+            workdir.mkdir(parents=True, exist_ok=True)
+            log = workdir / "worker.log"
+            with log.open("wb") as out:
+                child = subprocess.Popen(
+                    self._command,
+                    cwd=workdir,
+                    env={**self._environ, **env},
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            self._children[key] = (child, log)
+
+    def confirmation_status(self, run_id: str, round: int, turn: int, claim: str) -> HypothesisPod:
+        with self._lock:
+            known = self._children.get((run_id, round, turn, claim))
+        if known is None:
+            raise NotFoundError(f"no confirmation {claim} of turn {turn} of run {run_id} was launched here")
+        child, log = known
+        code = child.poll()
+        if code is None:
+            return HypothesisPod(False)
+        if code == 0:
+            return HypothesisPod(True)
+        tail = log.read_text(errors="replace")[-LOG_TAIL:].strip()
+        return HypothesisPod(True, f"worker_failed: crucible worker exited {code}: {tail}")
+
+    def close(self) -> None:
+        """Stop every child still measuring (the controller is going away)."""
+        with self._lock:
+            children = [child for child, _log in self._children.values()]
+        for child in children:
+            if child.poll() is None:
+                _signal_group(child, signal.SIGTERM)

@@ -55,7 +55,7 @@ def demo(turns: int, as_json: bool, keep_dir: Path | None, kubernetes: bool) -> 
             # As ``serve`` builds it: round 0 of a watching run hands over to the review round.
             remote = demo_root.worker_api()
             remote.controller_url = stack.enter_context(
-                serving(worker_app(remote), on_stop=remote.slots.close)
+                serving(worker_app(remote), on_stop=remote.close_waits)
             )
         return DemoParts(demo_root.service(), demo_root.reader(), demo_root.forges.for_url(forge_url))
 

@@ -168,6 +168,10 @@ class WorkerSettings(SettingsGroup):
     worker_token_ttl: float = Field(default=6 * 3600.0, gt=0)
     """CRUCIBLE_WORKER_TOKEN_TTL, seconds: the longest a round's worker token is good (it is revoked
     as soon as the round ends); bounds what a leaked token could do, so keep it near a round's length."""
+    confirm_keeps: bool = True
+    """CRUCIBLE_CONFIRM_KEEPS: a remote round's keep counts only once a confirmation, a pod of its own
+    where no agent runs, measured the claimed commit again (ADR-0043): one more measurement per keep.
+    ``false`` records keeps on their samples alone (the worker's word for the samples)."""
 
 
 class Settings(BaseModel):

@@ -115,6 +115,9 @@ class Reason(StrEnum):
     # A remote round's pod was lost mid-turn (evicted, OOM-killed, deleted, its node gone); the detail
     # names the broker's reason. The round's remaining turns are relaunched (ADR-0019).
     LOST = "lost"
+    # A remote round's claimed keep that the controller's confirmation did not reproduce (ADR-0043);
+    # the detail says what the confirmation measured.
+    UNCONFIRMED = "unconfirmed"
 
 
 OUTCOME_OF_REASON: dict[Reason, Outcome] = {
@@ -132,6 +135,7 @@ OUTCOME_OF_REASON: dict[Reason, Outcome] = {
     Reason.NO_DIFF: Outcome.NO_CHANGE,
     Reason.SUPERSEDED: Outcome.REJECTED,
     Reason.LOST: Outcome.FAILED,
+    Reason.UNCONFIRMED: Outcome.REJECTED,
 }
 
 # Turns that produced no valid measurement; they count towards max_consecutive_failures.
@@ -145,6 +149,7 @@ FAILURE_REASONS: frozenset[Reason] = frozenset(
         Reason.VALIDATION_FAILED,
         Reason.POLICY_VIOLATION,
         Reason.EVALUATOR_MUTATED,
+        Reason.UNCONFIRMED,
     }
 )
 

@@ -60,6 +60,15 @@ class ForbiddenError(PermanentError):
     """The credential is valid but does not grant this (a worker token used on another run)."""
 
 
+class UnconfirmedError(ForbiddenError):
+    """A claimed keep that its confirmation did not reproduce (ADR-0043): the worker settles the turn
+    as rejected ``unconfirmed`` instead."""
+
+
+class ConfirmingError(RetryLaterError):
+    """A claimed keep is being confirmed (ADR-0043): send the same decision again to wait on."""
+
+
 class SchemaOutdatedError(PermanentError):
     """The database schema is older than this code; run ``crucible db upgrade``."""
 

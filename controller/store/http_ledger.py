@@ -22,6 +22,7 @@ import json
 import math
 import os
 import ssl
+import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -31,12 +32,14 @@ from pydantic import BaseModel, TypeAdapter
 
 from controller.domain.enums import EventKind, Reason, RunStatus, StopReason
 from controller.domain.errors import (
+    ConfirmingError,
     ConflictError,
     CrucibleError,
     ForbiddenError,
     NotFoundError,
     RetryLaterError,
     UnauthenticatedError,
+    UnconfirmedError,
 )
 from controller.store.ledger import Ledger
 from controller.store.records import (
@@ -56,6 +59,7 @@ from controller.store.worker_protocol import (
     PROTOCOL_VERSION,
     BaselineReport,
     BundleHeads,
+    ConfirmationOutcome,
     DecisionReport,
     Done,
     EventSpec,
@@ -93,6 +97,12 @@ ERROR_OF_STATUS: dict[int, type[Exception]] = {
     409: ConflictError,
     503: RetryLaterError,
 }
+# Answers a worker acts on (ADR-0043): a keep being confirmed (send it again), or not reproduced.
+ERROR_OF_KIND: dict[tuple[int, object], type[Exception]] = {
+    (503, "confirming"): ConfirmingError,
+    (403, "unconfirmed"): UnconfirmedError,
+}
+RECONNECT_S = 600.0  # how long a decision waits for a controller away (restarting) before failing
 
 
 def tls_context() -> ssl.SSLContext:
@@ -193,7 +203,21 @@ class HttpLedger:
             samples=list(samples),
             hypotheses=None if hypotheses is None else dict(hypotheses),
         )
-        return _TURN.validate_python(self._call("POST", run_id, f"turns/{number}/decision", body=body))
+        # A keep waits for its confirmation (ADR-0043): the controller answers "confirming" after a
+        # long poll, and the same decision is sent again; a controller away (restarting, its lease
+        # moving) is waited for as a warm pod waits for it.
+        gave_up = time.monotonic() + RECONNECT_S
+        while True:
+            try:
+                return _TURN.validate_python(
+                    self._call("POST", run_id, f"turns/{number}/decision", body=body)
+                )
+            except ConfirmingError:
+                continue
+            except RetryLaterError:
+                if time.monotonic() > gave_up:
+                    raise
+                time.sleep(1.0)
 
     def report_hypothesis(self, run_id: str, turn: int, report: HypothesisReport) -> HypothesisRecord:
         for name in ("value", "reference_value", "delta", "p_value"):
@@ -316,6 +340,12 @@ class WorkerApi:
         answer = self._send("POST", "/bundle", content=bundle.read_bytes(), params=params)
         return BundleHeads.model_validate_json(answer.content).heads
 
+    def confirm(self, samples: Sequence[Sample]) -> ConfirmationOutcome:
+        """A confirmation's samples (ADR-0043); what the controller concluded (the token is revoked)."""
+        body = {"samples": [list(s) for s in samples]}
+        answer = self._send("POST", "/confirmation", content=_json(body), json_body=True)
+        return ConfirmationOutcome.model_validate_json(answer.content)
+
     def finish(self, outcome: RoundEnd) -> None:
         """Report how the round ended (the token is revoked with it)."""
         self._send("POST", "/outcome", content=_json(outcome), json_body=True)
@@ -349,7 +379,9 @@ def error_of(response: httpx.Response) -> Exception:
         detail, kind = response.text, None
     if (response.status_code == 400 and kind == "value") or response.status_code == 422:
         return ValueError(detail)  # a body its schema refused is the caller's bug too
-    cls = ERROR_OF_STATUS.get(response.status_code, CrucibleError)
+    cls = ERROR_OF_KIND.get((response.status_code, kind)) or ERROR_OF_STATUS.get(
+        response.status_code, CrucibleError
+    )
     return cls(f"{response.request.method} {response.request.url.path}: {detail}")
 
 

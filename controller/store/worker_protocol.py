@@ -28,7 +28,8 @@ from controller.domain.enums import EventKind, Reason, RunStatus, StopReason
 from controller.domain.jobs import HoldRule, RoundJob
 from controller.store.records import ChampionUpdate, FeedbackSource, Sample, TurnDecision
 
-PROTOCOL_VERSION = 3  # 1: the codec of ADR-0014; 2: no ``ledger/status``, worker event kinds (ADR-0031)
+PROTOCOL_VERSION = 4  # 1: the codec of ADR-0014; 2: no ``ledger/status``, worker event kinds (ADR-0031);
+# 4: confirmations of claimed keeps (ADR-0043)
 PROTOCOL_HEADER = "Crucible-Worker-Protocol"
 
 
@@ -163,6 +164,33 @@ class HypothesisScope(_Wire):
     proposal: dict[str, JsonValue] | None = None
 
 
+class ConfirmScope(_Wire):
+    """What a confirmation's token is for (ADR-0043): measure the ``candidate`` commits a worker claimed
+    turn ``turn`` kept against the ``champion`` heads, interleaved, with the run's metric. Both come
+    from the controller's own clone (the start bundles), never from the worker that claimed the keep."""
+
+    turn: int
+    champion: dict[str, str]
+    candidate: dict[str, str]
+
+
+class ConfirmationReport(_Wire):
+    """``POST confirmation``: the samples a confirmation measured (champion and candidate arms, the
+    base too when a guard needed it). Nothing else: the controller decides from them."""
+
+    samples: list[Sample]
+
+
+class ConfirmationOutcome(_Wire):
+    """What the controller concluded from a confirmation's samples: ``confirmed`` when the run's keep
+    rule keeps the candidate on them, and ``detail``, the rule's sentence (or what was wrong)."""
+
+    turn: int
+    confirmed: bool
+    detail: str
+    value: float | None = None
+
+
 class SlotNext(_Wire):
     """``GET slot/next?after=T``: a warm hypothesis pod's next hypothesis (ADR-0034). ``done``: the
     round needs the slot no more (exit); otherwise hypothesis ``index`` of ``turn`` with ``token``,
@@ -182,10 +210,12 @@ class ComponentBase(_Wire):
 
 class JobInputs(_Wire):
     """``GET job``: the round's job, the spec text, the components' base shas, whether round 0 hands
-    over to the feedback watch, and the hypothesis a hypothesis pod's token is for."""
+    over to the feedback watch, and the hypothesis a hypothesis pod's token is for (or the claimed keep a
+    confirmation's token measures)."""
 
     job: JobJson
     hypothesis: HypothesisScope | None
+    confirm: ConfirmScope | None = None
     attempt: int
     spec: str
     hand_over: bool

@@ -37,18 +37,32 @@ def slot_index(job: Mapping[str, Any]) -> int | None:
     return slot if isinstance(slot, int) and not isinstance(slot, bool) else None
 
 
+def confirm_scope(job: Mapping[str, Any]) -> int | None:
+    """The turn a confirmation's grant (issue 21, ADR-0043) measures a claimed keep of; None for any
+    other grant. Such a token fetches the champion and the claimed commits and reports samples,
+    nothing else."""
+    scope = job.get("confirm")
+    if not isinstance(scope, Mapping):
+        return None
+    return int(scope["turn"])
+
+
 def _grant_key(job: Mapping[str, Any]) -> tuple[object, ...]:
-    """What a new grant replaces: the same hypothesis, the same slot, or (None) the round's worker."""
+    """What a new grant replaces: the same hypothesis, the same slot, the confirmation of the same
+    claim, or (None) the round's worker."""
     slot = slot_index(job)
     if slot is not None:
         return ("slot", slot)
+    turn = confirm_scope(job)
+    if turn is not None:  # one live confirmation per claim: another claim of the turn has its own
+        return ("confirm", turn, tuple(sorted(job["confirm"]["candidate"].items())))
     return ("hypothesis", hypothesis_scope(job))
 
 
 class WorkerRounds:
     """``add_worker_round`` / ``worker_round_by_token`` / ``prove_worker_heads`` / ``proved_heads`` /
-    ``finish_worker_round`` / ``revoke_worker_rounds`` / ``worker_outcome`` / ``live_hypotheses``;
-    mixed into ``Store``."""
+    ``finish_worker_round`` / ``revoke_worker_rounds`` / ``worker_outcome`` / ``confirmations`` /
+    ``live_hypotheses``; mixed into ``Store``."""
 
     def _now(self) -> datetime:
         raise NotImplementedError
@@ -168,6 +182,16 @@ class WorkerRounds:
                 if row.outcome is not None and _grant_key(row.job) == ("hypothesis", None):
                     return row.to_record()
             return None
+
+    def confirmations(self, run_id: str, round: int, turn: int) -> list[WorkerRoundRecord]:
+        """The confirmation grants of ``turn`` of the round (ADR-0043), oldest first."""
+        query = (
+            sa.select(WorkerRoundRow)
+            .where(WorkerRoundRow.run_id == run_id, WorkerRoundRow.round == round)
+            .order_by(WorkerRoundRow.attempt)
+        )
+        with self._session(read_only=True) as s:
+            return [r.to_record() for r in s.scalars(query) if confirm_scope(r.job) == turn]
 
     def live_hypotheses(self, run_id: str, round: int, index: int) -> list[WorkerRoundRecord]:
         """The unrevoked hypothesis grants of parallel index ``index`` of the round, oldest first

@@ -31,6 +31,7 @@ from controller.services.control.service import Signals
 from controller.services.execution.context import Detached
 from controller.services.execution.loop import LoopResult
 from controller.services.feedback.publish import branch_name
+from controller.services.remote.keep_gate import LauncherFor
 from controller.services.remote.remote_rounds import RemoteRounds
 from controller.store import Store
 from controller.wiring import Mode, build, compose_service
@@ -71,10 +72,12 @@ def run_steered(
     agent: str = REVIEW_AGENT,
     after_steer: Callable[[str, Signals], None] | None = None,
     interleave: bool = True,
+    confirmations: LauncherFor | None = None,
 ) -> Steered:
     """Drive a watching run through ``make_broker``'s broker, steer it once it watches, to its end;
     ``after_steer(run_id, signals)`` runs once the steer is stored (a test that interferes with the
-    round). A drive detached by the signals (SIGTERM) is resumed at once, as a successor would."""
+    round). A drive detached by the signals (SIGTERM) is resumed at once, as a successor would.
+    ``confirmations``: the launcher of confirmations of claimed keeps (ADR-0043), None for none."""
     environ = {
         **os.environ,
         "CRUCIBLE_HOME": str(tmp_path / "home"),
@@ -101,6 +104,7 @@ def run_steered(
                 store,
                 controller_url="http://unused",
                 hand_over=lambda run: RunOptions.stored(store.get_run(run).options).watch_feedback,
+                confirmations=confirmations,
             )
             app = create_app(settings, store, ApiTokens(OPERATOR), _Control(), remote=remote)
             with serve_in_thread(app) as url:

@@ -39,6 +39,7 @@ LABEL_ROUND = "crucible.dev/round"
 LABEL_ATTEMPT = "crucible.dev/attempt"  # RoundJob.attempt (ADR-0012); absent on Jobs made before it
 LABEL_TURN = "crucible.dev/turn"  # a hypothesis pod's turn and index (ADR-0018); absent on a round's Job
 LABEL_INDEX = "crucible.dev/parallel-index"
+LABEL_CONFIRM = "crucible.dev/confirm"  # a confirmation's claim (ADR-0043); its index label reads "confirm"
 ANNOTATION_RUN = "crucible.dev/run-id"
 ANNOTATION_JOB = "crucible.dev/round-job-sha256"
 COMMON_LABELS = {
@@ -68,6 +69,12 @@ def hypothesis_job_name(run_id: str, round: int, turn: int, index: int, attempt:
     return _named(run_id, f"-{round}-t{turn}-h{index}" + (f"-a{attempt}" if attempt else ""))
 
 
+def confirm_job_name(run_id: str, round: int, turn: int, claim: str) -> str:
+    """``crucible-<run>-<round>-t<turn>-c<claim>``: the Job of a confirmation of one claimed keep of
+    ``turn`` (ADR-0043), the same in any process, so a restarted controller finds it."""
+    return _named(run_id, f"-{round}-t{turn}-c{claim}")
+
+
 def _named(run_id: str, suffix: str) -> str:
     slug = _slug(run_id)
     if slug != run_id or len("crucible-" + slug + suffix) > MAX_NAME:
@@ -93,7 +100,11 @@ def job_digest(job: RoundJob) -> str:
 
 
 def labels(
-    run_id: str, round: int, attempt: int = 0, hypothesis: tuple[int, int] | None = None
+    run_id: str,
+    round: int,
+    attempt: int = 0,
+    hypothesis: tuple[int, int] | None = None,
+    confirm: tuple[int, str] | None = None,
 ) -> dict[str, str]:
     out = {
         **COMMON_LABELS,
@@ -103,10 +114,16 @@ def labels(
     }
     if hypothesis is not None:
         out.update({LABEL_TURN: str(hypothesis[0]), LABEL_INDEX: str(hypothesis[1])})
+    if confirm is not None:  # not a round's Job, nor a slot's: both listings skip an index label
+        out.update({LABEL_TURN: str(confirm[0]), LABEL_INDEX: "confirm", LABEL_CONFIRM: confirm[1]})
     return out
 
 
-def _name_of(job: RoundJob, hypothesis: tuple[int, int] | None) -> str:
+def _name_of(
+    job: RoundJob, hypothesis: tuple[int, int] | None, confirm: tuple[int, str] | None = None
+) -> str:
+    if confirm is not None:
+        return confirm_job_name(job.run_id, job.round, *confirm)
     if hypothesis is None:
         return job_name(job.run_id, job.round, job.attempt)
     return hypothesis_job_name(job.run_id, job.round, *hypothesis, job.attempt)
@@ -119,12 +136,15 @@ def job_manifest(
     *,
     command: tuple[str, ...] = DEFAULT_COMMAND,
     hypothesis: tuple[int, int] | None = None,
+    confirm: tuple[int, str] | None = None,
 ) -> dict[str, Any]:
     """The Job of ``job``'s round, or with ``hypothesis = (turn, index)`` of that one hypothesis
-    (ADR-0018). ``env`` is the worker's environment (``mint_worker_env``); its token is referenced
-    from the Job's Secret, every other variable is set in the pod spec as is."""
-    name = _name_of(job, hypothesis)
-    meta_labels = labels(job.run_id, job.round, job.attempt, hypothesis)
+    (ADR-0018), or with ``confirm = (turn, claim)`` of a confirmation of that claim (ADR-0043: no
+    agent runs in it, so the agent's Secret is not mounted). ``env`` is the worker's environment
+    (``mint_worker_env``); its token is referenced from the Job's Secret, every other variable is
+    set in the pod spec as is."""
+    name = _name_of(job, hypothesis, confirm)
+    meta_labels = labels(job.run_id, job.round, job.attempt, hypothesis, confirm)
     annotations = {ANNOTATION_RUN: job.run_id, ANNOTATION_JOB: job_digest(job)}
     variables: list[dict[str, Any]] = [
         {"name": key, "value": value} for key, value in sorted(env.items()) if key != TOKEN_VARIABLE
@@ -159,7 +179,7 @@ def job_manifest(
             {"name": "tmp", "mountPath": TMPDIR},
         ],
     }
-    if spec.agent_secret is not None:
+    if spec.agent_secret is not None and confirm is None:
         # Its keys reach the worker, which filters them by agent.env_allow as a local run does.
         container["envFrom"] = [{"secretRef": {"name": spec.agent_secret}}]
     pod: dict[str, Any] = {
@@ -201,13 +221,14 @@ def secret_manifest(
     token: str,
     owner_uid: str | None = None,
     hypothesis: tuple[int, int] | None = None,
+    confirm: tuple[int, str] | None = None,
 ) -> dict[str, Any]:
     """The Secret holding the Job's token, owned by its Job (``owner_uid``) so it goes when the Job goes."""
-    name = _name_of(job, hypothesis)
+    name = _name_of(job, hypothesis, confirm)
     metadata = _metadata(
         name + "-token",
         spec,
-        labels(job.run_id, job.round, job.attempt, hypothesis),
+        labels(job.run_id, job.round, job.attempt, hypothesis, confirm),
         {ANNOTATION_RUN: job.run_id},
     )
     if owner_uid is not None:

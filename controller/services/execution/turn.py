@@ -12,11 +12,13 @@ What varies per round (a refinement round's rule, the feedback it quotes) is an 
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Sequence
 
 from controller.domain import events
 from controller.domain.enums import OUTCOME_OF_REASON, EventKind, Reason, TurnPhase
+from controller.domain.errors import UnconfirmedError
 from controller.engine.candidate import HISTORY_LIMIT, FeedbackQuote, HistoryLine, render_candidate
 from controller.engine.knobs import Proposal
 from controller.services.execution import candidate_copy
@@ -32,7 +34,7 @@ from controller.services.execution.steps import (
 from controller.services.execution.verdict import evaluate
 from controller.services.execution.work import EVENT_OF_OUTCOME, Settled, TurnStop, TurnWork
 from controller.services.views.reads import turn_view
-from controller.store.records import ChampionUpdate, RunRecord, TurnDecision, TurnRecord
+from controller.store.records import ChampionUpdate, RunRecord, Sample, TurnDecision, TurnRecord
 
 
 def _hypothesis_lines(ctx: RunContext, history: list[HistoryLine]) -> list[HistoryLine]:
@@ -180,20 +182,45 @@ def run_turn(
         change = events.KnobChange(file=p.knob.file, key=p.knob.key, old=p.old, new=p.new)
         payload = payload.model_copy(update={"proposal": change})
     kind = EVENT_OF_OUTCOME[outcome]
-    record = ctx.ledger.decide_turn(
-        ctx.run_id,
-        number,
-        decision,
-        champion=champion,
-        component_heads={c: heads[c] for c in work.changed} if keep else {},
-        event=(kind, payload.dump()),
-        samples=work.raw_samples,
-    )
+    try:
+        record = ctx.ledger.decide_turn(
+            ctx.run_id,
+            number,
+            decision,
+            champion=champion,
+            component_heads={c: heads[c] for c in work.changed} if keep else {},
+            event=(kind, payload.dump()),
+            samples=work.raw_samples,
+        )
+    except UnconfirmedError as refused:  # a remote keep its confirmation did not reproduce (ADR-0043)
+        keep = False
+        settle_arms(ctx, None)
+        record = _unconfirmed(ctx, number, decision, payload, work.raw_samples, str(refused))
     if keep:
         settle_arms(ctx, heads)
         champion_moved(ctx, number, heads)
     ctx.observer.turn_decided(turn_view(record, work.samples, work.reference).model_dump(mode="json"))
     return record
+
+
+def _unconfirmed(
+    ctx: RunContext,
+    number: int,
+    kept: TurnDecision,
+    payload: events.TurnDecidedPayload,
+    samples: Sequence[Sample],
+    why: str,
+) -> TurnRecord:
+    """Settle a turn whose keep the controller refused as unconfirmed: rejected ``unconfirmed``, with
+    the turn's own figures and samples and no commit, the detail saying what the confirmation found."""
+    reason, outcome = Reason.UNCONFIRMED, OUTCOME_OF_REASON[Reason.UNCONFIRMED]
+    detail = ctx.executor.redact(why)
+    decision = dataclasses.replace(kept, outcome=outcome, reason=reason, commits={}, detail=detail)
+    update = {"outcome": outcome, "reason": reason, "detail": detail}
+    event = (EVENT_OF_OUTCOME[outcome], payload.model_copy(update=update).dump())
+    return ctx.ledger.decide_turn(
+        ctx.run_id, number, decision, champion=None, component_heads={}, event=event, samples=samples
+    )
 
 
 def partial_refs(turn: int) -> Callable[[str], dict[str, str]]:

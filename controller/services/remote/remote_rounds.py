@@ -26,9 +26,13 @@ record only through the worker routes, with a bearer token minted here for that 
 - ``decide_turn``, ``report_hypothesis``, ``set_baseline``: the ledger's writes of a worker's
   verdicts, each recomputed from its samples first (``recount``: the controller decides) and refused
   as ``policy_violation`` when they do not match (``refusals``), and refusing component heads no
-  verified bundle of this attempt brought in. Samples are stored apart only for the baseline.
+  verified bundle of this attempt brought in; a keep counts once a confirmation reproduced it
+  (``keep_gate``). Samples are stored apart only for the baseline.
 - ``finish`` / ``remote_outcome``: the outcome the worker reported (its token is revoked with it),
   as the remote broker reads it.
+- ``mint_confirm_env`` / ``confirm``: a confirmation of a claimed keep (``confirm``, ADR-0043): a token
+  good only for fetching the champion and the claimed commits from this host and reporting samples
+  (never handed to the round's pod; earlier ones of the turn are revoked), and its judged report.
 """
 
 from __future__ import annotations
@@ -44,7 +48,7 @@ from typing import Any
 from controller.brokers.base import RoundOutcome
 from controller.config.settings import Settings
 from controller.config.spec import Spec
-from controller.domain.enums import EventKind, Reason, RunStatus
+from controller.domain.enums import EventKind, Outcome, Reason, RunStatus
 from controller.domain.errors import (
     CrucibleError,
     ForbiddenError,
@@ -53,8 +57,11 @@ from controller.domain.errors import (
 )
 from controller.domain.jobs import RoundJob
 from controller.services.execution.work import EVENT_OF_OUTCOME
-from controller.services.remote import referee
+from controller.services.remote import referee, scopes
 from controller.services.remote.bundle_import import import_bundle
+from controller.services.remote.confirm import confirm_grant, confirm_scope_of, record_confirmation
+from controller.services.remote.keep_gate import KeepGate, LauncherFor
+from controller.services.remote.quotes import round_feedback
 from controller.services.remote.recount import recount_decision, recount_hypothesis
 from controller.services.remote.refusals import PolicyViolation, refuse_bundle, refuse_report
 from controller.services.remote.slots import WAIT_S, Slots, Taken
@@ -75,16 +82,16 @@ from controller.store.records import (
 )
 from controller.store.worker_protocol import (
     ComponentBase,
+    ConfirmationOutcome,
     EventSpec,
     HypothesisScope,
     JobInputs,
     JobJson,
-    QuotedFeedback,
     RoundEnd,
     RoundFeedback,
     TurnStart,
 )
-from controller.store.worker_rounds import hypothesis_scope, slot_index
+from controller.store.worker_rounds import slot_index
 from controller.workspace import bundles
 from controller.workspace.checkout import CRUCIBLE_REF_PREFIX
 
@@ -113,6 +120,7 @@ class RemoteRounds:
         controller_url: str,
         token_ttl_s: float = 6 * 3600.0,
         hand_over: Callable[[str], bool] | None = None,
+        confirmations: LauncherFor | None = None,
         clock: Callable[[], datetime] = utc_now,
     ) -> None:
         self.settings = settings
@@ -126,6 +134,8 @@ class RemoteRounds:
         self._specs: dict[str, Spec] = {}
         self.slots = Slots(store, self.mint_hypothesis_env)  # warm hypothesis pods' next hypotheses
         self.slot_wait_s = WAIT_S  # how long one ``next_hypothesis`` waits for an offer
+        # A remote round's keeps wait for a confirmation where the run has a launcher (ADR-0043).
+        self.gate = KeepGate(store, self.mint_confirm_env, confirmations or (lambda _run: None))
 
     # -- the broker's side --------------------------------------------------------------------
 
@@ -148,6 +158,12 @@ class RemoteRounds:
         which brings a token of its own; earlier grants of the slot are revoked."""
         extra = {"CRUCIBLE_PARALLEL_INDEX": str(index), "CRUCIBLE_SLOT": "1"}
         return self._mint(job, {**job.to_json(), "slot": index}, extra)
+
+    def mint_confirm_env(
+        self, job: RoundJob, turn: int, champion: Mapping[str, str], candidate: Mapping[str, str]
+    ) -> dict[str, str]:
+        """The environment of a confirmation of ``turn``'s claimed keep (module docstring)."""
+        return self._mint(job, confirm_grant(job, turn, champion, candidate), {"CRUCIBLE_TURN": str(turn)})
 
     def _mint(self, job: RoundJob, data: Mapping[str, Any], extra: Mapping[str, str]) -> dict[str, str]:
         token = secrets.token_urlsafe(TOKEN_BYTES)
@@ -218,21 +234,10 @@ class RemoteRounds:
         """ForbiddenError for a hypothesis pod's token on a route only a round's worker may use
         (starting or deciding turns, the baseline, the run's status): the controller decides the
         turns of a round whose hypotheses run in pods (ADR-0018)."""
-        scope = hypothesis_scope(grant.job)
-        if scope is not None:
-            raise ForbiddenError(
-                f"this token is for hypothesis {scope[1]} of turn {scope[0]}: it may only report that one"
-            )
+        scopes.require_round(grant)
 
     def _require_scope(self, grant: WorkerRoundRecord, turn: int | None, index: int | None = None) -> None:
-        scope = hypothesis_scope(grant.job)
-        if scope is None:
-            return
-        if turn != scope[0] or (index is not None and index != scope[1]):
-            raise ForbiddenError(
-                f"this token is for hypothesis {scope[1]} of turn {scope[0]}, "
-                f"not {'?' if index is None else index} of turn {turn}"
-            )
+        scopes.require_scope(grant, turn, index)
 
     def job(self, grant: WorkerRoundRecord) -> JobInputs:
         """What the worker needs besides commits: its job, the spec and the components' bases."""
@@ -240,8 +245,9 @@ class RemoteRounds:
         components = self.store.list_components(grant.run_id)
         scope = grant.job.get("hypothesis")
         return JobInputs(
-            job=JobJson.model_validate({k: v for k, v in grant.job.items() if k != "hypothesis"}),
+            job=JobJson.model_validate({k: v for k, v in grant.job.items() if k not in scopes.SCOPES}),
             hypothesis=HypothesisScope.model_validate(scope) if isinstance(scope, Mapping) else None,
+            confirm=confirm_scope_of(grant.job),
             attempt=grant.attempt,
             spec=run.spec_text,
             hand_over=self._hand_over(grant.run_id),
@@ -249,26 +255,8 @@ class RemoteRounds:
         )
 
     def feedback(self, grant: WorkerRoundRecord) -> RoundFeedback:
-        """The feedback a refinement round addresses (its job's ``feedback_ids``, nothing else of the
-        run), as much of each item as the quotes in CANDIDATE.md need, and the PR's component."""
-        job = RoundJob.from_json(grant.job)
-        wanted = set(job.feedback_ids)
-        items = [i for i in self.store.list_feedback(grant.run_id) if i.id in wanted]
-        components = sorted({i.component for i in items})
-        return RoundFeedback(
-            component=components[0] if len(components) == 1 else None,
-            items=[
-                QuotedFeedback(
-                    author=i.author,
-                    body=i.body,
-                    path=i.path,
-                    line=i.line,
-                    source=i.source,
-                    diff_hunk=i.diff_hunk,
-                )
-                for i in sorted(items, key=lambda i: i.id)
-            ],
-        )
+        """The feedback a refinement round addresses (``quotes.round_feedback``)."""
+        return round_feedback(self.store, grant)
 
     def start_bundle(self, grant: WorkerRoundRecord, component: str, have: str | None = None) -> Path:
         """A bundle of ``component``'s start head and base, written under the run's directory; with
@@ -282,13 +270,15 @@ class RemoteRounds:
         repo = self._repo(comp)
         out = self._scratch(grant.run_id) / f"start-{grant.round}-{grant.attempt}-{component}.bundle"
         prefix = f"{CRUCIBLE_REF_PREFIX}{grant.run_id}/start/"
-        if bundles.can_exclude(repo, have, start):
+        refs = {f"{prefix}{component}": start, f"{prefix}{component}-base": comp.base_sha}
+        claim = confirm_scope_of(grant.job)
+        if claim is not None:  # a confirmation (ADR-0043): the claimed commit too, from this host's clone
+            refs[f"{prefix}{component}-candidate"] = claim.candidate[component]
+        elif bundles.can_exclude(repo, have, start):
             assert have is not None
             bundles.create_bundle(repo, out, {f"{prefix}{component}": start}, exclude=(have,))
             return out
-        bundles.create_bundle(
-            repo, out, {f"{prefix}{component}": start, f"{prefix}{component}-base": comp.base_sha}
-        )
+        bundles.create_bundle(repo, out, refs)
         return out
 
     def open_upload(self, grant: WorkerRoundRecord) -> Path:
@@ -342,8 +332,8 @@ class RemoteRounds:
         samples: Sequence[Sample],
         hypotheses: Mapping[int, tuple[Reason, str]] | None = None,
     ) -> TurnRecord:
-        """The ledger's decision, refusing heads no verified bundle of this round brought in and a
-        decision its samples do not give (``recount``: recorded, 403, the turn left undecided)."""
+        """The ledger's decision, refusing heads no verified bundle of this round brought in, a decision
+        its samples do not give (``recount``: 403, recorded) and a keep not confirmed (``keep_gate``)."""
         self.require_round(grant)
         problem = "a worker does not decide a parallel turn" if hypotheses is not None else None
         problem = problem or referee.event_mismatch(event, EVENT_OF_OUTCOME[decision.outcome], number=number)
@@ -361,6 +351,11 @@ class RemoteRounds:
             referee.require_started(self.store, grant.run_id, number)  # 404, 409 for a late one
             raise refuse_report(self.store, grant, number, problem)
         self._require_proved(grant, {**component_heads, **decision.commits})
+        if decision.outcome is Outcome.ACCEPTED:  # only once a confirmation reproduced it (ADR-0043)
+            referee.require_started(self.store, grant.run_id, number)
+            self.gate.require_confirmed(grant, number, {**component_heads, **decision.commits})
+        elif decision.reason is Reason.UNCONFIRMED:
+            self.gate.require_failed(grant, number)
         return self.store.decide_turn(
             grant.run_id,
             number,
@@ -422,8 +417,20 @@ class RemoteRounds:
             if sha not in proved.get(name, set()):
                 raise ForbiddenError(f"commit {sha[:12]} of {name} came in no verified bundle of this round")
 
+    def confirm(self, grant: WorkerRoundRecord, samples: Sequence[Sample]) -> ConfirmationOutcome:
+        """A confirmation's samples, judged and stored (``confirm.record_confirmation``)."""
+        found = record_confirmation(self.store, self._spec(grant.run_id), grant, samples)
+        self.gate.reported()  # a keep waiting on it answers now
+        return found
+
+    def close_waits(self) -> None:
+        """The server is stopping: long polls (slots, keeps waiting on a confirmation) answer now."""
+        self.slots.close()
+        self.gate.close()
+
     def finish(self, grant: WorkerRoundRecord, outcome: RoundEnd) -> None:
         """Record the worker's outcome (validated by its schema) and revoke its token."""
+        scopes.not_confirming(grant)
         self.store.finish_worker_round(grant.token_hash, outcome.model_dump(mode="json"))
 
     # -- bundles ------------------------------------------------------------------------------

@@ -46,6 +46,7 @@ from controller.services.execution.loop import LoopResult, knob_proposer, run_lo
 from controller.services.execution.runs import build_context
 from controller.services.execution.turn import write_candidate_file
 from controller.services.feedback.rounds import play_job
+from controller.services.remote.confirming import confirm_claim
 from controller.store.http_ledger import BeforeKeep, HttpLedger, WorkerApi
 from controller.store.worker_protocol import HypothesisScope, JobInputs, RoundEnd, RoundFeedback, SlotNext
 from controller.workspace import bundles
@@ -185,6 +186,11 @@ def run_worker(
         job = inputs.job.job()
         if job.key != (config.run_id, config.round):
             raise CrucibleError(f"the token is for round {job.round} of run {job.run_id}, not {config.round}")
+        if inputs.confirm is not None:  # a confirmation of a claimed keep: no agent runs (ADR-0043)
+            spec = _fetch_components(api, config.workdir, inputs)
+            ledger = ledgers()
+            ctx = _context(config, spec, job, inputs, ledger, environ, cancel, observer)
+            return confirm_claim(ctx, api, job, inputs.confirm)
         if inputs.hypothesis is not None:
             if laps is not None:
                 laps.lap("job")

@@ -77,6 +77,10 @@ class WorkerRoundRecords(Protocol):
         """The newest attempt of the round that reported an outcome (not a hypothesis pod's), or None."""
         ...
 
+    def confirmations(self, run_id: str, round: int, turn: int) -> list[WorkerRoundRecord]:
+        """The confirmation grants of ``turn`` of the round (ADR-0043), oldest first."""
+        ...
+
     def live_hypotheses(self, run_id: str, round: int, index: int) -> list[WorkerRoundRecord]:
         """The unrevoked hypothesis grants of parallel index ``index`` of the round, oldest first
         (what a warm pod's slot may take next, ADR-0031)."""
