@@ -9,6 +9,8 @@ conflict), so the run never went on. Real parts: git, SQLite, the agent and metr
 from __future__ import annotations
 
 import os
+import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -130,6 +132,37 @@ def test_a_tick_claims_at_most_a_batch(tmp_path: Path, root: Root) -> None:
         assert scheduler.stop(60) == []
     store = root.store()
     assert sum(store.get_run(r).status is not RunStatus.PENDING for r in ids) == 2
+
+
+def test_stop_waits_for_a_finished_runs_lease_to_be_handed_back(
+    tmp_path: Path, root: Root, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run's thread hands its lease back after the run ended; ``stop`` returns only once it has,
+    so a caller that closes the store next is not written through afterwards (on PostgreSQL that
+    write left a connection open in the closed store, collected unclosed at exit)."""
+    spec_text = SPEC.format(gate=tmp_path / "no").replace("turns = 3", "turns = 1")
+    repo = make_repo(tmp_path / "app", {"src/a.txt": "0\n", "crucible.toml": spec_text})
+    spec_path = repo / "crucible.toml"
+    service = root.service()
+    run_id = service.create(load_spec(spec_path), spec_path.read_text(), spec_path, RunOptions())
+    handing_back, handed_back = threading.Event(), threading.Event()
+    release = service.store.release_lease
+
+    def slow_release(run: str, owner: str) -> None:
+        handing_back.set()
+        time.sleep(0.3)  # long beside a stop that does not wait (microseconds)
+        release(run, owner)
+        handed_back.set()
+
+    monkeypatch.setattr(service.store, "release_lease", slow_release)
+    scheduler = Scheduler(service, max_concurrent_runs=2, tick_s=0.05)
+    scheduler.start()
+    try:
+        _until(handing_back.is_set, "the run's thread to hand its lease back")
+    finally:
+        assert scheduler.stop(30) == []
+    assert handed_back.is_set(), "stop returned while the run's thread still wrote"
+    assert root.store().get_run(run_id).status is RunStatus.COMPLETED
 
 
 @pytest.mark.postgres

@@ -372,14 +372,18 @@ class Scheduler:
             self._wake.set()  # room for another run
 
     def _drop(self, run_id: str, held: Held) -> None:
-        """The run is no longer this process's: stop renewing its lease (handed back unless lost)."""
-        with self._lock:
-            if self._driving.get(run_id) is held:
-                del self._driving[run_id]
+        """The run is no longer this process's: stop renewing its lease (handed back unless lost).
+
+        The run leaves ``_driving`` last: until then ``stop`` waits for this thread, so the lease's
+        hand-back is never written after ``stop`` returned and its caller closed the store (the write
+        then opened a connection in the closed store's new pool, found unclosed at exit)."""
         if held.beat is not None:
             held.beat.stop()
         if held.watched:
             self.service.hub.unsubscribe(run_id)
+        with self._lock:
+            if self._driving.get(run_id) is held:
+                del self._driving[run_id]
 
     def _drive_run(self, run_id: str, held: Held) -> LoopResult:
         """Drive a claimed run under the lease the claim took: a pending run starts, any other is
