@@ -378,6 +378,52 @@ def test_create_from_url_leaves_no_remote_behind(source: Path, tmp_path: Path) -
     assert created.sandbox_readonly_paths() == [created.path / ".git"]
 
 
+def test_create_from_a_local_repository_borrows_its_objects_without_a_clone(
+    checkout: Checkout, source: Path, tmp_path: Path
+) -> None:
+    """What ``clone --shared`` and the removal of its remote and branch left, made directly: the
+    source's objects borrowed, no ref, no remote, the clone's settings, the source untouched; and
+    a checkout of that checkout (the champion arm's, from the candidate's) borrows from it alike."""
+    sha = git(source, "rev-parse", "HEAD")
+    alternates = checkout.git_dir / "objects" / "info" / "alternates"
+    assert alternates.read_text() == f"{(source / '.git' / 'objects').resolve()}\n"
+    assert git(checkout.path, "for-each-ref") == ""
+    assert remote_config(checkout.path) == []
+    assert git(checkout.path, "config", "--local", "gc.auto") == "0"
+    assert git(checkout.path, "config", "--local", "core.hooksPath") == "/dev/null"
+    assert checkout.head() == sha and checkout.head_detached()
+    assert checkout.status() == {}
+    assert snapshot(checkout.path) == snapshot(source)
+    assert not any((checkout.git_dir / name).exists() for name in ("hooks", "description", "info"))
+
+    second = Checkout.create(checkout.path, tmp_path / "second", sha)
+    borrowed = (second.git_dir / "objects" / "info" / "alternates").read_text()
+    assert borrowed == f"{(checkout.git_dir / 'objects').resolve()}\n"
+    assert snapshot(second.path) == snapshot(source)
+    (second.path / "README.md").write_text("changed\n")
+    made = second.commit_paths(["README.md"], "a kept turn", ("crucible", "crucible@localhost"))
+    assert git(second.path, "rev-parse", f"{made}^") == sha
+
+
+def test_create_from_a_linked_worktree_or_a_bare_repository(source: Path, tmp_path: Path) -> None:
+    """A linked worktree's ``.git`` is a file: git clones it, as before. A bare repository lends its
+    own ``objects``."""
+    sha = git(source, "rev-parse", "HEAD")
+    linked = tmp_path / "linked"
+    git(source, "worktree", "add", "-q", "--detach", str(linked), sha)
+    from_linked = Checkout.create(linked, tmp_path / "from-linked", sha)
+    assert from_linked.head() == sha
+    assert snapshot(from_linked.path) == snapshot(source)
+    assert remote_config(from_linked.path) == [] and git(from_linked.path, "for-each-ref") == ""
+
+    bare = tmp_path / "bare.git"
+    subprocess.run(["git", "clone", "-q", "--bare", str(source), str(bare)], check=True)
+    from_bare = Checkout.create(bare, tmp_path / "from-bare", sha)
+    alternates = from_bare.git_dir / "objects" / "info" / "alternates"
+    assert alternates.read_text() == f"{(bare / 'objects').resolve()}\n"
+    assert snapshot(from_bare.path) == snapshot(source)
+
+
 def test_open_and_sandbox_paths(checkout: Checkout, source: Path, tmp_path: Path) -> None:
     assert Checkout.open(checkout.path) == checkout
     with pytest.raises(NotFoundError):

@@ -9,7 +9,7 @@ the one part that moves, and the driver's hooks (``Hooks``) are handed in when i
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -26,6 +26,7 @@ from controller.services.views.layout import RunLayout
 from controller.stats import Arm, GuardRule, KeepRule
 from controller.store.ledger import Ledger
 from controller.store.ports import RunStore
+from controller.store.records import Sample
 from controller.workspace.checkout import Checkout
 from controller.workspace.ignored import Fingerprint
 
@@ -238,14 +239,16 @@ class RunContext:
 
     def ensure_arm(self, arm: str, heads: Mapping[str, str]) -> None:
         """Make every component's checkout for ``arm`` exist and sit exactly at ``heads``. A checkout
-        this context makes here was just restored to that commit (``Checkout.create``): restoring it
-        again would run the same git commands twice, which a warm hypothesis pod did for both arms of
-        every hypothesis (ADR-0040); with ``keep_ignored`` the second restore keeps what it names."""
+        this context makes here was just cloned at that commit, or restored to it with every ignored
+        file removed (``Checkout.create``, what a crash left is not trusted): restoring it again, even
+        keeping ``keep_ignored``, would find nothing to do and run the same git commands twice, which
+        a warm hypothesis pod did for both arms of every hypothesis (ADR-0040) and every served run
+        for both arms as it started."""
         keep = self.spec.workspace.keep_ignored
         for comp in self.components:
             made = (arm, comp.name) not in self._checkouts
             co = self.checkout(arm, comp.name, at=heads[comp.name])
-            if not made or keep:
+            if not made:
                 co.restore(heads[comp.name], keep)
 
     def keep_rule(self) -> KeepRule:
@@ -272,11 +275,17 @@ class RunContext:
 
     def arm_from_store(self, turn: int, arm: SampleArm) -> Arm:
         """The stored samples of one arm of one turn, as the keep rule wants them."""
-        rows = [s for s in self.ledger.list_samples(self.run_id, turn) if s.arm == arm and s.valid]
+        rows = self.ledger.list_samples(self.run_id, turn)
+        return self.arm_of([(r.arm, r.index, r.values, r.valid) for r in rows], arm)
+
+    def arm_of(self, samples: Sequence[Sample], arm: SampleArm) -> Arm:
+        """One arm of raw samples (as a turn stores them), as the keep rule wants them: what
+        ``arm_from_store`` reads back, without the read when the samples are at hand."""
+        values = [v for a, _, v, valid in samples if a == arm and valid]
         metric = self.spec.metric.name
         return Arm(
-            primary=tuple(r.values[metric] for r in rows),
-            guards={g: tuple(r.values[g] for r in rows) for g in self.guard_names()},
+            primary=tuple(v[metric] for v in values),
+            guards={g: tuple(v[g] for v in values) for g in self.guard_names()},
         )
 
     def champion_reference(self) -> Arm:
