@@ -239,20 +239,31 @@ def list_sample_records(s: Session, run_id: str, turn: int | None) -> list[Sampl
 
 
 def count_turns(s: Session, run_id: str) -> TurnCounts:
-    """Decided turns per round, the highest number and the turns still STARTED (two queries)."""
+    """Decided turns per round, the highest number and the turns still STARTED, in one statement:
+    the counts per round and phase, and (marked ``open``) the number of each STARTED turn, which
+    are few (one, or N for a parallel turn cut off), so the read stays bounded however long the run."""
     decided: dict[int, int] = {}
     highest = 0
+    started: list[int] = []
     grouped = (
-        sa.select(TurnRow.round, TurnRow.phase, sa.func.count(), sa.func.max(TurnRow.number))
+        sa.select(
+            sa.literal(False).label("open"),
+            TurnRow.round,
+            TurnRow.phase,
+            sa.func.count(),
+            sa.func.max(TurnRow.number),
+        )
         .where(TurnRow.run_id == run_id)
         .group_by(TurnRow.round, TurnRow.phase)
     )
-    for round_number, phase, count, top in s.execute(grouped):
+    open_turns = sa.select(
+        sa.literal(True), TurnRow.round, TurnRow.phase, sa.literal(1), TurnRow.number
+    ).where(TurnRow.run_id == run_id, TurnRow.phase == TurnPhase.STARTED.value)
+    for is_open, round_number, phase, count, top in s.execute(sa.union_all(grouped, open_turns)):
+        if is_open:
+            started.append(int(top))
+            continue
         highest = max(highest, int(top))
         if phase == TurnPhase.DECIDED:
             decided[int(round_number)] = int(count)
-    open_turns = sa.select(TurnRow.number).where(
-        TurnRow.run_id == run_id, TurnRow.phase == TurnPhase.STARTED.value
-    )
-    started = sorted(int(n) for n in s.scalars(open_turns))
-    return TurnCounts(decided=decided, highest=highest, started=tuple(started))
+    return TurnCounts(decided=decided, highest=highest, started=tuple(sorted(started)))

@@ -153,3 +153,35 @@ def test_await_takeover_does_not_wait_for_a_lease_this_process_claimed(store: St
     assert store.claim_runs(process_owner(), TTL, limit=5) == ["r1"]
     await_takeover(store, "r1", clock=clock, sleep=clock.sleep)
     assert clock.now == T0
+
+
+def test_adopting_the_lease_a_claim_took_writes_nothing_and_reads_its_cancel(
+    store: Store, clock: Clock
+) -> None:
+    """The scheduler's ``claim_runs`` took the lease: the heartbeat renews it from there on without
+    claiming it again, a cancel asked before the claim stops the run at once, and a lease another
+    owner holds by then is refused as ``start`` refuses it."""
+    for run in ("r2", "r3"):
+        store.create_run(new_run(run))
+    store.request_cancel("r2")
+    assert store.claim_runs("me", TTL, limit=2) == ["r1", "r2"]
+    claimed = {run: store.get_run(run) for run in ("r1", "r2")}
+    clock.sleep(5)  # a claim again would move the expiry: adopting leaves it where the claim put it
+    cancels = {run: threading.Event() for run in claimed}
+    beats = [Heartbeat(store, run, cancel=cancels[run], ttl_s=TTL, owner="me") for run in claimed]
+    for beat in beats:
+        beat.adopt(claimed[beat.run_id])
+    try:
+        assert [store.get_run(r).lease_expires_at for r in claimed] == [T0 + timedelta(seconds=TTL)] * 2
+        assert [cancels[r].is_set() for r in claimed] == [False, True]
+        assert beats[0]._keeper is not None, "the process's keeper renews it"
+        beats[0]._keeper.renew()
+        assert store.get_run("r1").lease_expires_at == clock.now + timedelta(seconds=TTL)
+    finally:
+        for beat in beats:
+            beat.stop()
+    assert [store.get_run(r).lease_owner for r in claimed] == [None, None]
+
+    store.claim_run("r3", "other", TTL)
+    with pytest.raises(LeaseHeldError):
+        Heartbeat(store, "r3", cancel=threading.Event(), ttl_s=TTL, owner="me").adopt(store.get_run("r3"))

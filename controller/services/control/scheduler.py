@@ -388,12 +388,13 @@ class Scheduler:
     def _drive_run(self, run_id: str, held: Held) -> LoopResult:
         """Drive a claimed run under the lease the claim took: a pending run starts, any other is
         taken over (resumed). The lease's heartbeat stays with ``held`` while the run is parked."""
-        pending = self.store.get_run(run_id).status is RunStatus.PENDING
+        run = self.store.get_run(run_id)
+        pending = run.status is RunStatus.PENDING
         signals = held.signals
         held.beat = Heartbeat(
             self.store, run_id, cancel=signals.cancel, ttl_s=self.settings.lease_ttl_s, owner=self.owner
         )
-        held.beat.start()  # ours already (the claim): this starts renewing it
+        held.beat.adopt(run)  # ours already (the claim): this starts renewing it, claimed once
         if pending:
             return self.service.drive(run_id, signals=signals, heartbeat=held.beat, park=self.park)
         return self.service.resume(run_id, signals=signals, heartbeat=held.beat, park=self.park)

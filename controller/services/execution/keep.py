@@ -7,7 +7,7 @@ its heads, the publisher told, and (without interleaving) its stored samples as 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 
 from controller.domain.enums import SampleArm
@@ -17,6 +17,7 @@ from controller.services.execution import candidate_copy, champion_copy
 from controller.services.execution.context import RunContext
 from controller.services.execution.parallel import run_all
 from controller.services.execution.work import TurnWork
+from controller.store.records import RunRecord, Sample
 from controller.workspace.checkout import Checkout
 
 CHAMPION_REF = "refs/crucible/champion"
@@ -58,12 +59,19 @@ def _advance(ctx: RunContext, champion: Checkout, component: str, new: str) -> N
 
 
 def commit_changed(
-    ctx: RunContext, work: TurnWork, hypothesis: str | None, refs: Callable[[str], dict[str, str]]
+    ctx: RunContext,
+    work: TurnWork,
+    hypothesis: str | None,
+    refs: Callable[[str], dict[str, str]],
+    run: RunRecord | None = None,
 ) -> dict[str, str]:
     """Commit the candidate in each component ``work`` changed, pin each commit with ``refs(sha)``
-    (a restore moves HEAD, a ref keeps the commit), and return the commits by component."""
+    (a restore moves HEAD, a ref keeps the commit), and return the commits by component. ``run``:
+    the run as read before the turn, for its baseline (written once, before any turn), else read."""
     out: dict[str, str] = {}
-    baseline = ctx.ledger.get_run(ctx.run_id).baseline_value
+    baseline = (
+        run if run is not None and run.baseline_value is not None else ctx.ledger.get_run(ctx.run_id)
+    ).baseline_value
     for comp in ctx.components:
         if comp.name not in work.changed:
             continue
@@ -76,13 +84,18 @@ def commit_changed(
     return out
 
 
-def champion_moved(ctx: RunContext, turn: int, heads: Mapping[str, str]) -> None:
+def champion_moved(
+    ctx: RunContext, turn: int, heads: Mapping[str, str], samples: Sequence[Sample] | None = None
+) -> None:
     """After the ledger recorded turn ``turn`` as kept with ``heads``: the run's champion is there now,
-    the publisher is told, and without interleaving the kept samples are the arm to beat."""
+    the publisher is told, and without interleaving the kept samples are the arm to beat (``samples``:
+    the ones the decision stored, taken as they are instead of read back)."""
     ctx.champion.move(heads)
     notify_champion(ctx)
     if ctx.spec.metric.interleave is False:
-        ctx.champion.measured(ctx.arm_from_store(turn, SampleArm.CANDIDATE))
+        kept = SampleArm.CANDIDATE
+        arm = ctx.arm_from_store(turn, kept) if samples is None else ctx.arm_of(samples, kept)
+        ctx.champion.measured(arm)
 
 
 def notify_champion(ctx: RunContext) -> None:

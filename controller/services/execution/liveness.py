@@ -27,7 +27,7 @@ from types import TracebackType
 
 from controller.domain.errors import LeaseLostError, RefusedError, RetryLaterError
 from controller.store.ports import RunLeases
-from controller.store.records import Renewal
+from controller.store.records import Renewal, RunRecord
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +89,18 @@ class Heartbeat:
         at once, and have the process's keeper renew it from now on."""
         self.store.claim_run(self.run_id, self.owner, self.ttl_s)
         self.beat()
+        self._keeper = _Keeper.of(self.store, self.owner, self.ttl_s)
+        self._keeper.add(self)
+
+    def adopt(self, run: RunRecord) -> None:
+        """``start`` for a lease this owner already took (``Store.claim_runs``), given the run as read
+        after the claim: no second claim and no beat (two write transactions per served run), the
+        cancel flag taken from ``run``. Falls back to ``start`` when ``run`` shows another holder."""
+        expires = run.lease_expires_at
+        if run.id != self.run_id or run.lease_owner != self.owner or expires is None:
+            self.start()
+            return
+        self.renewed(Renewal(expires_at=expires, cancel_requested=run.cancel_requested))
         self._keeper = _Keeper.of(self.store, self.owner, self.ttl_s)
         self._keeper.add(self)
 

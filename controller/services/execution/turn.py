@@ -141,7 +141,10 @@ def run_turn(
     heads = dict(ctx.champion_heads)
     champion: ChampionUpdate | None = None
     if keep and work.value is not None:
-        heads = {**ctx.champion_heads, **commit_changed(ctx, work, work.hypothesis, partial_refs(number))}
+        heads = {
+            **ctx.champion_heads,
+            **commit_changed(ctx, work, work.hypothesis, partial_refs(number), run),
+        }
         candidate_copy.committed(ctx, work, heads)
         champion = ChampionUpdate(value=work.value, turn=number)
         reason = Reason.IMPROVED
@@ -198,7 +201,7 @@ def run_turn(
         record = _unconfirmed(ctx, number, decision, payload, work.raw_samples, str(refused))
     if keep:
         settle_arms(ctx, heads)
-        champion_moved(ctx, number, heads)
+        champion_moved(ctx, number, heads, work.raw_samples)
     ctx.observer.turn_decided(turn_view(record, work.samples, work.reference).model_dump(mode="json"))
     return record
 
