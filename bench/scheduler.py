@@ -1,12 +1,16 @@
 """The server's scheduler (issue 8, ADR-0012): controller CPU per turn, and the RSS of an idle server.
 
-1. **CPU per turn.** ``--runs`` short runs (a trivial agent and metric, ``--turns`` turns each) are
-   submitted to the run service ``crucible serve`` builds (threaded local broker) and driven by its
-   ``Scheduler`` (``--concurrent`` at once), in this process. The turn's
-   own commands are measured apart: each is run alone ``CALIBRATION`` times in the same run (as
-   ``/bin/sh -c`` like crucible runs it) for its CPU cost. Printed: the controller's CPU per decided
-   turn (this process's CPU, every thread, plus its waited children's, git included, minus the
-   commands' own) against the commands' CPU per turn, as a ratio; and the wall time.
+1. **CPU per turn.** Short runs (a trivial agent and metric) are submitted to the run service
+   ``crucible serve`` builds (threaded local broker) and driven by its ``Scheduler`` (``--concurrent``
+   at once, ticking as the server does), in this process. The turn's own commands are measured apart:
+   each is run alone ``CALIBRATION`` times in the same run (as ``/bin/sh -c`` like crucible runs it)
+   for its CPU cost. The controller's CPU is this process's CPU, every thread, plus its waited
+   children's, git included, minus the commands' own. Three drives, three figures, each a ratio
+   against the turn's own commands: ``--runs`` runs of ``--turns`` turns per decided turn, each run's
+   setup spread over its few turns (the figure this bench always printed); a turn in **steady
+   state** (a run turning many times, which is what a thousand runs turning once a minute are),
+   from ``--steady-runs`` runs of ``--steady-turns`` turns against the same runs of one turn; and
+   what a **run** costs besides its turns (claim, checkouts, baseline, finish), from the same two.
 2. **RSS and database statements of an idle server watching PRs.** A local forge holds one
    repository with ``--prs`` open draft PRs (generated once under ``--cache``, reused after).
    ``crucible serve`` (a real process) is started on an empty database: its RSS is the floor. Then on
@@ -22,7 +26,8 @@
    target, and statements per second of each.
 
     python bench/scheduler.py [--runs 200] [--turns 2] [--concurrent 8] [--prs 1000] [--quick]
-                              [--idle 60] [--skip-cpu] [--only parked|threads] [--settle-limit 3600]
+                              [--steady-runs 8] [--steady-turns 25] [--idle 60] [--skip-cpu]
+                              [--skip-rss] [--only parked|threads] [--settle-limit 3600]
 
 ``--quick``: 20 runs and 100 PRs (about three minutes). ``--settle-limit``: how long to wait for every
 run to watch; past it the server is measured with what watches then, and said so. Exit status 1 if a
@@ -161,17 +166,37 @@ def command_cpu(command: str, cwd: Path) -> float:
 
 
 @dataclass(frozen=True)
-class CpuPerTurn:
-    """Seconds of CPU per decided turn: the controller's (``own`` + ``children`` - ``commands``), the
-    turn's own commands', and of the controller's, this process's threads (``own``) and every child
-    it waited for (``children``: git, the commands, the metric)."""
+class Drive:
+    """What one scheduler drive of ``runs`` runs cost: CPU seconds of this process's threads
+    (``own``) and of every child it waited for (``children``: git, the commands, the metric), the
+    decided turns and the wall time."""
 
-    controller: float
-    commands: float
+    runs: int
     decided: int
-    wall: float
     own: float
     children: float
+    wall: float
+
+    def controller(self, commands: Commands) -> float:
+        """The controller's CPU seconds: everything but the turns' and the baselines' own commands."""
+        return self.own + self.children - commands.spent(self.runs, self.decided)
+
+
+@dataclass(frozen=True)
+class Commands:
+    """CPU seconds one execution of the agent and of the metric cost, measured alone in this run."""
+
+    agent: float
+    metric: float
+
+    @property
+    def turn(self) -> float:
+        """A decided turn's own commands: the agent once, the metric once (one sample, no interleave)."""
+        return self.agent + self.metric
+
+    def spent(self, runs: int, decided: int) -> float:
+        """The commands of ``decided`` turns and of ``runs`` baselines (the metric once each)."""
+        return decided * self.turn + runs * self.metric
 
 
 def finished(store: Store) -> int:
@@ -180,16 +205,24 @@ def finished(store: Store) -> int:
     return sum(n for status, n in store.count_runs_by_status().items() if status in FINISHED_STATUSES)
 
 
-def cpu_per_turn(work: Path, runs: int, turns: int, concurrent: int) -> CpuPerTurn:
-    """The controller's and the commands' CPU per decided turn (see ``CpuPerTurn``)."""
-    repo = work / "app"
-    repo.mkdir()
-    (repo / "src").mkdir()
+def spec_repo(work: Path, turns: int) -> Path:
+    """A one-file repository whose ``crucible.toml`` runs ``turns`` turns of the trivial agent."""
+    repo = work / f"app-{turns}"
+    (repo / "src").mkdir(parents=True)
     (repo / "src" / "a.txt").write_text("0\n")
     (repo / "crucible.toml").write_text(RUN_SPEC.format(turns=turns, agent=AGENT, metric=METRIC))
     git(repo, "init", "-q", "-b", "main")
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "base")
+    return repo
+
+
+def drive(work: Path, runs: int, turns: int, concurrent: int) -> Drive:
+    """Submit ``runs`` runs of ``turns`` turns to the run service ``crucible serve`` builds and let its
+    ``Scheduler`` (ticking as the server does) drive them to the end, in this process, on a database
+    of their own; what that cost (see ``Drive``)."""
+    work.mkdir()
+    repo = spec_repo(work, turns)
     settings = Settings(home=work / "home", database_url=f"sqlite:///{work / 'cpu.db'}")
     root = build(dict(os.environ), settings=settings, mode=Mode.SERVE)
     service = root.service()
@@ -197,7 +230,7 @@ def cpu_per_turn(work: Path, runs: int, turns: int, concurrent: int) -> CpuPerTu
     spec = parse_spec(spec_path.read_text(), repo)
     ids = [service.create(spec, spec_path.read_text(), spec_path, RunOptions()) for _ in range(runs)]
     store = root.store()
-    scheduler = Scheduler(service, max_concurrent_runs=concurrent, tick_s=0.05)
+    scheduler = Scheduler(service, max_concurrent_runs=concurrent)
     before, children = time.process_time(), os.times()
     started = time.monotonic()
     scheduler.start()
@@ -216,14 +249,51 @@ def cpu_per_turn(work: Path, runs: int, turns: int, concurrent: int) -> CpuPerTu
         raise SystemExit(f"{len(failed)} runs did not complete, e.g. {failed[0]}: {store.get_run(failed[0])}")
     decided = sum(store.turn_counts(r).decided.get(0, 0) for r in ids)
     root.close()
-    # Each decided turn ran the agent once and the metric once (one sample, no interleave); each run's
-    # baseline ran the metric once more.
-    agent, metric = command_cpu(AGENT, repo), command_cpu(METRIC, repo)
-    commands = decided * (agent + metric) + runs * metric
-    controller = own + waited - commands
-    return CpuPerTurn(
-        controller / decided, commands / decided, decided, wall, own / decided, waited / decided
-    )
+    return Drive(runs, decided, own, waited, wall)
+
+
+@dataclass(frozen=True)
+class CpuPerTurn:
+    """The served path's CPU, each figure against the turn's own commands (``commands.turn``):
+
+    - ``mix``: ``--runs`` runs of ``--turns`` turns, per decided turn, setup included (the old figure);
+    - ``per_turn``: a turn in steady state, from two drives of the same ``steady_runs`` runs that
+      differ only in their turns (``steady_turns`` and 1): the extra controller CPU over the extra turns;
+    - ``per_run``: what a run costs besides its turns (claim, clones, baseline, finish), the rest of
+      the one-turn drive's CPU per run once its turns are taken off at ``per_turn``.
+    """
+
+    commands: Commands
+    mix: Drive
+    long: Drive
+    short: Drive
+
+    @property
+    def mix_per_turn(self) -> float:
+        return self.mix.controller(self.commands) / self.mix.decided
+
+    @property
+    def per_turn(self) -> float:
+        extra = self.long.controller(self.commands) - self.short.controller(self.commands)
+        return extra / (self.long.decided - self.short.decided)
+
+    @property
+    def per_run(self) -> float:
+        return (self.short.controller(self.commands) - self.short.decided * self.per_turn) / self.short.runs
+
+
+def cpu_per_turn(
+    work: Path, runs: int, turns: int, concurrent: int, steady_runs: int, steady_turns: int
+) -> CpuPerTurn:
+    """The three drives of ``CpuPerTurn`` and the commands' own cost, all in this run."""
+    if steady_turns < 2:
+        raise SystemExit("--steady-turns must be at least 2 (it is compared with a drive of one turn)")
+    mix = drive(work / "mix", runs, turns, concurrent)
+    short = drive(work / "short", steady_runs, 1, concurrent)
+    long = drive(work / "long", steady_runs, steady_turns, concurrent)
+    repo = work / "mix" / f"app-{turns}"
+    commands = Commands(command_cpu(AGENT, repo), command_cpu(METRIC, repo))
+    return CpuPerTurn(commands, mix, long, short)
 
 
 # -- 2. RSS of an idle server watching PRs -------------------------------------------------------
@@ -472,6 +542,35 @@ def idle_rss(
     return floor, out
 
 
+def report_cpu(cpu: CpuPerTurn, args: argparse.Namespace) -> None:
+    """Every CPU figure, each as a ratio against the turn's own commands measured in this run."""
+    turn = cpu.commands.turn
+    mix = cpu.mix
+    print(
+        f"cpu of the served path (scheduler, threaded local broker, {args.concurrent} runs at once; "
+        f"load {os.getloadavg()[0]:.1f}); the turn's own commands: {turn * 1000:.2f} ms "
+        f"(agent {cpu.commands.agent * 1000:.2f}, metric {cpu.commands.metric * 1000:.2f})"
+    )
+    print(
+        f"  {mix.runs} runs x {args.turns} turns ({mix.decided} decided, {mix.wall:.1f} s wall), per "
+        f"decided turn, run setup included: controller {cpu.mix_per_turn * 1000:.1f} ms, "
+        f"ratio {cpu.mix_per_turn / turn:.1f}x"
+    )
+    print(
+        f"    of which this process's threads {mix.own / mix.decided * 1000:.1f} ms, its waited children "
+        f"(git and the commands) {mix.children / mix.decided * 1000:.1f} ms"
+    )
+    print(
+        f"  steady state ({cpu.long.runs} runs x {args.steady_turns} turns against x 1, "
+        f"{cpu.long.wall:.1f} + {cpu.short.wall:.1f} s wall): a turn costs the controller "
+        f"{cpu.per_turn * 1000:.1f} ms, ratio {cpu.per_turn / turn:.1f}x (target <= 5x)"
+    )
+    print(
+        f"  per run besides its turns (claim, checkouts, baseline, finish): {cpu.per_run * 1000:.1f} ms, "
+        f"ratio {cpu.per_run / turn:.1f}x a turn's commands"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=200)
@@ -484,6 +583,13 @@ def main(argv: list[str] | None = None) -> int:
         "--settle-limit", type=float, default=3600.0, help="seconds to wait for every run to watch at most"
     )
     parser.add_argument("--skip-cpu", action="store_true", help="measure the idle servers only")
+    parser.add_argument("--skip-rss", action="store_true", help="measure the CPU per turn only")
+    parser.add_argument(
+        "--steady-runs", type=int, default=8, help="runs of the steady-state drives (default: 8)"
+    )
+    parser.add_argument(
+        "--steady-turns", type=int, default=25, help="turns of each run of the long steady-state drive"
+    )
     parser.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "crucible-bench" / "scheduler")
     parser.add_argument("--quick", action="store_true", help="20 runs and 100 PRs")
     parser.add_argument("--strict", action="store_true", help="exit 1 when RSS is over the target")
@@ -498,20 +604,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if not args.skip_cpu:
             (work / "cpu").mkdir()
-            cpu = cpu_per_turn(work / "cpu", args.runs, args.turns, args.concurrent)
-            print(
-                f"cpu per turn: {args.runs} runs x {args.turns} turns ({cpu.decided} decided) through the "
-                f"scheduler and the threaded local broker, {args.concurrent} at once, {cpu.wall:.1f} s wall"
+            cpu = cpu_per_turn(
+                work / "cpu", args.runs, args.turns, args.concurrent, args.steady_runs, args.steady_turns
             )
-            print(
-                f"  per decided turn (baselines counted in both): controller {cpu.controller * 1000:.1f} "
-                f"ms, the turn's own commands {cpu.commands * 1000:.1f} ms: "
-                f"ratio {cpu.controller / cpu.commands:.1f}x"
-            )
-            print(
-                f"  of which this process's threads {cpu.own * 1000:.1f} ms, its waited children (git and "
-                f"the commands) {cpu.children * 1000:.1f} ms"
-            )
+            report_cpu(cpu, args)
+        if args.skip_rss:
+            return 0
         (work / "rss").mkdir()
         floor, idle = idle_rss(work / "rss", args.cache, args.prs, args.idle, arms, args.settle_limit)
     finally:
