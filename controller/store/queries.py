@@ -224,8 +224,8 @@ def list_turn_records(s: Session, run_id: str, last: int | None) -> list[TurnRec
     the query (bench/dashboard.py)."""
     query = sa.select(_TURNS).where(_TURNS.c.run_id == run_id)
     if last is None:
-        return [turn_record(row) for row in s.execute(query.order_by(_TURNS.c.number))]
-    rows = [turn_record(row) for row in s.execute(query.order_by(_TURNS.c.number.desc()).limit(last))]
+        return [turn_record(row) for row in s.execute(query.order_by(_TURNS.c.number)).all()]
+    rows = [turn_record(row) for row in s.execute(query.order_by(_TURNS.c.number.desc()).limit(last)).all()]
     return rows[::-1]
 
 
@@ -235,7 +235,7 @@ def list_sample_records(s: Session, run_id: str, turn: int | None) -> list[Sampl
     query = sa.select(_SAMPLES).where(_SAMPLES.c.run_id == run_id)
     if turn is not None:
         query = query.where(_SAMPLES.c.turn == turn)
-    return [sample_record(row) for row in s.execute(query.order_by(_SAMPLES.c.turn, _SAMPLES.c.id))]
+    return [sample_record(row) for row in s.execute(query.order_by(_SAMPLES.c.turn, _SAMPLES.c.id)).all()]
 
 
 def count_turns(s: Session, run_id: str) -> TurnCounts:

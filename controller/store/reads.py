@@ -177,6 +177,24 @@ class PagedReads:
             hypotheses = _hypotheses(conn, run_id, page) if turns else []
         return TurnPage(metric_name=metric, turns=turns, samples=samples, hypotheses=hypotheses)
 
+    def metric_samples(self, run_id: str, metric: str) -> dict[tuple[int, SampleArm], list[float]]:
+        """Every valid sample's value of ``metric`` (the baseline's as turn 0), by (turn, arm), in the
+        order they were added; a sample without it is left out, an unknown run has none. The
+        database extracts the one number: the run page of 500 turns decoded 1,500 JSON documents and
+        made as many records to show one value of each (bench/dashboard.py)."""
+        value = SampleRow.values[metric].as_float()
+        query = (
+            sa.select(SampleRow.turn, SampleRow.arm, value)
+            .where(SampleRow.run_id == run_id, SampleRow.valid, value.is_not(None))
+            .order_by(SampleRow.turn, SampleRow.id)
+        )
+        out: dict[tuple[int, SampleArm], list[float]] = {}
+        arms = {arm.value: arm for arm in SampleArm}
+        with self._reading() as conn:
+            for turn, arm, number in conn.execute(query).all():
+                out.setdefault((turn, arms[arm]), []).append(number)
+        return out
+
     def hypotheses_of_turns(self, run_id: str, turns: Collection[int]) -> list[HypothesisRecord]:
         """The parallel hypotheses of the given turns only (by turn, then index)."""
         if not turns:

@@ -38,6 +38,36 @@ def test_runs_come_newest_first_in_pages_and_by_status(harness: PortHarness) -> 
     assert pages.run_tallies([]) == {}
 
 
+def test_metric_samples_are_the_valid_values_of_one_metric_by_turn_and_arm(harness: PortHarness) -> None:
+    pages: TurnPages = harness.impl
+    harness.seed_run("r1")
+    harness.impl.start_baseline("r1")
+    baseline = [(SampleArm.BASELINE, i, {"p50_ms": 100.0 - i, "rss": 7.0}, True) for i in range(2)]
+    harness.impl.add_samples("r1", 0, baseline)
+    harness.impl.set_baseline("r1", 99.5, {"value": 99.5})
+    _play(harness, "r1", 1, KEEP)
+    harness.impl.start_turn("r1", 2, 0)
+    samples = [
+        (SampleArm.CHAMPION, 0, {"p50_ms": 0.1 + 0.2}, True),  # a value that a text round trip would change
+        (SampleArm.CANDIDATE, 0, {"p50_ms": 1e-300}, True),
+        (SampleArm.CANDIDATE, 1, {}, False),  # invalid: no values
+        (SampleArm.CANDIDATE, 2, {"rss": 3.0}, True),  # without the metric
+        (SampleArm.CANDIDATE, 3, {"p50_ms": 88.25}, True),
+    ]
+    harness.impl.add_samples("r1", 2, samples)
+    assert pages.metric_samples("r1", "p50_ms") == {
+        (0, SampleArm.BASELINE): [100.0, 99.0],
+        (1, SampleArm.CANDIDATE): [90.0, 91.0],
+        (2, SampleArm.CHAMPION): [0.1 + 0.2],
+        (2, SampleArm.CANDIDATE): [1e-300, 88.25],
+    }
+    assert pages.metric_samples("r1", "rss") == {
+        (0, SampleArm.BASELINE): [7.0, 7.0],
+        (2, SampleArm.CANDIDATE): [3.0],
+    }
+    assert pages.metric_samples("nope", "p50_ms") == {}
+
+
 def test_turn_pages_follow_the_event_stream(harness: PortHarness) -> None:
     pages: TurnPages = harness.impl
     harness.seed_run("r1")

@@ -25,7 +25,6 @@ from controller.store.records import (
     ComponentRecord,
     EventRecord,
     HypothesisRecord,
-    SampleRecord,
     TurnRecord,
 )
 from controller.store.summary import RunSummaryRecord
@@ -34,14 +33,6 @@ from controller.workspace.checkout import Checkout
 
 class FeedbackView(RunReads, FeedbackRecords, Protocol):
     """What the feedback page reads: the run's feedback items and the events of its rounds."""
-
-
-def _samples_by_turn(samples: list[SampleRecord], metric: str) -> dict[tuple[int, SampleArm], list[float]]:
-    out: dict[tuple[int, SampleArm], list[float]] = {}
-    for s in samples:
-        if s.valid and metric in s.values:
-            out.setdefault((s.turn, s.arm), []).append(s.values[metric])
-    return out
 
 
 def component_diff(settings: Settings, run_id: str, comp: ComponentRecord) -> str:
@@ -176,7 +167,7 @@ def run_view(
     samples (the API's and ``--json``'s view); else only the turns named do, which is what the run page
     unfolds (the rest it shows from ``hypothesis_outcomes``, not worth their samples' read)."""
     run = store.get_run(run_id)
-    samples = _samples_by_turn(store.list_samples(run_id), run.metric_name)
+    samples = store.metric_samples(run_id, run.metric_name)
     best = None
     if run.champion_value is not None and run.champion_turn:
         best = schemas.Best(value=run.champion_value, turn=run.champion_turn)

@@ -9,7 +9,7 @@ from collections.abc import Collection
 from datetime import datetime
 from typing import Protocol
 
-from controller.domain.enums import EventKind, Outcome, RunStatus
+from controller.domain.enums import EventKind, Outcome, RunStatus, SampleArm
 from controller.store.records import (
     EventRecord,
     HypothesisRecord,
@@ -57,6 +57,11 @@ class TurnPages(Protocol):
         outcome: Outcome | None = None,
     ) -> TurnPage:
         """Decided turns numbered above ``after``, at most ``limit``, with their samples and hypotheses."""
+        ...
+
+    def metric_samples(self, run_id: str, metric: str) -> dict[tuple[int, SampleArm], list[float]]:
+        """Every valid sample's value of ``metric`` (the baseline's as turn 0), by (turn, arm), in the
+        order they were added (a sample without it left out; none for an unknown run)."""
         ...
 
     def hypotheses_of_turns(self, run_id: str, turns: Collection[int]) -> list[HypothesisRecord]:
