@@ -24,12 +24,14 @@ from controller.store.models import (
     RunRow,
     SampleRow,
     TurnRow,
+    run_record,
     sample_record,
     turn_record,
 )
 from controller.store.records import (
     ComponentRecord,
     EventRecord,
+    RunRecord,
     Sample,
     SampleRecord,
     TurnCounts,
@@ -50,6 +52,14 @@ def get_run_row(s: Session, run_id: str) -> RunRow:
     return row
 
 
+def read_run(s: Session, run_id: str) -> RunRecord:
+    """The run's record from a Core row (``get_run_row`` without the identity map, for a read)."""
+    row = s.execute(_READ_RUN, {"run_id": run_id}).one_or_none()
+    if row is None:
+        raise NotFoundError(f"no run {run_id}")
+    return run_record(row)
+
+
 def lock_run(s: Session, run_id: str) -> RunRow:
     """The run row, locked for this transaction (FOR NO KEY UPDATE: inserts referencing it still run)."""
     query = sa.select(RunRow).where(RunRow.id == run_id).with_for_update(key_share=True)
@@ -68,6 +78,7 @@ _RUNS, _TURNS, _EVENTS, _SAMPLES, _COMPONENTS = (
 _LOCK_RUN_ID = (
     sa.select(_RUNS.c.id).where(_RUNS.c.id == sa.bindparam("run_id")).with_for_update(key_share=True)
 )
+_READ_RUN = sa.select(_RUNS).where(_RUNS.c.id == sa.bindparam("run_id"))
 _INSERT_EVENT = sa.insert(_EVENTS)
 _INSERT_SAMPLES = sa.insert(_SAMPLES)
 _SET_HEAD = (

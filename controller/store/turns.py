@@ -35,6 +35,7 @@ from controller.store.queries import (
     lock_run,
     lock_run_id,
     new_turn_row,
+    read_run,
     read_turn,
     require_finite,
     sample_row,
@@ -212,7 +213,7 @@ class TurnsAndSamples:
         """``get_run``, ``turn_counts`` and ``list_turns(last=...)`` in one read transaction: the turn
         loop asks all three before every turn, and one session is a third of the cost."""
         with self._session(read_only=True) as s:
-            run = get_run_row(s, run_id).to_record()
+            run = read_run(s, run_id)
             return TurnSnapshot(run, count_turns(s, run_id), tuple(list_turn_records(s, run_id, last)))
 
     # -- parallel hypotheses (ADR-0016) --------------------------------------------------------
