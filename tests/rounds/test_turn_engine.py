@@ -37,7 +37,7 @@ objective = "unit-test the round engine"
 turns = {turns}
 [agent]
 command = '''{agent}'''
-timeout = 5
+timeout = {agent_timeout}
 [sandbox]
 mode = "none"
 [metric]
@@ -87,6 +87,7 @@ def engine(
         confidence: float = 0.0,
         extra: str = "",
         turns: int = 5,
+        agent_timeout: float = 5,
         hooks: Hooks | None = None,
     ) -> RunContext:
         repo = repo_factory({"src/value.txt": "10\n", "README": "hello\n", **SCRIPTS})
@@ -99,6 +100,7 @@ def engine(
             extra=extra,
             repo=repo,
             turns=turns,
+            agent_timeout=agent_timeout,
         )
         spec_path.write_text(text)
         spec = load_spec(spec_path)
@@ -145,7 +147,8 @@ CASES = [
     ),
     pytest.param("echo oops > src/value.txt", {}, Reason.METRIC_INVALID, id="metric_invalid"),
     pytest.param("exit 3", {}, Reason.AGENT_FAILED, id="agent_failed"),
-    pytest.param("sleep 30", {}, Reason.TIMEOUT, id="timeout"),
+    # 1 s, not the 5 s the other cases may take on a loaded machine: this case waits it out in full.
+    pytest.param("sleep 30", {"agent_timeout": 1}, Reason.TIMEOUT, id="timeout"),
     pytest.param("true", {}, Reason.NO_DIFF, id="no_diff"),
 ]
 
