@@ -34,7 +34,7 @@ from controller.brokers.subprocess import SubprocessBroker, SubprocessConfirmati
 from controller.config.options import RunOptions
 from controller.config.settings import Settings
 from controller.config.spec import load_spec
-from controller.domain.enums import EventKind, Outcome, Reason, RunStatus, StopReason
+from controller.domain.enums import EventKind, Outcome, Reason, RunStatus, SampleArm, StopReason
 from controller.domain.errors import ConfirmingError
 from controller.domain.jobs import RoundJob
 from controller.localforge.server import serve_in_thread
@@ -42,6 +42,7 @@ from controller.services.control.service import RunService
 from controller.services.remote.remote_rounds import RemoteRounds, token_hash
 from controller.store import ChampionUpdate, ComponentRecord, NewRun, Store, TurnDecision
 from controller.store.http_ledger import HttpLedger
+from controller.store.records import Sample
 from controller.wiring import compose_service
 from tests.conftest import git, make_repo
 from tests.forgekit import app_forge
@@ -280,17 +281,15 @@ mutable = ["src/**"]
 
 
 class Remote:
-    """A controller's worker API over a real store with the subprocess broker and confirmations."""
+    """A controller's worker API over a real store with the subprocess broker and ``confirmations``."""
 
     def __init__(
-        self, tmp_path: Path, store: Store, database_url: str, url: str, remote: RemoteRounds
+        self, tmp_path: Path, store: Store, remote: RemoteRounds, confirmations: SubprocessConfirmations
     ) -> None:
         self.store = store
         self.remote = remote
+        self.confirmations = confirmations
         settings = remote.settings
-        self.confirmations = SubprocessConfirmations(
-            root=tmp_path / "confirmations", environ={"PATH": os.environ["PATH"]}, command=WORKER
-        )
 
         def broker(_runner: object) -> SubprocessBroker:
             return SubprocessBroker(
@@ -313,21 +312,19 @@ def _no_forge(spec: object) -> object:
 def remote(tmp_path: Path, database_url: str) -> Iterator[Remote]:
     with Store.open(database_url, upgrade=True) as store:
         settings = Settings(home=tmp_path / "home-remote", database_url=database_url)
-        holder: list[Remote] = []
+        confirmations = SubprocessConfirmations(
+            root=tmp_path / "confirmations", environ={"PATH": os.environ["PATH"]}, command=WORKER
+        )
         rounds = RemoteRounds(
-            settings,
-            store,
-            controller_url="http://unused",
-            confirmations=lambda _run: holder[0].confirmations,
+            settings, store, controller_url="http://unused", confirmations=lambda _run: confirmations
         )
         app = create_app(settings, store, ApiTokens(OPERATOR), _Control(), remote=rounds)
         with serve_in_thread(app) as url:
             rounds.controller_url = url
-            holder.append(Remote(tmp_path, store, database_url, url, rounds))
             try:
-                yield holder[0]
+                yield Remote(tmp_path, store, rounds, confirmations)
             finally:
-                holder[0].confirmations.close()
+                confirmations.close()
 
 
 def _run(service: RunService, spec_path: Path) -> str:
@@ -400,15 +397,17 @@ def test_a_restarted_controller_confirms_the_keep_sent_again(
     """A keep is waiting on its confirmation when the controller is replaced: the new one (its own
     gate and launcher, the same database) finds the claim's live confirmation, cannot find its
     process, and launches it again with a fresh token; the keep sent again is confirmed and recorded,
-    and the first confirmation's report is refused (its token was retired)."""
-    repo = make_repo(
-        tmp_path / "user",
-        {"src/value.txt": "10\n", "measure.sh": "sleep 3; echo METRIC value=$(cat src/value.txt)\n"},
-    )
-    spec = FLAKY_SPEC.replace("turns = 2", "turns = 1")
+    and the first confirmation's report is refused (its token was retired). The first one measures
+    only once the successor recorded the keep (``release``), so the order is certain."""
+    release = tmp_path / "release"
+    measure = f"""\
+case "$PWD" in */confirmations/*) for _ in $(seq 600); do [ -e {release} ] && break; sleep 0.1; done ;; esac
+echo METRIC value=$(cat src/value.txt)
+"""
+    repo = make_repo(tmp_path / "user", {"src/value.txt": "10\n", "measure.sh": measure})
     base = git(repo, "rev-parse", "HEAD")
     store = remote.store
-    store.create_run(_new_run("r1", spec))
+    store.create_run(_new_run("r1", FLAKY_SPEC.replace("turns = 2", "turns = 1")))
     store.add_component(
         ComponentRecord(
             run_id="r1", name="app", repo=str(repo), base_ref="main", base_sha=base, head_sha=base, extra={}
@@ -421,23 +420,24 @@ def test_a_restarted_controller_confirms_the_keep_sent_again(
     # The worker's commit, as a verified bundle (plain git plays the worker here).
     sha = _send_commit(remote, token, tmp_path / "worker", "r1", "8")
     decision = TurnDecision(Outcome.ACCEPTED, Reason.IMPROVED, value=8.0, commits={"app": sha})
-    samples = [("champion", 0, {"value": 10.0}, True), ("candidate", 0, {"value": 8.0}, True)]
-    body = dict(
-        champion=ChampionUpdate(value=8.0, turn=1),
-        component_heads={"app": sha},
-        event=(
-            EventKind.ACCEPTED,
-            {"turn": 1, "round": 0, "outcome": "accepted", "reason": "improved", "value": 8.0},
-        ),
-        samples=samples,
-    )
+    champion = ChampionUpdate(value=8.0, turn=1)
+    payload = {"turn": 1, "round": 0, "outcome": "accepted", "reason": "improved", "value": 8.0}
+    samples: list[Sample] = [
+        (SampleArm.CHAMPION, 0, {"value": 10.0}, True),
+        (SampleArm.CANDIDATE, 0, {"value": 8.0}, True),
+    ]
+    grant = store.worker_round_by_token(token_hash(token))
+    assert grant is not None
     remote.remote.gate.wait_s = 0.5  # answer "confirming" at once: the first controller goes away
     with pytest.raises(ConfirmingError):
         remote.remote.decide_turn(
-            store.worker_round_by_token(token_hash(token)),
+            grant,
             1,
             decision,
-            **body,  # type: ignore[arg-type]
+            champion=champion,
+            component_heads={"app": sha},
+            event=(EventKind.ACCEPTED, payload),
+            samples=samples,
         )
     (first,) = store.confirmations("r1", 0, 1)
     assert first.outcome is None and first.revoked_at is None, "in flight"
@@ -454,19 +454,30 @@ def test_a_restarted_controller_confirms_the_keep_sent_again(
         with serve_in_thread(app) as url:
             successor.controller_url = url
             with HttpLedger(url, token) as ledger:
-                record = ledger.decide_turn("r1", 1, decision, **body)  # type: ignore[arg-type]
+                record = ledger.decide_turn(
+                    "r1",
+                    1,
+                    decision,
+                    champion=champion,
+                    component_heads={"app": sha},
+                    event=(EventKind.ACCEPTED, payload),
+                    samples=samples,
+                )
     finally:
         successor_launcher.close()
+        release.touch()
     assert record.outcome is Outcome.ACCEPTED and record.commits == {"app": sha}
     grants = store.confirmations("r1", 0, 1)
     assert len(grants) == 2 and grants[0].revoked_at is not None and grants[0].outcome is None
     assert grants[1].outcome is not None and grants[1].outcome["confirmation"]["confirmed"] is True
     assert grants[0].job["confirm"] == grants[1].job["confirm"], "the same claim"
-    # The first controller's confirmation (still measuring when it was replaced) ends refused.
-    first_child = next(iter(remote.confirmations._children.values()))[0]
-    first_child.wait(timeout=60)
-    assert first_child.returncode != 0
     assert store.get_run("r1").champion_value == 8.0
+    # The first controller's confirmation, released now, has its report refused: its token is retired.
+    (log,) = (tmp_path / "confirmations").glob("r1/confirm-*/worker.log")
+    wait_until(
+        lambda: "the token is revoked" in log.read_text(), what="the first confirmation's 401", timeout=60
+    )
+    assert store.confirmations("r1", 0, 1)[0].outcome is None
 
 
 def _new_run(run_id: str, spec: str) -> NewRun:
