@@ -278,6 +278,13 @@ class CpuPerTurn:
         return extra / (self.long.decided - self.short.decided)
 
     @property
+    def per_turn_split(self) -> tuple[float, float]:
+        """``per_turn``'s CPU of this process's threads, and of its waited children (git; the turn's
+        own commands are in here too, taken off in ``per_turn``)."""
+        turns = self.long.decided - self.short.decided
+        return (self.long.own - self.short.own) / turns, (self.long.children - self.short.children) / turns
+
+    @property
     def per_run(self) -> float:
         return (self.short.controller(self.commands) - self.short.decided * self.per_turn) / self.short.runs
 
@@ -564,6 +571,11 @@ def report_cpu(cpu: CpuPerTurn, args: argparse.Namespace) -> None:
         f"  steady state ({cpu.long.runs} runs x {args.steady_turns} turns against x 1, "
         f"{cpu.long.wall:.1f} + {cpu.short.wall:.1f} s wall): a turn costs the controller "
         f"{cpu.per_turn * 1000:.1f} ms, ratio {cpu.per_turn / turn:.1f}x (target <= 5x)"
+    )
+    threads, children = cpu.per_turn_split
+    print(
+        f"    of which this process's threads {threads * 1000:.1f} ms, its waited children "
+        f"{children * 1000:.1f} ms (git, and the turn's own commands: {turn * 1000:.2f} ms)"
     )
     print(
         f"  per run besides its turns (claim, checkouts, baseline, finish): {cpu.per_run * 1000:.1f} ms, "
