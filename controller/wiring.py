@@ -155,7 +155,7 @@ def compose_service(
     from controller.services.control.service import RunService
     from controller.services.feedback.hub import FeedbackHub
 
-    rounds = LocalRounds()
+    rounds = LocalRounds(store)
     return RunService(
         settings,
         store,

@@ -122,7 +122,7 @@ def _review_round(
         bob.close()
         mallory.close()
         reviewed.append(record.branch)
-        watch = Watch(forge=client, own_logins=["alice"], clock=lambda: clock[0])
+        watch = Watch(forge=client, own_logins=["alice"], records=store, clock=lambda: clock[0])
 
         def sleep(event: object, timeout: float) -> bool:
             clock[0] += timedelta(seconds=timeout)
@@ -172,7 +172,7 @@ def test_a_closed_pr_ends_the_watch_with_feedback_closed(tmp_path: Path, forge: 
     def close_then_watch(context: object, searched: LoopResult) -> LoopResult:
         [record] = store.list_pulls(run_id)
         alice.get_repo("alice/app").get_pull(record.number).edit(state="closed")  # a person closes it
-        watch = Watch(forge=client, own_logins=["alice"])
+        watch = Watch(forge=client, own_logins=["alice"], records=store)
         watch.sleep_until_woken = lambda event, timeout: False
         return watch_feedback(context, searched, watch)  # type: ignore[arg-type]
 

@@ -56,7 +56,7 @@ def test_webhooks_alone_deliver_the_feedback(tmp_path: Path) -> None:
         run = _setup(tmp_path, handle.api_url, 1)
         store, run_id, client = run.store, run.run_id, run.client
         ctx = run.context(Publisher(client, store))
-        watch = Watch(forge=client, own_logins=["alice"], poll=False)
+        watch = Watch(forge=client, own_logins=["alice"], records=store, poll=False)
         woken = threading.Event()
 
         def then(context: object, searched: LoopResult) -> LoopResult:
@@ -90,7 +90,7 @@ def test_two_reviews_steer_two_different_commits(tmp_path: Path) -> None:
         def then(context: object, searched: LoopResult) -> LoopResult:
             [record] = store.list_pulls(run_id)
             _review(handle.api_url, record.number, next(reviews))
-            watch = Watch(forge=client, own_logins=["alice"])
+            watch = Watch(forge=client, own_logins=["alice"], records=store)
 
             def sleep(event: threading.Event, timeout: float) -> bool:
                 rounds = dump(feedback_view(store, run_id))["rounds"]
@@ -149,7 +149,7 @@ def test_live_steer_appends_feedback_that_arrives_while_a_turn_runs(tmp_path: Pa
             [record] = store.list_pulls(run_id)
             _review(handle.api_url, record.number, "first: keep it")
             threading.Thread(target=late_comment, daemon=True).start()
-            watch = Watch(forge=client, own_logins=["alice"], live_steer=True)
+            watch = Watch(forge=client, own_logins=["alice"], records=store, live_steer=True)
             watch.sleep_until_woken = lambda event, timeout: False
             return watch_feedback(context, searched, watch)  # type: ignore[arg-type]
 

@@ -20,12 +20,13 @@ from controller.engine.candidate import clean_feedback
 from controller.services.execution.context import Detached, RunContext
 from controller.services.execution.loop import LoopResult, run_loop
 from controller.services.feedback.rounds import Batch, first_published_score, run_round
+from controller.store.ports import RefinementRecords, RoundJobReads, TurnReads
 
 
-def search_job(ctx: RunContext, *, attempt: int = 0) -> RoundJob:
-    """Round 0 of a run (new or resumed) as a job: the turns its budget still allows. ``attempt``:
-    which drive of the run this is (``RoundJob.attempt``)."""
-    snapshot = ctx.store.turn_snapshot(ctx.run_id, last=1)
+def search_job(ctx: RunContext, reads: TurnReads, *, attempt: int = 0) -> RoundJob:
+    """Round 0 of a run (new or resumed) as a job: the turns its budget still allows (its turns read
+    from ``reads``). ``attempt``: which drive of the run this is (``RoundJob.attempt``)."""
+    snapshot = reads.turn_snapshot(ctx.run_id, last=1)
     done = snapshot.counts.decided.get(0, 0)
     first = snapshot.counts.started[0] if snapshot.counts.started else snapshot.counts.highest + 1
     return RoundJob(
@@ -38,12 +39,14 @@ def search_job(ctx: RunContext, *, attempt: int = 0) -> RoundJob:
     )
 
 
-def refinement_job(ctx: RunContext, batch: Batch, *, attempt: int = 0, number: int | None = None) -> RoundJob:
+def refinement_job(
+    ctx: RunContext, reads: RoundJobReads, batch: Batch, *, attempt: int = 0, number: int | None = None
+) -> RoundJob:
     """The next refinement round of a run, steered by ``batch``; ``number``: the round, when it was
     begun already (``rounds.begin_round``, a remote round), else the one after the run's last."""
     spec = ctx.spec
     assert spec.feedback is not None
-    first = first_published_score(ctx)
+    first = first_published_score(ctx, reads)
     hold = None
     if first is not None:
         tolerance = spec.feedback.hold
@@ -58,9 +61,9 @@ def refinement_job(ctx: RunContext, batch: Batch, *, attempt: int = 0, number: i
     )
     return RoundJob(
         run_id=ctx.run_id,
-        round=number if number is not None else ctx.store.get_run(ctx.run_id).round + 1,
+        round=number if number is not None else reads.get_run(ctx.run_id).round + 1,
         turns=spec.feedback.turns,
-        first_turn=ctx.store.turn_counts(ctx.run_id).highest + 1,
+        first_turn=reads.turn_counts(ctx.run_id).highest + 1,
         heads=ctx.champion_heads,
         steer=steer,
         feedback_ids=tuple(item.id for item in batch.items),
@@ -101,9 +104,12 @@ class _Live:
 
 
 class LocalRounds:
-    """Executes rounds of runs whose context lives in this process (the local broker's runner)."""
+    """Executes rounds of runs whose context lives in this process (the local broker's runner).
+    ``records``: where a refinement round starts and ends in the record (the composition root hands
+    the store; the round environment holds only the ledger)."""
 
-    def __init__(self) -> None:
+    def __init__(self, records: RefinementRecords) -> None:
+        self.records = records
         self._live: dict[str, _Live] = {}
         self._lock = threading.Lock()
 
@@ -145,7 +151,7 @@ class LocalRounds:
                 result = run_loop(ctx, then=_stay if live.hand_over else None)
                 return RoundOutcome(result.status, result.stop_reason, result.message)
             batch = live.batches.pop(job.round)
-            kept = run_round(ctx, batch)
+            kept = run_round(ctx, self.records, batch)
             if kept is None:  # a cancel cut the round off; the run stays in it for a resume
                 return RoundOutcome(RunStatus.CANCELLED, StopReason.CANCELLED, f"round {job.round} cut off")
             return RoundOutcome(RunStatus.RUNNING, None, f"round {job.round} done", kept=kept)

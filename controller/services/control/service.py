@@ -165,10 +165,9 @@ class RunService:
                 beat.stop()
 
     def watch_step(self, run_id: str, *, signals: Signals, heartbeat: Heartbeat) -> LoopResult:
-        """The next look of a parked watching run (``drive(park=True)`` raised Parked): a fresh
-        context, the watch's passes (a refinement round if feedback is ready), and Parked again when
-        there is nothing left to do; the run's result once it stops. ``heartbeat``: its lease, held
-        by the caller throughout."""
+        """The next look of a parked watching run (``drive(park=True)`` raised Parked): a fresh context, the
+        watch's passes (a refinement round if feedback is ready), and Parked again when there is nothing left
+        to do; the run's result once it stops. ``heartbeat``: its lease, held by the caller throughout."""
         heartbeat.on_cancel = signals.wakeup.set
         ctx, watch = self._open(run_id, None, signals, heartbeat, park=True)
         if watch is None:
@@ -209,6 +208,7 @@ class RunService:
             watch = Watch(
                 forge=forge,
                 own_logins=list(self.settings.forge.own_logins),
+                records=self.store,
                 live_steer=options.live_steer,
                 hub=self.hub,
                 round_runner=self._refine,
@@ -218,7 +218,7 @@ class RunService:
         return ctx, watch
 
     def _launch_search(self, ctx: RunContext) -> LoopResult:
-        job = search_job(ctx, attempt=self._attempts.get(ctx.run_id, 0))
+        job = search_job(ctx, self.store, attempt=self._attempts.get(ctx.run_id, 0))
         if self._remote(job.run_id, job.round) and self.store.get_run(ctx.run_id).status != RunStatus.RUNNING:
             self.store.set_run_status(ctx.run_id, RunStatus.RUNNING)  # its worker never moves the run
         report = self._run_round(ctx, job)
@@ -268,7 +268,7 @@ class RunService:
         number = self.store.get_run(ctx.run_id).round + 1
         if self._remote(ctx.run_id, number):
             return self._refine_remotely(ctx, batch)
-        job = refinement_job(ctx, batch, attempt=self._attempts.get(ctx.run_id, 0))
+        job = refinement_job(ctx, self.store, batch, attempt=self._attempts.get(ctx.run_id, 0))
         self.rounds.expect_batch(job, batch)
         report = self._run_round(ctx, job)
         if report.outcome is None or report.outcome.run_status is RunStatus.CANCELLED:
@@ -277,23 +277,24 @@ class RunService:
 
     def _refine_remotely(self, ctx: RunContext, batch: Batch, number: int | None = None) -> bool | None:
         """A refinement round in a pod (ADR-0019): this controller begins the round (refreshes the PR,
-        consumes the feedback), the worker plays its turns through the ledger, and this controller
-        takes its kept commit (a verified bundle), pushes it onto the PR branch and ends the round
-        (replies drafted). Whether it kept comes from the record, not from the worker's word.
-        ``number``: a round begun before (a resume), whose decided turns stand; its pod, if one
-        still runs, is adopted."""
+        consumes the feedback), the worker plays its turns through the ledger, and this controller takes its
+        kept commit (a verified bundle), pushes it onto the PR branch and ends the round (replies drafted).
+        Whether it kept comes from the record, not from the worker's word. ``number``: a round begun before (a
+        resume), whose decided turns stand; its pod, if one still runs, is adopted."""
         assert ctx.spec.feedback is not None
         if number is None:
-            number = begin_round(ctx, batch)
-        kept, detail, decided = round_result(ctx, number)
+            number = begin_round(ctx, self.store, batch)
+        kept, detail, decided = round_result(ctx, self.store, number)
         if not kept and decided < ctx.spec.feedback.turns:
-            job = refinement_job(ctx, batch, attempt=self._attempts.get(ctx.run_id, 0), number=number)
+            job = refinement_job(
+                ctx, self.store, batch, attempt=self._attempts.get(ctx.run_id, 0), number=number
+            )
             report = self._run_round(ctx, replace(job, turns=job.turns - decided))
             self._take_remote_round(ctx)
             if report.outcome is None or report.outcome.run_status is RunStatus.CANCELLED:
                 return None  # the run stays in the round; a resume continues it
-            kept, detail, _ = round_result(ctx, number)
-        end_round(ctx, number, batch, kept, detail)
+            kept, detail, _ = round_result(ctx, self.store, number)
+        end_round(ctx, self.store, number, batch, kept, detail)
         return kept
 
     def _resume_refinement(self, ctx: RunContext) -> bool | None:
@@ -301,8 +302,8 @@ class RunService:
         broker (adopting a pod that still runs it), a local run's here (``rounds.resume_round``)."""
         number = self.store.get_run(ctx.run_id).round
         if not self._remote(ctx.run_id, number):
-            return resume_round(ctx)
-        return self._refine_remotely(ctx, round_batch(ctx, number), number)
+            return resume_round(ctx, self.store)
+        return self._refine_remotely(ctx, round_batch(ctx, self.store, number), number)
 
     def _attempt_number(self, run_id: str) -> int:
         """The attempt of the next launch of any round of the run: one more for each drive (a RESUMED
@@ -340,7 +341,7 @@ class RunService:
             relaunches += 1
             job = self._relaunch(ctx, job, error, relaunches)
             if job.turns == 0 and job.round > 0:  # the lost attempt kept, or played every turn
-                kept, detail, _ = round_result(ctx, job.round)
+                kept, detail, _ = round_result(ctx, self.store, job.round)
                 outcome = RoundOutcome(RunStatus.RUNNING, None, detail, kept=kept)
                 return RoundReport(job.run_id, job.round, RoundState.SUCCEEDED, outcome)
 
@@ -353,9 +354,9 @@ class RunService:
         attempt = self._attempt_number(job.run_id)
         self._attempts[job.run_id] = attempt
         if job.round == 0:
-            return search_job(ctx, attempt=attempt)
+            return search_job(ctx, self.store, attempt=attempt)
         assert ctx.spec.feedback is not None
-        kept, _, decided = round_result(ctx, job.round)
+        kept, _, decided = round_result(ctx, self.store, job.round)
         if kept:
             return replace(job, attempt=attempt, turns=0)  # it kept before its pod was lost: done
         return replace(
@@ -385,10 +386,9 @@ class RunService:
         return None if report.finished else report
 
     def _finished(self, ctx: RunContext, report: RoundReport) -> RoundReport:
-        """Wait for a launched round to end (FAILED included: ``_run_round`` decides what follows); a
-        detached one (SIGTERM) stops this process driving the run. A cancel of the run (Ctrl-C, the API, the
-        heartbeat's flag, a shutdown) is passed on to the broker, which stops the round wherever
-        it runs."""
+        """Wait for a launched round to end (FAILED included: ``_run_round`` decides what follows); a detached
+        one (SIGTERM) stops this process driving the run. A cancel of the run (Ctrl-C, the API, the
+        heartbeat's flag, a shutdown) is passed on to the broker, which stops the round wherever it runs."""
         run_id, number = report.run_id, report.round
         try:
             while not report.finished:

@@ -23,6 +23,7 @@ from controller.engine.candidate import FeedbackQuote
 from controller.services.execution.context import RoundRule, RunContext
 from controller.services.execution.keep import notify_champion
 from controller.services.execution.play import Refinement, play_turns
+from controller.store.ports import RefinementRecords, RunReads, TurnReads
 from controller.store.records import FeedbackRecord, FeedbackSource
 from controller.workspace.git import is_ancestor
 
@@ -181,13 +182,13 @@ def _has_hunk(item: Quotable) -> bool:
     return bool(item.diff_hunk and item.diff_hunk.strip())
 
 
-def first_published_score(ctx: RunContext) -> float | None:
+def first_published_score(ctx: RunContext, records: RunReads) -> float | None:
     """The champion's score when the PR was first published (rounds may not slide below it)."""
-    for event in ctx.store.list_events(ctx.run_id, kinds={EventKind.PUBLISHED}):
+    for event in records.list_events(ctx.run_id, kinds={EventKind.PUBLISHED}):
         published = events.read(events.PublishedPayload, event.payload)
         if published is not None and published.value is not None:
             return published.value
-    run = ctx.store.get_run(ctx.run_id)
+    run = records.get_run(ctx.run_id)
     return run.champion_value if run.champion_value is not None else run.baseline_value
 
 
@@ -205,13 +206,13 @@ def draft_reply(item: FeedbackRecord, kept: bool, head: str | None, detail: str,
     )
 
 
-def start_from_adopted(ctx: RunContext, component: str) -> None:
+def start_from_adopted(ctx: RunContext, records: RefinementRecords, component: str) -> None:
     """With ``on_foreign_push = "adopt"``, a head someone else pushed is where the next round starts:
     it becomes the champion of that component (every round turn re-measures it beside the candidate,
     and it is never rewritten: round commits build on top of it). A champion that publishing already
     applied onto it descends from it and stays; one that could not be applied (``needs merge``) is
     set aside, since the round's feedback is about the PR's code."""
-    comp = next((c for c in ctx.store.list_components(ctx.run_id) if c.name == component), None)
+    comp = next((c for c in records.list_components(ctx.run_id) if c.name == component), None)
     adopted = comp.extra.get("adopted_head") if comp else None
     if not adopted:
         return
@@ -222,55 +223,55 @@ def start_from_adopted(ctx: RunContext, component: str) -> None:
     ctx.ensure_arm("candidate", heads)
     ctx.ensure_arm("champion", heads)
     ctx.champion.move(heads)
-    ctx.store.set_component_head(ctx.run_id, component, str(adopted))
+    records.set_component_head(ctx.run_id, component, str(adopted))
 
 
-def run_round(ctx: RunContext, batch: Batch) -> bool | None:
+def run_round(ctx: RunContext, records: RefinementRecords, batch: Batch) -> bool | None:
     """Run one refinement round for ``batch``; True when a turn held the score and was pushed, None
     when a cancel cut it off (the run stays in the round, so a resume continues it).
 
     The round starts in one transaction (``Store.start_round``: counter, phase, consumed feedback and
     event together), so a crash leaves either no round or a whole one to continue."""
-    return _play(ctx, begin_round(ctx, batch), batch)
+    return _play(ctx, records, begin_round(ctx, records, batch), batch)
 
 
-def begin_round(ctx: RunContext, batch: Batch) -> int:
+def begin_round(ctx: RunContext, records: RefinementRecords, batch: Batch) -> int:
     """The controller's side of starting a refinement round for ``batch``: refresh the PR (a foreign
     push is noticed and adopted here), then start the round in one transaction (``Store.start_round``:
     counter, phase, consumed feedback and event together); the round's number."""
     assert ctx.spec.feedback is not None
     notify_champion(ctx)  # refresh the PR first: this is where a foreign push is noticed (and adopted)
-    start_from_adopted(ctx, batch.component)
-    number = ctx.store.get_run(ctx.run_id).round + 1
+    start_from_adopted(ctx, records, batch.component)
+    number = records.get_run(ctx.run_id).round + 1
     ids = [item.id for item in batch.items]
     payload = {"round": number, "component": batch.component, "feedback": ids}
-    ctx.store.start_round(ctx.run_id, number, ids, payload)
+    records.start_round(ctx.run_id, number, ids, payload)
     return number
 
 
-def resume_round(ctx: RunContext) -> bool | None:
+def resume_round(ctx: RunContext, records: RefinementRecords) -> bool | None:
     """Continue the round a crash or a cancel cut off (the run's phase is ROUND): its decided turns
     stand, a turn cut off mid-way runs again from its start, and only the turns left are played."""
-    number = ctx.store.get_run(ctx.run_id).round
-    return _play(ctx, number, round_batch(ctx, number))
+    number = records.get_run(ctx.run_id).round
+    return _play(ctx, records, number, round_batch(ctx, records, number))
 
 
-def round_batch(ctx: RunContext, number: int) -> Batch:
+def round_batch(ctx: RunContext, records: RefinementRecords, number: int) -> Batch:
     """The feedback batch a started round ``number`` addresses, from the record."""
-    items = tuple(ctx.store.list_feedback(ctx.run_id, round=number))
-    started = ctx.store.list_events(ctx.run_id, kinds={EventKind.ROUND_STARTED})
+    items = tuple(records.list_feedback(ctx.run_id, round=number))
+    started = records.list_events(ctx.run_id, kinds={EventKind.ROUND_STARTED})
     payloads = [events.read(events.RoundStartedPayload, e.payload) for e in started]
     mine = [p.component for p in payloads if p is not None and p.round == number and p.component]
     component = mine[-1] if mine else items[0].component
     return Batch(component, tuple(i for i in items if i.component == component))
 
 
-def _play(ctx: RunContext, number: int, batch: Batch) -> bool | None:
+def _play(ctx: RunContext, records: RefinementRecords, number: int, batch: Batch) -> bool | None:
     spec = ctx.spec
     assert spec.feedback is not None
-    first = first_published_score(ctx)
+    first = first_published_score(ctx, records)
     rule = RoundRule(spec.feedback.hold, first) if first is not None else None
-    decided = [t for t in ctx.store.list_turns(ctx.run_id) if t.round == number and t.outcome is not None]
+    decided = [t for t in records.list_turns(ctx.run_id) if t.round == number and t.outcome is not None]
     kept = any(t.outcome == Outcome.ACCEPTED for t in decided)
     detail = decided[-1].detail if decided else "no turn ran"
     if not kept:  # a resumed round plays only the turns it has left
@@ -279,11 +280,13 @@ def _play(ctx: RunContext, number: int, batch: Batch) -> bool | None:
         if played.cut_off:
             return None
         kept, detail = played.kept, played.detail or detail
-    end_round(ctx, number, batch, kept, detail)
+    end_round(ctx, records, number, batch, kept, detail)
     return kept
 
 
-def end_round(ctx: RunContext, number: int, batch: Batch, kept: bool, detail: str) -> None:
+def end_round(
+    ctx: RunContext, records: RefinementRecords, number: int, batch: Batch, kept: bool, detail: str
+) -> None:
     """The controller's side of ending a refinement round: replies drafted for the feedback, the
     round finished in the record, the PR told (its body says what the round addressed)."""
     spec = ctx.spec
@@ -304,14 +307,14 @@ def end_round(ctx: RunContext, number: int, batch: Batch, kept: bool, detail: st
         detail=detail,
     )
     written.append((EventKind.ROUND_FINISHED, finished.dump()))
-    ctx.store.finish_round(ctx.run_id, number, written)
+    records.finish_round(ctx.run_id, number, written)
     notify_champion(ctx)  # the body says what the round addressed, or that it could not hold the score
 
 
-def round_result(ctx: RunContext, number: int) -> tuple[bool, str, int]:
+def round_result(ctx: RunContext, records: TurnReads, number: int) -> tuple[bool, str, int]:
     """Whether round ``number`` kept a turn, the detail of its last decided turn and how many it
     decided, from the record (after a remote round: what its workers decided through the ledger)."""
-    decided = [t for t in ctx.store.list_turns(ctx.run_id) if t.round == number and t.outcome is not None]
+    decided = [t for t in records.list_turns(ctx.run_id) if t.round == number and t.outcome is not None]
     kept = any(t.outcome == Outcome.ACCEPTED for t in decided)
     return kept, (decided[-1].detail if decided else "no turn ran"), len(decided)
 

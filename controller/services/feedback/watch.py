@@ -37,6 +37,7 @@ from controller.services.feedback.rounds import (
     run_round,
 )
 from controller.services.feedback.trust import TrustPolicy
+from controller.store.ports import PullRecords, WatchRecords
 from controller.store.records import FeedbackRecord, FeedbackSource
 
 MIN_PAUSE = 0.05  # seconds: a due poll runs on the next pass, without spinning
@@ -45,23 +46,39 @@ STEER_TRUST = "an operator's steer, sent with the API's write token"
 
 @dataclass
 class Watch:
-    """Everything the watch needs besides the run context; built once at the edge."""
+    """Everything the watch needs besides the run context; built once at the edge. ``records``: the
+    run's record as the watch reads and writes it (the round environment holds no store)."""
 
     forge: Forge
     own_logins: Collection[str]
+    records: WatchRecords
     poll: bool = True  # False only to prove the webhook path alone delivers (tests)
     live_steer: bool = False  # append feedback arriving mid-round to CRUCIBLE_STEER_FILE
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
     sleep_until_woken: Callable[[threading.Event, float], bool] = lambda event, timeout: event.wait(timeout)
-    # How a refinement round is run: the run service launches it through the broker (ADR-0003).
-    round_runner: Callable[[RunContext, Batch], bool | None] = run_round
-    # How a round a crash or a cancel cut off is continued (the run service: through the broker too).
-    round_resumer: Callable[[RunContext], bool | None] = resume_round
+    # How a refinement round is run: the run service launches it through the broker (ADR-0003);
+    # None: here, in the watch's thread (``rounds.run_round`` over ``records``).
+    round_runner: Callable[[RunContext, Batch], bool | None] | None = None
+    # How a round a crash or a cancel cut off is continued (the run service: through the broker too;
+    # None: here, ``rounds.resume_round``).
+    round_resumer: Callable[[RunContext], bool | None] | None = None
     # The process's shared intake (``hub``); None: a private one for this run alone.
     hub: FeedbackHub | None = None
     # Raise ``Parked`` instead of waiting when a pass finds nothing to do (the server; needs ``hub``
     # pumped by its own thread, since nobody waits in the watch to pump it).
     park: bool = False
+
+    def refine(self, ctx: RunContext, batch: Batch) -> bool | None:
+        """Run one refinement round for ``batch`` (``round_runner``, or here)."""
+        if self.round_runner is not None:
+            return self.round_runner(ctx, batch)
+        return run_round(ctx, self.records, batch)
+
+    def resume(self, ctx: RunContext) -> bool | None:
+        """Continue the round a crash or a cancel cut off (``round_resumer``, or here)."""
+        if self.round_resumer is not None:
+            return self.round_resumer(ctx)
+        return resume_round(ctx, self.records)
 
 
 def _event_of(item: FeedbackRecord, repo: str) -> FeedbackEvent:
@@ -83,12 +100,12 @@ def _event_of(item: FeedbackRecord, repo: str) -> FeedbackEvent:
     )
 
 
-def _judge(ctx: RunContext, trust: TrustPolicy) -> None:
+def _judge(ctx: RunContext, records: WatchRecords, trust: TrustPolicy) -> None:
     """Give every undecided item its trust verdict; only accepted ones can steer a round."""
-    repos = {p.component: p.repo for p in ctx.store.list_pulls(ctx.run_id)}
-    for item in ctx.store.list_feedback(ctx.run_id, undecided_only=True):
+    repos = {p.component: p.repo for p in records.list_pulls(ctx.run_id)}
+    for item in records.list_feedback(ctx.run_id, undecided_only=True):
         if item.source is FeedbackSource.STEER:  # stored only through the API's write token
-            ctx.store.set_feedback_verdict(item.id, trusted=True, verdict="accepted", reason=STEER_TRUST)
+            records.set_feedback_verdict(item.id, trusted=True, verdict="accepted", reason=STEER_TRUST)
             continue
         repo = repos.get(item.component)
         if repo is None:
@@ -100,23 +117,23 @@ def _judge(ctx: RunContext, trust: TrustPolicy) -> None:
             trusted, reason = False, "an empty review body (its inline comments carry the feedback)"
         verdict = "accepted" if trusted else "rejected"
         # The verdict lives on the item (add_feedback already wrote its feedback_received event).
-        ctx.store.set_feedback_verdict(item.id, trusted=trusted, verdict=verdict, reason=reason)
+        records.set_feedback_verdict(item.id, trusted=trusted, verdict=verdict, reason=reason)
 
 
-def _closed(ctx: RunContext) -> bool:
+def _closed(ctx: RunContext, records: PullRecords) -> bool:
     """Whether every PR of the run is closed, as webhooks and the poller recorded it (no forge
     call: with many PRs a read per PR per loop would spend the quota the poller saves)."""
-    pulls = ctx.store.list_pulls(ctx.run_id)
+    pulls = records.list_pulls(ctx.run_id)
     return bool(pulls) and all(p.state == "closed" for p in pulls)
 
 
 def watch_feedback(ctx: RunContext, searched: LoopResult, watch: Watch) -> LoopResult:
     """Take over after round 0 (``searched`` says why its search ended) until a stop."""
-    pulls = ctx.store.list_pulls(ctx.run_id)
+    pulls = watch.records.list_pulls(ctx.run_id)
     if not pulls:
         return finish(ctx, searched.stop_reason, searched.message + "; no pull request to watch")
-    if ctx.store.get_run(ctx.run_id).phase is not RunPhase.ROUND:
-        ctx.store.set_phase(ctx.run_id, RunPhase.WATCHING)
+    if watch.records.get_run(ctx.run_id).phase is not RunPhase.ROUND:
+        watch.records.set_phase(ctx.run_id, RunPhase.WATCHING)
     return keep_watching(ctx, watch)
 
 
@@ -127,10 +144,10 @@ def keep_watching(ctx: RunContext, watch: Watch) -> LoopResult:
     feedback = ctx.spec.feedback
     assert feedback is not None
     trust = TrustPolicy(watch.forge, trusted_bots=feedback.trusted_bots, own_logins=watch.own_logins)
-    if ctx.store.get_run(ctx.run_id).phase is RunPhase.ROUND:
-        watch.round_resumer(ctx)  # the budget check below sees a cancel
+    if watch.records.get_run(ctx.run_id).phase is RunPhase.ROUND:
+        watch.resume(ctx)  # the budget check below sees a cancel
     hub = watch.hub or FeedbackHub(
-        ctx.store, own_logins=watch.own_logins, clock=lambda: watch.clock().timestamp()
+        watch.records, own_logins=watch.own_logins, clock=lambda: watch.clock().timestamp()
     )
     # The hub reads the run's PRs from the store before every poll (a round may open one more).
     hub.subscribe(
@@ -158,17 +175,17 @@ def _watch(ctx: RunContext, watch: Watch, hub: FeedbackHub, trust: TrustPolicy) 
         stop = _budget_stop(ctx, watch, feedback.max_rounds)
         if stop is not None:
             return finish(ctx, *stop)
-        _collect(ctx, hub, trust)
-        if _closed(ctx):
+        _collect(ctx, watch.records, hub, trust)
+        if _closed(ctx, watch.records):
             return finish(ctx, StopReason.FEEDBACK_CLOSED, "stopped: the pull requests were closed")
-        waiting = current_versions(ctx.store.list_feedback(ctx.run_id))
+        waiting = current_versions(watch.records.list_feedback(ctx.run_id))
         batches = ready_batches(waiting, watch.clock(), feedback.quiet_window)
         if batches:
             if watch.live_steer:
-                with _LiveSteer(ctx, hub, trust, batches[0].component, feedback.poll_interval):
-                    watch.round_runner(ctx, batches[0])
+                with _LiveSteer(ctx, watch.records, hub, trust, batches[0].component, feedback.poll_interval):
+                    watch.refine(ctx, batches[0])
             else:
-                watch.round_runner(ctx, batches[0])
+                watch.refine(ctx, batches[0])
             continue
         if watch.park:
             if ctx.hooks.wakeup.is_set():
@@ -193,16 +210,16 @@ def _next_look(
         waits.append(ready)
     wall = budgets_of(ctx).wall_clock_s
     if wall is not None:
-        created = ctx.store.get_run(ctx.run_id).created_at
+        created = watch.records.get_run(ctx.run_id).created_at
         waits.append(max(0.0, wall - (now - created).total_seconds()))
     return min(waits, default=None)
 
 
-def _collect(ctx: RunContext, hub: FeedbackHub, trust: TrustPolicy) -> None:
+def _collect(ctx: RunContext, records: WatchRecords, hub: FeedbackHub, trust: TrustPolicy) -> None:
     """Bring in what webhooks stored and, when a poll is due, what the poller sees (the hub routes
     it to the runs by PR); judge every new item of this run."""
     hub.pump()
-    _judge(ctx, trust)
+    _judge(ctx, records, trust)
 
 
 class _LiveSteer:
@@ -210,9 +227,15 @@ class _LiveSteer:
     is appended to CRUCIBLE_STEER_FILE (quoted, like CANDIDATE.md) and consumed by the running round."""
 
     def __init__(
-        self, ctx: RunContext, hub: FeedbackHub, trust: TrustPolicy, component: str, interval: float
+        self,
+        ctx: RunContext,
+        records: WatchRecords,
+        hub: FeedbackHub,
+        trust: TrustPolicy,
+        component: str,
+        interval: float,
     ) -> None:
-        self.ctx, self.hub, self.trust = ctx, hub, trust
+        self.ctx, self.records, self.hub, self.trust = ctx, records, hub, trust
         self.component, self.interval = component, interval
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, name="crucible-live-steer", daemon=True)
@@ -233,14 +256,14 @@ class _LiveSteer:
                 self.ctx.observer.warn(f"live steer: {error}")
 
     def tick(self) -> None:
-        _collect(self.ctx, self.hub, self.trust)
-        run = self.ctx.store.get_run(self.ctx.run_id)
+        _collect(self.ctx, self.records, self.hub, self.trust)
+        run = self.records.get_run(self.ctx.run_id)
         if run.phase is not RunPhase.ROUND:
             return  # the round has not started yet: its own batch is not assigned to it yet
         round_number = run.round
         fresh = [
             i
-            for i in current_versions(self.ctx.store.list_feedback(self.ctx.run_id))
+            for i in current_versions(self.records.list_feedback(self.ctx.run_id))
             if i.component == self.component
         ]
         if not fresh:
@@ -253,7 +276,7 @@ class _LiveSteer:
             lines.append("")
         with open(self.ctx.layout.steer_file, "a", encoding="utf-8") as steer:
             steer.write("\n".join(lines) + "\n")
-        self.ctx.store.assign_round([i.id for i in fresh], round_number)
+        self.records.assign_round([i.id for i in fresh], round_number)
 
 
 def _budget_stop(ctx: RunContext, watch: Watch, max_rounds: int) -> tuple[StopReason, str] | None:
@@ -261,7 +284,7 @@ def _budget_stop(ctx: RunContext, watch: Watch, max_rounds: int) -> tuple[StopRe
     if ctx.executor.cancel.is_set():
         return StopReason.CANCELLED, "stopped: cancelled by the user"
     budgets = budgets_of(ctx)
-    run = ctx.store.get_run(ctx.run_id)
+    run = watch.records.get_run(ctx.run_id)
     elapsed = (watch.clock() - run.created_at).total_seconds()
     if budgets.wall_clock_s is not None and elapsed >= budgets.wall_clock_s:
         return StopReason.WALL_CLOCK, "stopped: wall-clock budget spent while watching feedback"

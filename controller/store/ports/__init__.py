@@ -49,7 +49,9 @@ __all__ = [
     "PublishRecords",
     "PullRecords",
     "Recovery",
+    "RefinementRecords",
     "RemoteRoundStore",
+    "RoundJobReads",
     "RoundRecords",
     "RunControl",
     "RunLeases",
@@ -65,6 +67,7 @@ __all__ = [
     "TurnPages",
     "TurnReads",
     "TurnRecords",
+    "WatchRecords",
     "WorkerRoundRecords",
 ]
 
@@ -108,6 +111,22 @@ class PublishRecords(
     """Publishing a run's champion (``feedback.publish.Publisher``, and ``drift`` through it): the
     figures of the PR body, its PR records, the rounds' feedback it cites, an adopted head, and the
     PUBLISHED events (``RunLifecycle.append_event``)."""
+
+
+class RoundJobReads(RunReads, TurnReads, Protocol):
+    """Describing a round as a job: the round's number, the next turn's, the score a refinement round
+    must hold (``control.roundjobs``)."""
+
+
+class RefinementRecords(RunReads, TurnReads, ComponentHeads, FeedbackRecords, RoundRecords, Protocol):
+    """Starting and ending a refinement round on the controller (``feedback.rounds``): an adopted head
+    it starts from, its feedback consumed and replied to, its decided turns, its start and finish."""
+
+
+class WatchRecords(RefinementRecords, DeliveryQueue, PullRecords, Protocol):
+    """The feedback watch of one run (``feedback.watch.Watch``): its PRs, the verdicts on its
+    feedback, its phase, the rounds it runs when the driver runs none, and the intake of a hub of
+    its own (``FeedbackIntake``) when the process shares none."""
 
 
 class TurnRecords(Ledger, TurnReads, Protocol):
