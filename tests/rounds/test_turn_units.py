@@ -159,13 +159,12 @@ def engine(tmp_path: Path, repo_factory: Callable[..., Path]) -> Iterator[Callab
         ledger.set_run_status("r1", RunStatus.RUNNING)
         ctx = build_context(
             Settings(home=tmp_path / "home", database_url="sqlite://"),
-            None,
+            ledger,
             "r1",
             spec,
             base_shas={"app": base},
             heads={"app": base},
             environ={"PATH": "/usr/bin:/bin"},
-            ledger=ledger,
             cancel=cancel,
             hooks=hooks,
         )

@@ -18,14 +18,12 @@ from controller.config.settings import Settings
 from controller.config.spec import ComponentSpec, Spec
 from controller.config.units import Tolerance
 from controller.domain.enums import Direction, SampleArm
-from controller.domain.errors import CrucibleError
 from controller.services.execution.execute import Executor
 from controller.services.execution.liveness import Heartbeat
 from controller.services.execution.observer import Observer
 from controller.services.views.layout import RunLayout
 from controller.stats import Arm, GuardRule, KeepRule
 from controller.store.ledger import Ledger
-from controller.store.ports import RunStore
 from controller.store.records import Sample
 from controller.workspace.checkout import Checkout
 from controller.workspace.ignored import Fingerprint
@@ -139,7 +137,13 @@ class RunContext:
     """A run's round environment: what every turn of every round driven here reads, fixed when it is
     built (``runs.build_context``). What moves is the ``champion`` (its own object, moved by a keep);
     what a round varies (its rule, its feedback) is an argument of the turn; what the driver hands
-    the rounds is ``hooks``. The checkouts are created on first use (``checkout``) and cached."""
+    the rounds is ``hooks``. The checkouts are created on first use (``checkout``) and cached.
+
+    It holds no store (ADR-0045): the record is reached through ``ledger`` alone, the same port on the
+    controller and in ``crucible worker``. The controller's own bookkeeping around rounds (publishing,
+    the feedback watch, refinement rounds' start and end, round jobs) is handed the small ports it
+    uses by its driver, never through here; ``tests/services/test_round_environment.py`` fails on a
+    field typed by a store port."""
 
     run_id: str
     spec: Spec
@@ -150,9 +154,6 @@ class RunContext:
     # The run's record as the turn path sees it (ADR-0003): only the ``Ledger`` methods. The store on
     # the controller, the HTTP client of ``crucible worker`` in a worker.
     ledger: Ledger
-    # The controller's store through the ports publishing, the watch and refinement rounds use;
-    # None in ``crucible worker``, which has no store (``store`` then says so).
-    records: RunStore | None = None
     observer: Observer = field(default_factory=Observer)
     hooks: Hooks = field(default_factory=Hooks)
     _checkouts: dict[tuple[str, str], Checkout] = field(default_factory=dict)
@@ -192,14 +193,6 @@ class RunContext:
         """This environment with ``lease`` as the lease its rounds hold (``run_loop`` hands the rounds
         the lease it claimed itself); the champion, the checkouts and the executor are shared."""
         return replace(self, hooks=replace(self.hooks, lease=lease))
-
-    @property
-    def store(self) -> RunStore:
-        """The controller's store (``records``); CrucibleError in ``crucible worker``, where the turn
-        path reaches the record through ``ledger`` only and any use of the store is a bug."""
-        if self.records is None:
-            raise CrucibleError("crucible worker has no store; the turn path uses the ledger")
-        return self.records
 
     @property
     def direction(self) -> Direction:

@@ -26,7 +26,7 @@ from controller.services.execution.pgroups import GroupRegistry
 from controller.services.views.layout import RunLayout
 from controller.services.views.userstate import user_head, user_state
 from controller.store.ledger import Ledger
-from controller.store.ports import RunLifecycle, RunStore
+from controller.store.ports import ContextRecords, RunLifecycle
 from controller.store.records import ComponentRecord, NewRun
 from controller.workspace.envscrub import scrub_env
 from controller.workspace.git import resolve_ref
@@ -135,7 +135,7 @@ def secret_files(settings: Settings) -> list[Path]:
 
 def open_context(
     settings: Settings,
-    store: RunStore,
+    store: ContextRecords,
     run_id: str,
     spec: Spec,
     *,
@@ -144,7 +144,8 @@ def open_context(
     cancel: threading.Event | None = None,
     hooks: Hooks | None = None,
 ) -> RunContext:
-    """The live context of a stored run, with candidate and champion checkouts at the stored heads;
+    """The live context of a stored run, with candidate and champion checkouts at the stored heads
+    (read from ``store``, which the context then holds as its ledger, and as nothing else);
     ``hooks``: what its driver hands the rounds (none: results stay local, ``run_loop`` claims the lease)."""
     components = store.list_components(run_id)
     return build_context(
@@ -163,7 +164,7 @@ def open_context(
 
 def build_context(
     settings: Settings,
-    store: RunStore | None,
+    ledger: Ledger,
     run_id: str,
     spec: Spec,
     *,
@@ -172,18 +173,15 @@ def build_context(
     environ: Mapping[str, str],
     observer: Observer | None = None,
     cancel: threading.Event | None = None,
-    ledger: Ledger | None = None,
     lease_elsewhere: bool = False,
     contained: bool = False,
     hooks: Hooks | None = None,
 ) -> RunContext:
     """A run's live context from its spec and heads (by component, in the spec's order), with candidate
     and champion checkouts at ``heads``: ``open_context`` reads them from the store, ``crucible worker``
-    from its round job. ``ledger``: the turn path's record when it is not ``store`` (the worker's
-    HTTP ledger, with ``store`` None); ``lease_elsewhere`` and ``contained`` as on ``RunContext``."""
-    record = ledger if ledger is not None else store
-    if record is None:
-        raise ValueError("build_context needs a store or a ledger")
+    from its round job. ``ledger``: the run's record as the turn path reaches it (the store on the
+    controller, the HTTP ledger in a worker), the only part of the record the context holds;
+    ``lease_elsewhere`` and ``contained`` as on ``RunContext``."""
     names = tuple(comp.name for comp in spec.components)
     layout = RunLayout(settings.run_dir(run_id), names)
     layout.agent_dir.mkdir(parents=True, exist_ok=True)
@@ -224,8 +222,7 @@ def build_context(
         layout=layout,
         executor=executor,
         champion=Champion(heads, base_shas),
-        ledger=record,
-        records=store,
+        ledger=ledger,
         observer=observer or Observer(),
         hooks=hooks or Hooks(),
         agent_env=agent_env,

@@ -417,7 +417,7 @@ def _context(
     bases = {c.name: c.base_sha for c in inputs.components}
     return build_context(
         settings,
-        None,  # no store: the turn path reaches the record through the HTTP ledger only
+        ledger,  # no store: the turn path reaches the record through the HTTP ledger only
         config.run_id,
         spec,
         base_shas=bases,
@@ -425,7 +425,6 @@ def _context(
         environ=worker_environ(environ),
         observer=observer,
         cancel=cancel,
-        ledger=ledger,
         lease_elsewhere=True,
         contained=spec.broker.kind == "kubernetes",  # this worker runs in a loop pod
     )

@@ -22,6 +22,10 @@ Ports and their consumers (the methods are on each Protocol):
     ``ProcessGroupRecords``: recovery.
   - ``RunPages``, ``TurnPages``, ``OpsCounts``, ``SchemaHealth``: the API's paged reads, ``/metrics``
     and ``/readyz``. ``SessionRevocations``: the dashboard's logouts.
+
+The round environment (``execution.context.RunContext``) holds none of these, only the ``Ledger``
+(ADR-0045): the controller's work around rounds names its union here (``PublishRecords``,
+``DriftRecords``, ``WatchRecords``, ``RefinementRecords``, ``RoundJobReads``, ``ContextRecords``).
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from controller.store.ports.runs import ComponentHeads, RunLeases, RunLifecycle,
 __all__ = [
     "ApiRuns",
     "ComponentHeads",
+    "ContextRecords",
     "ControllerStore",
     "DeliveryQueue",
     "DriftRecords",
@@ -58,7 +63,6 @@ __all__ = [
     "RunLifecycle",
     "RunPages",
     "RunReads",
-    "RunStore",
     "RunViews",
     "Scheduling",
     "SchemaHealth",
@@ -134,22 +138,10 @@ class TurnRecords(Ledger, TurnReads, Protocol):
     (``remote.cutoff``)."""
 
 
-class RunStore(
-    Ledger,
-    RunReads,
-    TurnReads,
-    RunLeases,
-    RunLifecycle,
-    ComponentHeads,
-    DeliveryQueue,
-    PullRecords,
-    FeedbackRecords,
-    RoundRecords,
-    Protocol,
-):
-    """What a run's live context on the controller reaches (``execution.context.RunContext.store``):
-    the turn path's ledger, and the reads and writes of publishing, the watch (the feedback hub it
-    builds when the server shares none) and refinement rounds."""
+class ContextRecords(Ledger, RunReads, Protocol):
+    """Opening a run's round environment on the controller (``execution.runs.open_context``): the
+    components' heads it starts from, and the ledger the environment then holds (and nothing more:
+    the environment carries no store, ADR-0045)."""
 
 
 class RemoteRoundStore(Ledger, RunReads, TurnReads, FeedbackRecords, WorkerRoundRecords, Protocol):
