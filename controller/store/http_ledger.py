@@ -238,6 +238,13 @@ class HttpLedger:
         body = EventSpec(kind=kind, payload=dict(payload))
         return _EVENT.validate_python(self._call("POST", run_id, "events", body=body))
 
+    def append_events(
+        self, run_id: str, events: Sequence[tuple[EventKind, Mapping[str, Any]]]
+    ) -> list[EventRecord]:
+        """One request per event: the worker API takes one event per request (``Ledger.append_events``
+        allows a written prefix on failure)."""
+        return [self.append_event(run_id, kind, payload) for kind, payload in events]
+
     def list_events(
         self,
         run_id: str,

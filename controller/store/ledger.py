@@ -119,6 +119,16 @@ class Ledger(Protocol):
         """Append one event; ids increase in the order events become visible."""
         ...
 
+    def append_events(
+        self, run_id: str, events: Sequence[tuple[EventKind, Mapping[str, Any]]]
+    ) -> list[EventRecord]:
+        """Append ``events`` in order (ids increase in that order), in one transaction where the backend
+        has them (the SQL store, the memory fake); the HTTP ledger sends them one request each, so a
+        failure there may leave a prefix written. Meant for a turn's progress events, which nothing
+        decides or recovers from (``execution.progress``): grouping them saves a transaction each.
+        An empty ``events`` writes nothing and checks nothing."""
+        ...
+
     def list_events(
         self,
         run_id: str,

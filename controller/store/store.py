@@ -328,18 +328,32 @@ class Store(
         """One event in its own transaction, after locking the run row (ids become visible in
         order). Core statements, not a session: a served turn appends one per step and per sample,
         and the ORM's unit of work cost several times the insert (bench/scheduler.py)."""
-        value, body = EventKind(kind).value, dict(payload)
+        return self.append_events(run_id, [(kind, payload)])[0]
+
+    def append_events(
+        self, run_id: str, events: Sequence[tuple[EventKind, Mapping[str, Any]]]
+    ) -> list[EventRecord]:
+        """``events`` in order, in one transaction after locking the run row: a turn's progress events
+        grouped (``execution.progress``) cost one commit instead of one each. None: nothing checked."""
+        if not events:
+            return []
+        rows = [(EventKind(kind).value, dict(payload)) for kind, payload in events]
+        out: list[EventRecord] = []
         with self._connection() as connection:
             if connection.execute(_LOCK_RUN, {"run_id": run_id}).one_or_none() is None:
                 raise NotFoundError(f"no run {run_id}")
             now = self._now()
-            row = {"run_id": run_id, "kind": value, "payload": body, "created_at": now}
-            done = connection.execute(_INSERT_EVENT, row)
-            (event_id,) = done.inserted_primary_key or (None,)
-        assert event_id is not None
-        return EventRecord(
-            id=int(event_id), run_id=run_id, kind=EventKind(value), payload=body, created_at=now
-        )
+            for value, body in rows:
+                row = {"run_id": run_id, "kind": value, "payload": body, "created_at": now}
+                done = connection.execute(_INSERT_EVENT, row)
+                (event_id,) = done.inserted_primary_key or (None,)
+                assert event_id is not None
+                out.append(
+                    EventRecord(
+                        id=int(event_id), run_id=run_id, kind=EventKind(value), payload=body, created_at=now
+                    )
+                )
+        return out
 
     def list_events(
         self,

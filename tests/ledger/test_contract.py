@@ -84,6 +84,7 @@ def test_every_method_names_an_unknown_run(harness: LedgerHarness) -> None:
         lambda: ledger.list_samples("nope"),
         lambda: ledger.start_turn("nope", 1, 0),
         lambda: ledger.append_event("nope", *_progress()),
+        lambda: ledger.append_events("nope", [_progress()]),
         lambda: ledger.list_events("nope"),
     ]
     if not harness.worker:  # a worker never moves the run (test_a_worker_never_moves_the_run)
@@ -241,6 +242,22 @@ def test_events_page_in_id_order(harness: LedgerHarness) -> None:
     ledger.append_event(run_id, EventKind.SAMPLE, sample)
     assert [e.payload["n"] for e in ledger.list_events(run_id, kinds={EventKind.SAMPLE})] == [5]
     assert ledger.list_events(run_id, kinds=set()) == []
+
+
+def test_grouped_events_are_appended_in_their_order(harness: LedgerHarness) -> None:
+    """A turn's progress events written together (``execution.progress``) keep their order among
+    the events appended one by one around them."""
+    ledger, run_id = harness.ledger, harness.seed_run()
+    first = ledger.append_event(run_id, *_progress(n=0))
+    grouped = ledger.append_events(run_id, [_progress(n=1), _progress(n=2), _progress(n=3)])
+    last = ledger.append_event(run_id, *_progress(n=4))
+    assert [e.payload["n"] for e in grouped] == [1, 2, 3]
+    ids = [first.id, *(e.id for e in grouped), last.id]
+    assert ids == sorted(ids) and len(set(ids)) == 5
+    assert [(e.id, e.payload["n"]) for e in ledger.list_events(run_id)] == list(
+        zip(ids, range(5), strict=True)
+    )
+    assert ledger.append_events(run_id, []) == []
 
 
 def test_concurrent_appends_get_distinct_increasing_ids(harness: LedgerHarness) -> None:

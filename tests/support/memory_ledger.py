@@ -339,6 +339,15 @@ class MemoryLedger:
             self._run(run_id)
             return self._append(run_id, kind, payload)
 
+    def append_events(
+        self, run_id: str, events: Sequence[tuple[EventKind, Mapping[str, Any]]]
+    ) -> list[EventRecord]:
+        if not events:
+            return []
+        with self._lock:
+            self._run(run_id)
+            return [self._append(run_id, kind, payload) for kind, payload in events]
+
     def list_events(
         self,
         run_id: str,

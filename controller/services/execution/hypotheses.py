@@ -74,7 +74,12 @@ def run_parallel_turn(
         proposal = None if proposals is None else proposals[index]
         ctx.observer.step(f"turn {number}: hypothesis {index + 1} of {count}")
         progress = TurnProgress(ctx.ledger, ctx.run_id, number, 0, ctx.spec.metric.name, parallel_index=index)
-        report = try_hypothesis(ctx, number, index, proposal, progress)
+        try:
+            report = try_hypothesis(ctx, number, index, proposal, progress)
+        except BaseException:
+            progress.flush_after_error()
+            raise
+        progress.flush()  # its progress events come before its report
         ctx.ledger.report_hypothesis(ctx.run_id, number, report)
         reports.append(report)
         if ctx.executor.cancel.is_set():  # a cancelled run tries no further hypothesis

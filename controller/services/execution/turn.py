@@ -137,7 +137,11 @@ def run_turn(
     write_candidate_file(ctx, round_number, turns, decided_total, run, feedback)
     progress = TurnProgress(ctx.ledger, ctx.run_id, number, round_number, ctx.spec.metric.name)
     work = TurnWork(number, round_number, progress=progress)
-    keep, detail, settled = try_candidate(ctx, work, proposal, round_rule)
+    try:
+        keep, detail, settled = try_candidate(ctx, work, proposal, round_rule)
+    except BaseException:
+        progress.flush_after_error()
+        raise
     heads = dict(ctx.champion_heads)
     champion: ChampionUpdate | None = None
     if keep and work.value is not None:
@@ -185,6 +189,7 @@ def run_turn(
         change = events.KnobChange(file=p.knob.file, key=p.knob.key, old=p.old, new=p.new)
         payload = payload.model_copy(update={"proposal": change})
     kind = EVENT_OF_OUTCOME[outcome]
+    progress.flush()  # the turn's progress events come before its decision
     try:
         record = ctx.ledger.decide_turn(
             ctx.run_id,
