@@ -89,6 +89,15 @@ def control_state(git_dir: Path, cache: ControlCache | None = None) -> dict[str,
 
     ``cache`` (kept by the caller between calls on the same ``git_dir``) spares re-reading files
     whose stat data did not change; the result is the same with or without it."""
+    return _scan(git_dir, cache, {})
+
+
+def _key(info: os.stat_result) -> StatKey:
+    return (info.st_mode, info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino)
+
+
+def _scan(git_dir: Path, cache: ControlCache | None, keys: dict[str, StatKey]) -> dict[str, Entry]:
+    """``control_state``, recording the stat data of every entry it found into ``keys``."""
     state: dict[str, Entry] = {}
     base = os.fspath(git_dir) + "/"
     for name in CONTROL_ENTRIES:
@@ -98,6 +107,7 @@ def control_state(git_dir: Path, cache: ControlCache | None = None) -> dict[str,
             continue
         entry = _entry_of(base + name, info, cache)
         state[name] = entry
+        keys[name] = _key(info)
         if entry != "dir":
             continue
         pending = [name]
@@ -115,9 +125,76 @@ def control_state(git_dir: Path, cache: ControlCache | None = None) -> dict[str,
                     continue
                 found = _entry_of(base + rel, child_info, cache)
                 state[rel] = found
+                keys[rel] = _key(child_info)
                 if found == "dir":
                     pending.append(rel)
     return state
+
+
+_TOP = frozenset(name for name in CONTROL_ENTRIES if "/" not in name)
+_NESTED = tuple(name for name in CONTROL_ENTRIES if "/" in name)
+STAMP = "crucible-guard-stamp"
+"""A file in ``.git`` (not a control entry) touched before each walk: its ctime is the filesystem's
+own "now", whatever its clock's granularity (``ControlGuard``)."""
+
+
+class ControlGuard:
+    """``control_state`` of one ``.git``, scanned before and after every command, most often to find it
+    unchanged: then a check of the stat data of each entry the last scan found, and of the names at the
+    top of ``.git``, stands in for the walk (no directory listed below the top, no file read).
+
+    Why that proves nothing changed: every write sets the ctime of what it changes, an entry added to
+    or removed from a directory changes the directory's, and a process cannot set a ctime. A change
+    within the same tick of the filesystem's clock as the scan could keep every stat field, so the last
+    scan is reused only if each entry's ctime is older than a stamp file touched just before it (git's
+    "racy" rule, with the filesystem's clock and granularity, not this process's; a write during the
+    walk has a ctime no older than the stamp's); else the next call walks again. The result is always
+    what ``control_state`` would return (tests/workspace)."""
+
+    def __init__(self, git_dir: Path) -> None:
+        self.git_dir = git_dir
+        self.cache: ControlCache = {}
+        self._last: tuple[dict[str, Entry], dict[str, StatKey], frozenset[str]] | None = None
+
+    def state(self) -> dict[str, Entry]:
+        """The control entries now (do not change the mapping: it may be returned again)."""
+        if self._last is not None and self._holds(*self._last[1:]):
+            return self._last[0]
+        keys: dict[str, StatKey] = {}
+        stamp = self._stamp()  # before the walk: whatever changes during it has a ctime >= the stamp's
+        state = _scan(self.git_dir, self.cache, keys)
+        settled = stamp is not None and all(key[3] < stamp for key in keys.values())
+        top = frozenset(name for name in keys if "/" not in name)
+        self._last = (state, keys, top) if settled else None
+        return state
+
+    def _holds(self, keys: dict[str, StatKey], top: frozenset[str]) -> bool:
+        """Whether every entry the last scan found is as it found it, and no other exists."""
+        base = os.fspath(self.git_dir) + "/"
+        try:
+            with os.scandir(base) as listing:
+                names = {entry.name for entry in listing if entry.name in _TOP}
+            if names != top or any(name not in keys and os.path.lexists(base + name) for name in _NESTED):
+                return False
+            return all(_key(os.lstat(base + rel)) == key for rel, key in keys.items())
+        except OSError:
+            return False
+
+    def _stamp(self) -> int | None:
+        """Touch the stamp file and return its ctime; None if it cannot be (a command replaced it with
+        a directory, a symlink or a FIFO: then every call walks)."""
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_NONBLOCK
+        try:
+            fd = os.open(os.path.join(self.git_dir, STAMP), flags, 0o600)
+        except OSError:
+            return None
+        try:
+            os.write(fd, b"x")
+            return os.fstat(fd).st_ctime_ns
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
 
 
 def tampered(before: Mapping[str, Entry], after: Mapping[str, Entry]) -> list[str]:

@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import time
 from pathlib import Path
 
-from controller.workspace.gitguard import ControlCache, control_state, restore_control, tampered
+from controller.workspace.gitguard import (
+    STAMP,
+    ControlCache,
+    ControlGuard,
+    control_state,
+    restore_control,
+    tampered,
+)
 from tests.conftest import git, make_repo
 
 
@@ -66,3 +76,67 @@ def test_the_cache_gives_the_same_state_and_sees_a_rewrite(tmp_path: Path) -> No
     changed = tampered(first, control_state(gitdir, cache))
     assert changed == ["config", "hooks/pre-commit"]
     assert control_state(gitdir, cache) == control_state(gitdir)
+
+
+def _settled(guard: ControlGuard) -> dict[str, bytes | str]:
+    """The guard's state once the filesystem's clock has ticked past every control file's ctime, so the
+    guard keeps it; the next call with nothing changed must return that very mapping."""
+    probe = guard.git_dir.parent / "probe"
+    newest = max(p.lstat().st_ctime_ns for p in guard.git_dir.rglob("*") if "objects" not in p.parts)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        probe.write_text("x")
+        if probe.stat().st_ctime_ns > newest:
+            break
+        time.sleep(0.01)
+    state = guard.state()
+    assert guard.state() is state, "nothing changed: the last walk stands"
+    return state
+
+
+def test_the_guard_reuses_its_walk_until_a_stat_changes_and_always_answers_as_a_walk(tmp_path: Path) -> None:
+    """``ControlGuard`` checks the stat data of what its last walk found instead of walking again: a
+    change that keeps the size and the mtime, an entry added below a control directory, a new top-level
+    control entry and an alternates file are each seen, and each answer is what a walk gives."""
+    repo = make_repo(tmp_path / "repo", {"a.txt": "a\n"})
+    gitdir = repo / ".git"
+    guard = ControlGuard(gitdir)
+    first = _settled(guard)
+    assert first == control_state(gitdir)
+
+    config = gitdir / "config"
+    info = config.stat()
+    config.write_bytes(config.read_bytes().replace(b"bare = false", b"bare = fals3"))  # same size
+    os.utime(config, ns=(info.st_atime_ns, info.st_mtime_ns))  # same mtime: only the ctime tells
+    assert tampered(first, guard.state()) == ["config"]
+    assert guard.state() == control_state(gitdir)
+
+    changes = [
+        ("refs/heads/evil", lambda: (gitdir / "refs/heads/evil").write_text("0" * 40 + "\n")),
+        ("modules", lambda: (gitdir / "modules").mkdir()),
+        ("objects/info/alternates", lambda: (gitdir / "objects/info/alternates").write_text("/x\n")),
+        ("objects/info", lambda: shutil.rmtree(gitdir / "objects/info")),
+        ("objects/info", lambda: (gitdir / "objects/info").mkdir()),  # below objects/, not at the top
+    ]
+    for name, change in changes:
+        before = _settled(guard)
+        change()
+        assert name in tampered(before, guard.state())
+        assert guard.state() == control_state(gitdir)
+    restore_control(gitdir, first)
+    assert tampered(first, guard.state()) == []
+
+
+def test_a_guard_whose_stamp_is_replaced_walks_every_time(tmp_path: Path) -> None:
+    """A command that makes the stamp a FIFO (or a symlink, a directory) only costs the shortcut."""
+    repo = make_repo(tmp_path / "repo", {"a.txt": "a\n"})
+    gitdir = repo / ".git"
+    guard = ControlGuard(gitdir)
+    first = _settled(guard)
+    (gitdir / STAMP).unlink()
+    os.mkfifo(gitdir / STAMP)
+    git(repo, "config", "core.fsmonitor", "sh -c 'env > /tmp/x'")
+    changed = guard.state()
+    assert tampered(first, changed) == ["config"]
+    again = guard.state()
+    assert again is not changed and again == changed == control_state(gitdir)

@@ -17,7 +17,7 @@ from pathlib import Path
 from controller.engine.protocol import CAPTURE_PREFIXES
 from controller.services.execution.pgroups import GroupRegistry
 from controller.workspace.envscrub import ScrubbedEnv, redact
-from controller.workspace.gitguard import ControlCache, control_state, restore_control, tampered
+from controller.workspace.gitguard import ControlGuard, restore_control, tampered
 from controller.workspace.process import CommandResult, run_command
 from controller.workspace.sandbox import Sandbox, wrap_command
 from controller.workspace.sandboxpaths import start_problem
@@ -64,8 +64,8 @@ class Executor:
     # (config, hooks, refs …) is undone right after it and reported through ``take_violations``.
     guarded: list[Path] = field(default_factory=list)
     violations: list[str] = field(default_factory=list)
-    # Contents of those control files as last read, per .git, so the scans skip unchanged files.
-    _control_cache: dict[Path, ControlCache] = field(default_factory=dict, init=False, repr=False)
+    # Their last scans, per .git, so a scan finding nothing changed is a few ``lstat`` calls.
+    _control_guards: dict[Path, ControlGuard] = field(default_factory=dict, init=False, repr=False)
     # budget.disk: caps the sandbox's tmpfs mounts and, checked every DISK_CHECK_S while a command runs,
     # stops a command that fills the run directory (``disk_root``) past it.
     disk_budget: int | None = None
@@ -188,9 +188,12 @@ class Executor:
                 self.violations.append(f"{git_dir.parent.name}: a command changed {shown} (restored)")
 
     def _control_state(self, git_dir: Path) -> dict[str, bytes | str]:
-        """``control_state`` with this executor's cache of file contents: the scans before and after
-        every command cost a few dozen ``lstat`` calls, not a read of every control file."""
-        return control_state(git_dir, self._control_cache.setdefault(git_dir, {}))
+        """``control_state`` through this executor's ``ControlGuard`` of ``git_dir``: the scans before
+        and after every command cost a check of the stat data when nothing changed, not a walk."""
+        guard = self._control_guards.get(git_dir)
+        if guard is None:
+            guard = self._control_guards[git_dir] = ControlGuard(git_dir)
+        return guard.state()
 
     def redact(self, text: str) -> str:
         return redact(text, self.scrubbed.secrets)
