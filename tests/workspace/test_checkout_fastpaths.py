@@ -129,3 +129,29 @@ def test_many_turn_refs_are_packed_and_restore_keeps_them(pair: tuple[Checkout, 
     git(fast.path, "branch", "planted", base)
     git(fast.path, "pack-refs", "--all")
     assert fast._may_have_foreign_refs(), "a packed branch is found in packed-refs"
+
+
+def test_commit_paths_of_tracked_changes_is_one_commit_with_the_same_tree(
+    repo_factory: Callable[..., Path], tmp_path: Path
+) -> None:
+    """On a small tree, changes to tracked files only (a kept agent's usual edit) are committed by one
+    ``commit --only``; the tree is add -A's, file names are not read as pathspec magic."""
+    source = repo_factory({**FILES, ":odd": "magic\n", "src/[ab].txt": "glob\n"})
+    base = git(source, "rev-parse", "HEAD")
+    fast = Checkout.create(source, tmp_path / "fast", base)
+    slow = Checkout.create(source, tmp_path / "slow", base)
+    for co in (fast, slow):
+        (co.path / "src/a.txt").write_text("a changed\n")
+        (co.path / ":odd").write_text("changed\n")
+        (co.path / "src/[ab].txt").unlink()
+        os.chmod(co.path / "run.sh", 0o755)
+    status = fast.status()
+    assert set(status.values()) <= {" M", " D"}
+    sha_fast = fast.commit_paths(sorted(status), "turn 1", tracked_only=True)
+    sha_slow = slow.commit("turn 1")
+    assert git(fast.path, "rev-parse", f"{sha_fast}^{{tree}}") == git(
+        slow.path, "rev-parse", f"{sha_slow}^{{tree}}"
+    )
+    assert git(fast.path, "rev-parse", f"{sha_fast}^") == base
+    assert fast.head() == sha_fast and fast.status() == {}
+    assert git(fast.path, "log", "-1", "--format=%an|%s", sha_fast) == "crucible|turn 1"

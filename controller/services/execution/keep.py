@@ -21,6 +21,8 @@ from controller.store.records import RunRecord, Sample
 from controller.workspace.checkout import Checkout
 
 CHAMPION_REF = "refs/crucible/champion"
+# Status codes of a tracked file changed in the working tree only (nothing staged, nothing new).
+TRACKED_CHANGES = frozenset({" M", " D", " T"})
 TURN_REF = "refs/crucible/turns/{turn}"
 
 
@@ -78,7 +80,10 @@ def commit_changed(
         co = ctx.checkout("candidate", comp.name)
         facts = kept_facts(ctx.spec, ctx.run_id, comp.name, baseline, work.value, hypothesis, work.number)
         message = commit_message(ctx.spec.publish, facts)
-        sha = co.commit_paths(work.changed[comp.name], message, author_identity(ctx.spec.publish))
+        paths = work.changed[comp.name]
+        codes = work.before[comp.name][1]  # the policy check's status of these paths
+        tracked = all(codes.get(p) in TRACKED_CHANGES for p in paths)
+        sha = co.commit_paths(paths, message, author_identity(ctx.spec.publish), tracked_only=tracked)
         co.set_refs(refs(sha))
         out[comp.name] = sha
     return out
