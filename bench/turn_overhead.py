@@ -5,6 +5,9 @@ Floor    = the git work a turn cannot avoid, done directly on a clone of the sam
            scan the policy check needs, restore with ``reset --hard`` + ``clean``, a commit (``add -A`` +
            ``commit``, since a kept change may add files) and a diff.
 
+It counts, over the turns only, the git processes a turn starts and the transactions it commits (ADR-0042:
+7 and 4 on the small repository, the run's setup aside).
+
 One floor repetition runs after each turn, so both see the same load (on a shared machine the load moves
 within a minute: a floor measured after all the turns compared them with another machine). It prints the
 ratio for a small repository and for a generated one of 20,000 files (generated once with
@@ -29,6 +32,9 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
 
 from controller.config.settings import Settings
 from controller.config.spec import load_spec
@@ -85,17 +91,51 @@ def make_repo(path: Path, files: int) -> Path:
     return path
 
 
+class Counts:
+    """Git processes started and transactions committed while ``active`` (a turn runs, not the floor)."""
+
+    def __init__(self) -> None:
+        self.active = False
+        self.git = 0
+        self.commits = 0
+        self.turns = 0
+        original = subprocess.Popen.__init__
+        counts = self
+
+        def counting(self: subprocess.Popen[bytes], args: Any, *rest: Any, **kwargs: Any) -> None:
+            if counts.active and isinstance(args, list | tuple) and os.path.basename(str(args[0])) == "git":
+                counts.git += 1
+            original(self, args, *rest, **kwargs)
+
+        subprocess.Popen.__init__ = counting  # type: ignore[method-assign,assignment]
+
+    def watch(self, store: Store) -> None:
+        def committed(_connection: object) -> None:
+            if self.active:
+                self.commits += 1
+
+        sa.event.listen(store._engine, "commit", committed)
+
+    def line(self) -> str:
+        turns = max(self.turns, 1)
+        return f"per turn: {self.git / turns:.2f} git processes, {self.commits / turns:.2f} transactions"
+
+
+COUNTS = Counts()
+
+
 def measure_turns(
     home: Path, repo: Path, turns: int, between: Callable[[], None] | None = None
 ) -> list[float]:
     """Run ``turns`` turns and return each one's overhead (wall time minus command time); ``between``
-    runs after each turn (the floor's repetition)."""
+    runs after each turn (the floor's repetition). ``COUNTS`` counts the turns' git and transactions."""
     spec_dir = Path(tempfile.mkdtemp(dir=home))
     spec_path = spec_dir / "crucible.toml"
     spec_path.write_text(SPEC.format(turns=turns, repo=repo))
     spec = load_spec(spec_path)
     settings = Settings(home=home, database_url=f"sqlite:///{home / 'bench.db'}")
     store = Store.open(settings.database_url, upgrade=True)
+    COUNTS.watch(store)
     run_id = create_run(store, spec, spec_path.read_text(), spec_path)
     ctx = open_context(settings, store, run_id, spec, environ=process_environment())
     from controller.services.execution.baseline import run_baseline
@@ -104,9 +144,11 @@ def measure_turns(
     overheads = []
     for n in range(1, turns + 1):
         before_cmd = ctx.executor.command_seconds
+        COUNTS.active = True
         t0 = time.perf_counter()
         run_turn(ctx, n, 0, None)
         wall = time.perf_counter() - t0
+        COUNTS.active, COUNTS.turns = False, COUNTS.turns + 1
         overheads.append(wall - (ctx.executor.command_seconds - before_cmd))
         if between is not None:
             between()
@@ -151,6 +193,7 @@ def bench_repo(label: str, home: Path, repo: Path, turns: int) -> float:
     floor = Floor(home, repo)
     floor()  # a first repetition warms the clone's index and the page cache, as the run's baseline does
     floor.times.clear()
+    COUNTS.git = COUNTS.commits = COUNTS.turns = 0
     overheads = measure_turns(home, repo, turns, between=floor)
     median, floor_median = statistics.median(overheads), statistics.median(floor.times)
     ratio = median / floor_median
@@ -159,7 +202,7 @@ def bench_repo(label: str, home: Path, repo: Path, turns: int) -> float:
     print(
         f"{label}: overhead/turn median {median * 1000:.1f} ms (kept {kept * 1000:.1f}, rejected "
         f"{rejected * 1000:.1f}), floor median {floor_median * 1000:.1f} ms, ratio {ratio:.2f} "
-        "(target <= 1.5)"
+        f"(target <= 1.5); {COUNTS.line()}"
     )
     return ratio
 
