@@ -139,9 +139,26 @@ def run_turn(
     work = TurnWork(number, round_number, progress=progress)
     try:
         keep, detail, settled = try_candidate(ctx, work, proposal, round_rule)
+        record = _decide(ctx, work, progress, run, keep, detail, settled)
     except BaseException:
-        progress.flush_after_error()
+        progress.flush_after_error()  # and no timer left to write after the turn
         raise
+    ctx.observer.turn_decided(turn_view(record, work.samples, work.reference).model_dump(mode="json"))
+    return record
+
+
+def _decide(
+    ctx: RunContext,
+    work: TurnWork,
+    progress: TurnProgress,
+    run: RunRecord | None,
+    keep: bool,
+    detail: str,
+    settled: Settled | None,
+) -> TurnRecord:
+    """Keep (commit, settle the arms) or restore ``work``'s candidate, then write the decision once,
+    after the turn's pending progress events."""
+    number, round_number = work.number, work.round
     heads = dict(ctx.champion_heads)
     champion: ChampionUpdate | None = None
     if keep and work.value is not None:
@@ -207,7 +224,6 @@ def run_turn(
     if keep:
         settle_arms(ctx, heads)
         champion_moved(ctx, number, heads, work.raw_samples)
-    ctx.observer.turn_decided(turn_view(record, work.samples, work.reference).model_dump(mode="json"))
     return record
 
 
