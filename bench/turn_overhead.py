@@ -6,7 +6,7 @@ Floor    = the git work a turn cannot avoid, done directly on a clone of the sam
            ``commit``, since a kept change may add files) and a diff.
 
 It counts, over the turns only, the git processes a turn starts and the transactions it commits (ADR-0044:
-7 and 4 on the small repository, the run's setup aside).
+about 7 and 4.5 on the small repository, the run's setup aside).
 
 One floor repetition runs after each turn, so both see the same load (on a shared machine the load moves
 within a minute: a floor measured after all the turns compared them with another machine). It prints the
