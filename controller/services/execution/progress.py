@@ -11,7 +11,7 @@ one leaves it out, so its events keep the shape ``docs/cli.md`` documents.
 They are grouped (ADR-0044): an event waits up to ``FLUSH_AFTER_S`` for the ones after it and they are
 written together, in one transaction (``Ledger.append_events``), by a timer or by the turn itself just
 before its decision (``flush``), so they still come before it. A turn of a few hundred milliseconds wrote
-five transactions of progress (two steps, a sample per arm): now one. A person watching sees a step at
+five transactions of progress (three steps, a sample per arm): now one. A person watching sees a step at
 most ``FLUSH_AFTER_S`` late; a crash loses at most that much progress, which nothing recovers from.
 """
 
