@@ -5,7 +5,7 @@ Floor    = the git work a turn cannot avoid, done directly on a clone of the sam
            scan the policy check needs, restore with ``reset --hard`` + ``clean``, a commit (``add -A`` +
            ``commit``, since a kept change may add files) and a diff.
 
-It counts, over the turns only, the git processes a turn starts and the transactions it commits (ADR-0044:
+It counts, over the turns only, the git processes a turn starts and the transactions it commits (ADR-0046:
 about 7 and 4.5 on the small repository, the run's setup aside).
 
 One floor repetition runs after each turn, so both see the same load (on a shared machine the load moves

@@ -50,7 +50,7 @@ def test_the_printed_link_logs_in_read_only_and_the_page_shows_the_running_turn(
         landed = client.get(link)
         assert landed.status_code == 303 and landed.headers["location"] == f"/runs/{run_id}"
         assert "httponly" in landed.headers["set-cookie"].lower() and client.cookies.get(COOKIE)
-        # The running turn's progress reaches the record up to a second after it happened (ADR-0044).
+        # The running turn's progress reaches the record up to a second after it happened (ADR-0046).
         sampled = '<td class="values">10</td>'
         loop.wait_for(
             "the champion's sample on the page", lambda: sampled in client.get(f"{base}/runs/{run_id}").text

@@ -30,7 +30,7 @@ _PROGRESS = {EventKind.TURN_STEP, EventKind.SAMPLE}
 
 def _stored(lab: Lab, run_id: str) -> dict[str, Any]:
     """Everything about the run a refused resume must leave as it was. Not the running turn's progress
-    events: a controller still alive writes them up to a second late (ADR-0044), and resume writes none."""
+    events: a controller still alive writes them up to a second late (ADR-0046), and resume writes none."""
     with lab.store() as store:
         run = store.get_run(run_id)
         return {

@@ -1,4 +1,4 @@
-"""A turn's progress events are grouped (ADR-0044): written together before its decision, or by a timer
+"""A turn's progress events are grouped (ADR-0046): written together before its decision, or by a timer
 when the turn takes longer, on the real SQLite store."""
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ reported), each a few fields. They are progress only: nothing decides or recover
 parallel turn's hypotheses (ADR-0016) each report their own, with ``parallel_index`` added; a turn of
 one leaves it out, so its events keep the shape ``docs/cli.md`` documents.
 
-They are grouped (ADR-0044): an event waits up to ``FLUSH_AFTER_S`` for the ones after it and they are
+They are grouped (ADR-0046): an event waits up to ``FLUSH_AFTER_S`` for the ones after it and they are
 written together, in one transaction (``Ledger.append_events``), by a timer or by the turn itself just
 before its decision (``flush``), so they still come before it. A turn of a few hundred milliseconds wrote
 five transactions of progress (three steps, a sample per arm): now one. A person watching sees a step at
