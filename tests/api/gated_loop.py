@@ -28,7 +28,10 @@ WAIT_S = 60.0
 BENCH_SH = """\
 n=$(cat "$GATE_DIR/taken" 2>/dev/null || echo 0)
 echo $((n + 1)) > "$GATE_DIR/taken"
-while [ "$(cat "$GATE_DIR/allow" 2>/dev/null || echo 0)" -le "$n" ]; do sleep 0.05; done
+while [ "$(cat "$GATE_DIR/allow" 2>/dev/null || echo 0)" -le "$n" ]; do
+  [ -d "$GATE_DIR" ] || exit 3
+  sleep 0.05
+done
 printf 'METRIC score=%s\\n' "$(cat src/value.txt)"
 """
 
@@ -112,7 +115,16 @@ class GatedLoop:
         return match.group(1)
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
+        """End the loop and every metric it started. A SIGKILL alone left the metric of the running
+        sample waiting on its gate for good (an orphan spinning after the test's directory was gone), so
+        the gate opens first and the loop gets SIGTERM, which ends its commands, before any SIGKILL."""
+        if self.proc.poll() is not None:
+            return
+        self.allow(10**9)
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
 
