@@ -41,6 +41,7 @@ CHILD_VARIABLES = frozenset(
     {"PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "USER", "LOGNAME", "VIRTUAL_ENV"}
 )
 LOG_TAIL = 2000  # characters of the child's output a FAILED report quotes
+CLOSE_WAIT_S = 10.0  # a confirmation's grace after SIGTERM before SIGKILL
 
 
 @dataclass
@@ -226,9 +227,16 @@ class SubprocessConfirmations:
         return HypothesisPod(True, f"worker_failed: crucible worker exited {code}: {tail}")
 
     def close(self) -> None:
-        """Stop every child still measuring (the controller is going away)."""
+        """Stop every child still measuring (the controller is going away) and reap each one: a child
+        only signalled was left a zombie, and its ``Popen`` warned 'still running' when collected."""
         with self._lock:
             children = [child for child, _log in self._children.values()]
         for child in children:
             if child.poll() is None:
                 _signal_group(child, signal.SIGTERM)
+        for child in children:
+            try:
+                child.wait(timeout=CLOSE_WAIT_S)
+            except subprocess.TimeoutExpired:
+                _signal_group(child, signal.SIGKILL)
+                child.wait()

@@ -151,7 +151,7 @@ def test_a_confirmations_token_fetches_and_reports_only(controller: Controller, 
 
 
 def test_a_confirmation_that_ends_without_a_report_refuses_the_keep_and_the_turn_settles_unconfirmed(
-    controller: Controller, tmp_path: Path
+    controller: Controller, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     """The keep waits on its confirmation (503 ``confirming``, sent again by the worker's ledger); a
     confirmation whose process exits without reporting is concluded not confirmed, so the keep is
@@ -159,6 +159,7 @@ def test_a_confirmation_that_ends_without_a_report_refuses_the_keep_and_the_turn
     _base, token, _repo = _seeded(controller, tmp_path)
     sha = _claimed(controller, token, tmp_path, "8")
     launcher = SubprocessConfirmations(root=tmp_path / "confirm", environ={}, command=("sh", "-c", "exit 3"))
+    request.addfinalizer(launcher.close)
     remote = controller.remote
     remote.gate = KeepGate(controller.store, remote.mint_confirm_env, lambda _run: launcher, wait_s=1.0)
     unconfirmed = TurnDecision(Outcome.REJECTED, Reason.UNCONFIRMED, value=8.0, detail="not reproduced")
