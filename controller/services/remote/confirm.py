@@ -55,10 +55,10 @@ def record_confirmation(
 
 def confirm_grant(
     job: RoundJob, turn: int, champion: Mapping[str, str], candidate: Mapping[str, str]
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """The job stored with a confirmation's token: the round's, at the champion's heads (which the
     start bundles serve), and the claim it measures."""
-    data: dict[str, Any] = {**job.to_json(), "heads": dict(champion)}
+    data: dict[str, object] = {**job.to_json(), "heads": dict(champion)}
     data["confirm"] = {"turn": turn, "champion": dict(champion), "candidate": dict(candidate)}
     return data
 
