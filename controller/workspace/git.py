@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-import resource
 import signal
 import subprocess
 from collections.abc import Mapping, Sequence
@@ -133,24 +132,27 @@ def run_git_bytes(
     seconds pass first (the command is killed) or the command used ``cpu_s`` seconds of CPU (the
     kernel stops it: ``RLIMIT_CPU``, inherited by anything it starts): git over input a worker sent
     must not run for as long, nor burn as much of the controller's CPU, as the input makes it. The
-    CPU limit is set on the child once started (``prlimit``), not in a ``preexec_fn``, which is
-    unsafe in a process with threads (the API server's); the instants before it count towards it.
+    CPU limit is set before git starts (``_cpu_bounded``), not in a ``preexec_fn``, which is unsafe
+    in a process with threads (the API server's). A bounded command runs in a session of its own, so
+    a timeout kills what git started too: a process git forked holds its output pipes open.
     """
+    argv = ["git", *pinned_config(), *args]
+    bounded = timeout is not None or cpu_s is not None
     proc = subprocess.Popen(
-        ["git", *pinned_config(), *args],
+        _cpu_bounded(argv, cpu_s) if cpu_s is not None else argv,
         cwd=cwd,
         env=dict(env) if env is not None else git_env(),
         stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        start_new_session=bounded,
     )
     with proc:
-        if cpu_s is not None:
-            _limit_cpu(proc.pid, cpu_s)
         try:
             out, err = proc.communicate(input, timeout=timeout)
         except subprocess.TimeoutExpired:
-            proc.kill()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
             proc.communicate()
             raise GitError(list(args), -9, f"timed out after {timeout:g} s") from None
     stderr = err.decode("utf-8", "replace")
@@ -168,10 +170,13 @@ def _out_of_cpu(code: int, stderr: str) -> bool:
     return code in (-xcpu, -kill, 128 + xcpu) or f"died of signal {xcpu}" in stderr
 
 
-def _limit_cpu(pid: int, seconds: int) -> None:
-    """``RLIMIT_CPU`` of process ``pid``: SIGXCPU at ``seconds`` of CPU, SIGKILL a second later."""
-    with contextlib.suppress(ProcessLookupError):  # it has exited already: it used less
-        resource.prlimit(pid, resource.RLIMIT_CPU, (seconds, seconds + 1))
+def _cpu_bounded(argv: list[str], seconds: int) -> list[str]:
+    """``argv`` under ``RLIMIT_CPU``: SIGXCPU at ``seconds`` of CPU, SIGKILL a second later. ``sh``
+    sets the limit on itself and execs the command, so git and everything it starts inherit it.
+    Setting it on the started child (``prlimit`` on its pid) raced git's own forks: an alias's shell
+    forked before the limit landed spun unbounded."""
+    script = f'ulimit -S -t {seconds} && ulimit -H -t {seconds + 1} && exec "$@"'
+    return ["/bin/sh", "-c", script, "sh", *argv]
 
 
 def run_git(

@@ -99,6 +99,28 @@ def test_a_git_command_past_its_cpu_bound_is_stopped_by_the_kernel(tmp_path: Pat
         run_git(spin, repo, timeout=600, cpu_s=1)
 
 
+def test_what_git_starts_has_the_cpu_bound_from_its_first_instruction(tmp_path: Path) -> None:
+    """The bound is in place before git starts, so a process git forks at once inherits it. It was set
+    on git once started, and an alias's shell forked before that ran unbounded (a full CI run hung on
+    the test above with its spinning shell at 'unlimited')."""
+    repo = make_repo(tmp_path / "r", {"a": "1"})
+    show = ["-c", "alias.limits=!grep 'Max cpu time' /proc/self/limits", "limits"]
+    assert run_git(show, repo, cpu_s=3).split()[3:5] == ["3", "4"]
+
+
+def test_a_timed_out_git_command_takes_what_it_started_with_it(tmp_path: Path) -> None:
+    """A timeout kills git's whole session: a process git started holds the output pipes open, and
+    with git alone killed the call waited for it (for good, for a process that never ends)."""
+    repo = make_repo(tmp_path / "r", {"a": "1"})
+    pid_file = tmp_path / "pid"
+    hang = ["-c", f"alias.hang=!echo $$ > {pid_file}; exec sleep 600", "hang"]
+    with pytest.raises(GitError, match="timed out after 1 s"):
+        run_git(hang, repo, timeout=1)
+    stat = Path(f"/proc/{pid_file.read_text().strip()}/stat")
+    # Killed: gone, or a zombie until whoever adopted it (git died first) reaps it.
+    assert not stat.exists() or stat.read_text().rsplit(")", 1)[1].split()[0] == "Z"
+
+
 def test_a_git_command_within_its_cpu_bound_runs_as_without_it(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "r", {"a": "1"})
     assert run_git(["rev-parse", "HEAD"], repo, cpu_s=5) == git(repo, "rev-parse", "HEAD")
