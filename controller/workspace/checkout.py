@@ -1,11 +1,11 @@
 """Controller-owned checkouts of a component: shared clones that the user's repository never sees.
 
 A run never works in the user's checkout, and never writes to the user's repository either: each
-checkout is ``git clone --shared`` of it under CRUCIBLE_HOME. The clone borrows the user's objects
-through ``objects/info/alternates`` (so creating one costs a checkout, not a copy of history) and
-keeps its own refs, index and new objects, so crucible's commits and refs (``refs/crucible/*``)
-live in the clone only. Its remote is removed after cloning, so no URL (with credentials, maybe)
-stays in a directory that sandboxed commands can read.
+checkout, under CRUCIBLE_HOME, is what ``git clone --shared`` of it makes (``clone.make_clone``). It
+borrows the user's objects through ``objects/info/alternates`` (so creating one costs a checkout, not
+a copy of history) and keeps its own refs, index and new objects, so crucible's commits and refs
+(``refs/crucible/*``) live in the clone only, and it has no remote, so no URL (with credentials,
+maybe) stays in a directory that sandboxed commands can read.
 
 Every method is one or two git commands over the whole tree at most: a turn's git work is
 status + restore (reset, clean) + commit + diff, and that floor is what it costs here too.
@@ -25,14 +25,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from controller.domain.errors import CrucibleError, GitError, NotFoundError
+from controller.workspace.clone import make_clone
 from controller.workspace.git import git_env, run_git, run_git_bytes
 
 COMMIT_IDENTITY = ("crucible", "crucible@localhost")
 CRUCIBLE_REF_PREFIX = "refs/crucible/"
-
-# Config written into every clone: no surprise `gc --auto` pauses during a measured turn, and
-# hooks never run in the clone, whoever commits there.
-_CLONE_CONFIG = ("gc.auto=0", "core.hooksPath=/dev/null")
 
 # Per-command overrides of user config that would change what crucible writes or reads.
 # Below this many tracked files ``commit_paths`` uses porcelain add + commit (fewer processes); above
@@ -129,24 +126,8 @@ class Checkout:
         partial = path.with_name(f".{path.name}.partial")
         if partial.exists():
             shutil.rmtree(partial)
-        local = Path(source).is_dir()
-        borrowed = _object_store(Path(source)) if local else None
-        # No template: crucible's git never runs hooks (``core.hooksPath`` is pinned), and a template's
-        # dozen sample hooks, ``info/exclude`` and maybe ``config`` would be files the ``.git`` guard
-        # scans before and after every command (a third of the entries: ``gitguard``), and settings
-        # of the user's ``init.templateDir`` that no repository of the run asked for.
         try:
-            if borrowed is not None:
-                _init_shared(partial, borrowed, sha)
-            else:
-                args = ["clone", "-q", "--no-checkout", "--no-tags", "--template="]
-                if local:
-                    args.append("--shared")
-                for setting in _CLONE_CONFIG:
-                    args += ["-c", setting]
-                src = str(Path(source).resolve()) if local else str(source)
-                run_git([*args, "--", src, str(partial)], path.parent)
-                run_git(["remote", "remove", "origin"], partial)
+            make_clone(source, partial, sha)
             run_git(["checkout", "-q", "--detach", sha], partial)
             cls(partial)._delete_foreign_refs()
         except BaseException:
@@ -505,36 +486,3 @@ class Checkout:
         if foreign:
             script = "".join(f"delete {ref}\n" for ref in foreign)
             run_git(["update-ref", "--no-deref", "--stdin"], self.path, input=script.encode())
-
-
-def _object_store(source: Path) -> Path | None:
-    """The object directory a shared clone of the local repository ``source`` borrows, when crucible
-    can lend it without ``git clone``: a work tree's ``.git/objects`` or a bare repository's
-    ``objects``. None for anything else (a linked worktree, a shallow repository): git clones it."""
-    dot_git = source / ".git"
-    git_dir = dot_git if dot_git.exists() else source
-    objects = git_dir / "objects"
-    if not (objects.is_dir() and (git_dir / "HEAD").is_file() and (git_dir / "refs").is_dir()):
-        return None
-    if (git_dir / "shallow").exists():
-        return None
-    return objects.resolve()
-
-
-def _init_shared(path: Path, objects: Path, sha: str) -> None:
-    """What ``git clone --shared --no-checkout`` followed by removing its remote and its branch
-    leaves, in one git command instead of four (a served run makes a clone for each arm as it
-    starts): an empty repository whose ``objects/info/alternates`` borrows ``objects`` (exactly
-    the line ``--shared`` writes), with the clone's settings (``_CLONE_CONFIG``) and no refs."""
-    args = ["init", "-q", "--template="]
-    if len(sha) == 64:  # the source's objects are SHA-256: the borrower must read them as such
-        args.append("--object-format=sha256")
-    run_git([*args, str(path)], path.parent)
-    info = path / ".git" / "objects" / "info"
-    info.mkdir(parents=True, exist_ok=True)
-    (info / "alternates").write_text(f"{objects}\n")
-    with (path / ".git" / "config").open("a") as config:
-        for setting in _CLONE_CONFIG:  # "section.key=value", as ``git clone -c`` writes it
-            name, _, value = setting.partition("=")
-            section, _, key = name.partition(".")
-            config.write(f"[{section}]\n\t{key} = {value}\n")
