@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 from kubernetes import client
 
-from controller.brokers.base import BrokerCapabilities, RoundOutcome, RoundReport
+from controller.brokers.base import BrokerCapabilities, HypothesisPod, RoundOutcome, RoundReport
 from controller.brokers.kubernetes import manifest
 from controller.brokers.kubernetes.pods import PodEvidence, PodWatch
 from controller.config.broker import BrokerSpec
@@ -391,6 +391,19 @@ def _finished(found: Any) -> bool:
 def _state_of(outcome: RoundOutcome, cancelling: bool) -> RoundState:
     cancelled = cancelling or outcome.run_status is RunStatus.CANCELLED
     return RoundState.CANCELLED if cancelled else RoundState.SUCCEEDED
+
+
+def finished_job(found: Any, evidence: Callable[[], PodEvidence]) -> HypothesisPod | None:
+    """How a hypothesis's or a confirmation's Job ended: finished (with ``_failure``'s text when it
+    failed; ``evidence`` is read only then), or None while neither condition holds yet."""
+    status = found.status
+    conditions = {c.type: c for c in (status.conditions or [])} if status else {}
+    complete, failed = conditions.get("Complete"), conditions.get("Failed")
+    if complete is not None and complete.status == "True":
+        return HypothesisPod(True)
+    if failed is not None and failed.status == "True":
+        return HypothesisPod(True, _failure(failed, evidence()))
+    return None
 
 
 def _failure(condition: Any, evidence: PodEvidence) -> str:

@@ -30,7 +30,7 @@ from kubernetes import client
 
 from controller.brokers.base import HypothesisPod, HypothesisSlots
 from controller.brokers.kubernetes import manifest
-from controller.brokers.kubernetes.broker import FailureReason, SpecFor, _api_error, _failure
+from controller.brokers.kubernetes.broker import FailureReason, SpecFor, _api_error, finished_job
 from controller.brokers.kubernetes.pods import PodWatch
 from controller.domain.errors import NotFoundError
 from controller.domain.jobs import RoundJob
@@ -190,13 +190,9 @@ class HypothesisPods:
             if name in self._cancelling:
                 return HypothesisPod(True, f"{FailureReason.JOB_DELETED}: cancelled with the run")
             return None
-        status = found.status
-        conditions = {c.type: c for c in (status.conditions or [])} if status else {}
-        complete, failed = conditions.get("Complete"), conditions.get("Failed")
-        if complete is not None and complete.status == "True":
-            return HypothesisPod(True)
-        if failed is not None and failed.status == "True":
-            return HypothesisPod(True, _failure(failed, self._pods.evidence(namespace, name)))
+        ended = finished_job(found, lambda: self._pods.evidence(namespace, name))
+        if ended is not None:
+            return ended
         if found.metadata.deletion_timestamp is not None and name not in self._cancelling:
             evidence = self._pods.evidence(namespace, name)
             if evidence.reason is not None:
