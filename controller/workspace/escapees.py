@@ -20,16 +20,21 @@ import ctypes
 import ctypes.util
 import os
 import signal
+import subprocess
 import threading
 import time
+from collections.abc import Callable
+from typing import TypeVar
 
 PR_SET_CHILD_SUBREAPER = 36
 ESCAPEE_GRACE_S = 2.0  # how long killed escapees get to disappear before they count as survivors
 
-# Sessions of commands currently running in this process; guarded by SPAWN_LOCK while a command is being
-# started, so a scan never mistakes a command that was just spawned for an orphan.
+# Sessions this process started on purpose and still owns: the running commands', and those of
+# :func:`own_session` (bounded git). Guarded by SPAWN_LOCK while one is being started, so a scan never
+# mistakes a process that was just spawned for an orphan.
 active_sessions: set[int] = set()
 SPAWN_LOCK = threading.Lock()
+_Process = TypeVar("_Process", bound="subprocess.Popen[bytes]")
 _subreaper = threading.Lock()
 _subreaper_on: list[bool] = []
 
@@ -45,6 +50,26 @@ def ensure_subreaper() -> bool:
                 ok = libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
             _subreaper_on.append(ok)
         return _subreaper_on[0]
+
+
+def own_session(start: Callable[[], _Process]) -> _Process:
+    """Start a process in a session of its own (``start`` passes ``start_new_session=True``) that no
+    command's escapee scan takes for something the command left behind; :func:`release_session` once
+    it has been waited for.
+
+    Any child of this process in a foreign session that started after a command looks like an orphan
+    the command re-parented here, so a command ending in one thread killed git over a worker's input
+    that a server thread had just started (``crucible serve`` runs both in one process)."""
+    with SPAWN_LOCK:
+        process = start()
+        active_sessions.add(process.pid)
+    return process
+
+
+def release_session(pid: int) -> None:
+    """Forget a session :func:`own_session` started, once its leader was waited for (a pid is reused)."""
+    with SPAWN_LOCK:
+        active_sessions.discard(pid)
 
 
 def _stat(pid: str) -> tuple[int, int, bytes, int] | None:

@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from controller.domain.errors import GitError
+from controller.workspace.escapees import own_session, release_session
 
 # Inherited GIT_* variables that configure *how* git talks to the world (transport, credentials
 # helpers, one-off config), not *which* repository it works on. Same allow-list as pre-commit's
@@ -138,23 +139,33 @@ def run_git_bytes(
     """
     argv = ["git", *pinned_config(), *args]
     bounded = timeout is not None or cpu_s is not None
-    proc = subprocess.Popen(
-        _cpu_bounded(argv, cpu_s) if cpu_s is not None else argv,
-        cwd=cwd,
-        env=dict(env) if env is not None else git_env(),
-        stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=bounded,
-    )
-    with proc:
-        try:
-            out, err = proc.communicate(input, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
-            raise GitError(list(args), -9, f"timed out after {timeout:g} s") from None
+
+    def start() -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            _cpu_bounded(argv, cpu_s) if cpu_s is not None else argv,
+            cwd=cwd,
+            env=dict(env) if env is not None else git_env(),
+            stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=bounded,
+        )
+
+    # A bounded command's session is registered as ours: a command ending meanwhile in another thread
+    # would take it for something it left behind (``escapees.own_session``).
+    proc = own_session(start) if bounded else start()
+    try:
+        with proc:
+            try:
+                out, err = proc.communicate(input, timeout=timeout)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.communicate()
+                raise GitError(list(args), -9, f"timed out after {timeout:g} s") from None
+    finally:
+        if bounded:
+            release_session(proc.pid)
     stderr = err.decode("utf-8", "replace")
     if cpu_s is not None and _out_of_cpu(proc.returncode, stderr):
         raise GitError(list(args), proc.returncode, f"stopped after {cpu_s} s of CPU")

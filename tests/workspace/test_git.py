@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import threading
 from pathlib import Path
 
 import pytest
 
 from controller.domain.errors import GitError
 from controller.workspace.git import git_env, is_ancestor, resolve_ref, run_git
+from controller.workspace.process import CommandResult, run_command
 from tests.conftest import git, make_repo
 from tests.support.waiting import wait_until
 
@@ -128,6 +131,37 @@ def test_a_timed_out_git_command_takes_what_it_started_with_it(tmp_path: Path) -
             return True
 
     wait_until(ended, "the child git started is killed with it", timeout=10)
+
+
+def test_a_bounded_git_command_is_no_escapee_of_a_command_ending_meanwhile(tmp_path: Path) -> None:
+    """In ``crucible serve`` a server thread runs bounded git over a worker's input, in a session of
+    its own, while a local run's command ends in another thread. That command's escapee scan takes a
+    child of this process in a foreign session, started after the command, for something the command
+    left behind, and it killed git mid-call. A bounded git command's session is registered as ours."""
+    repo = make_repo(tmp_path / "r", {"a": "1"})
+    git_started = tmp_path / "git-started"
+    spawned = threading.Event()
+    ended: list[CommandResult] = []
+
+    def command() -> None:
+        script = f"while [ ! -e {git_started} ]; do sleep 0.01; done; sleep 0.2"
+        env = {"PATH": os.environ["PATH"]}
+        ended.append(
+            run_command(
+                ["sh", "-c", script], cwd=tmp_path, env=env, timeout=30, on_spawn=lambda _: spawned.set()
+            )
+        )
+
+    thread = threading.Thread(target=command)
+    thread.start()
+    try:
+        assert spawned.wait(10), "the command started"
+        slow = ["-c", f"alias.slow=!touch {git_started}; sleep 1; echo still here", "slow"]
+        assert run_git(slow, repo, timeout=30) == "still here"
+    finally:
+        git_started.touch()
+        thread.join(30)
+    assert ended and ended[0].returncode == 0, "the command ended while git ran"
 
 
 def test_a_git_command_within_its_cpu_bound_runs_as_without_it(tmp_path: Path) -> None:
