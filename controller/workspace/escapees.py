@@ -7,7 +7,8 @@ it was measured. Without a sandbox's PID namespace, crucible makes the controlle
 to init, so it stays findable. When a command ends, :func:`reap_escapees` kills, until none is left,
 every process of the command's session and every orphan re-parented to the controller that started
 after the command, in a session that is neither the controller's own nor that of another command still
-running (those are found by that command's own end). Zombie orphans are reaped.
+running (those are found by that command's own end) nor one the controller started on purpose
+(:func:`own_session`: bounded git). Zombie orphans are reaped.
 
 A cgroup per command would need a delegated cgroup-v2 subtree, which containers and many CI runners
 do not give; the subreaper works for any unprivileged process on Linux ≥ 3.4 (ADR 0007).
