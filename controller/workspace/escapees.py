@@ -29,6 +29,7 @@ from typing import TypeVar
 
 PR_SET_CHILD_SUBREAPER = 36
 ESCAPEE_GRACE_S = 2.0  # how long killed escapees get to disappear before they count as survivors
+_STAT_BYTES = 4096  # /proc/PID/stat is 52 numbers and a name of at most 64 bytes: well under this
 
 # Sessions this process started on purpose and still owns: the running commands', and those of
 # :func:`own_session` (bounded git). Guarded by SPAWN_LOCK while one is being started, so a scan never
@@ -74,13 +75,23 @@ def release_session(pid: int) -> None:
 
 
 def _stat(pid: str) -> tuple[int, int, bytes, int] | None:
-    """(parent pid, session id, state, start time in clock ticks) of ``pid`` from /proc, or None."""
+    """(parent pid, session id, state, start time in clock ticks) of ``pid`` from /proc, or None.
+
+    One ``os.read`` of the file (a few hundred bytes, made whole by the kernel on the first read),
+    not a buffered file object: a scan reads every process's, after every command, and the file
+    object cost twice the read itself."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            fields = handle.read().rsplit(b")", 1)[1].split()
+        fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        data = os.read(fd, _STAT_BYTES)
+        fields = data[data.rindex(b")") + 2 :].split(b" ", 20)  # the name may hold ") "; fields 3-22
         return int(fields[1]), int(fields[3]), fields[0], int(fields[19])
     except (OSError, IndexError, ValueError):
         return None
+    finally:
+        os.close(fd)
 
 
 def start_ticks(pid: int) -> int:
@@ -95,6 +106,8 @@ def _escapees(session: int, since: int) -> tuple[list[int], list[int]]:
     nor another running command's. The start time keeps processes this program started itself in
     their own session before the command (a server, a test's fixture) out of it."""
     me, own_session = os.getpid(), os.getsid(0)
+    with SPAWN_LOCK:
+        running_before = set(active_sessions)
     live: list[tuple[int, int]] = []  # (pid, session)
     zombies: list[tuple[int, int]] = []
     for entry in os.scandir("/proc"):
@@ -116,10 +129,14 @@ def _escapees(session: int, since: int) -> tuple[list[int], list[int]]:
             live.append((int(entry.name), sid))
     # The sessions of running commands are read *after* the scan: a command another thread spawned
     # while the scan ran is registered by then (it registers under SPAWN_LOCK before the lock is
-    # free), so it is never taken for an orphan. Read before the scan, a server's concurrent runs
-    # killed each other's freshly started commands (ADR-0012).
+    # free), so it is never taken for an orphan. Read before the scan only, a server's concurrent
+    # runs killed each other's freshly started commands (ADR-0012). They are read *before* it too: a
+    # command that ended while the scan ran left the set meanwhile, and what the scan saw of its
+    # session is its own thread's to reap, by a scan that starts after it left the set (ADR-0048).
+    # Read after only, such a session looked orphaned: the scan was repeated, and a pid of it that
+    # had already been reaped was signalled.
     with SPAWN_LOCK:
-        running = set(active_sessions) - {session}
+        running = (running_before | active_sessions) - {session}
     live = [(pid, sid) for pid, sid in live if sid not in running]
     zombies = [(pid, sid) for pid, sid in zombies if sid not in running]
     return [pid for pid, _ in live], [pid for pid, _ in zombies]
