@@ -89,6 +89,45 @@ _SET_HEAD = (
 _GET_TURN = sa.select(_TURNS).where(
     _TURNS.c.run_id == sa.bindparam("run_id"), _TURNS.c.number == sa.bindparam("number")
 )
+_INSERT_TURN = sa.insert(_TURNS)
+# A decision: the SET clause is the parameters' column names (``decision_values`` and ``decided_at``),
+# the WHERE clause's names are not columns'.
+_DECIDE_TURN = sa.update(_TURNS).where(
+    _TURNS.c.run_id == sa.bindparam("of_run"),
+    _TURNS.c.number == sa.bindparam("of_number"),
+    _TURNS.c.phase == TurnPhase.STARTED.value,
+)
+_ADD_TO_RUN = (
+    sa.update(_RUNS)
+    .where(_RUNS.c.id == sa.bindparam("of_run"))
+    .values(
+        cost_usd=_RUNS.c.cost_usd + sa.bindparam("add_cost", type_=sa.Double),
+        tokens=_RUNS.c.tokens + sa.bindparam("add_tokens", type_=sa.BigInteger),
+    )
+)
+_ALL_TURNS = sa.select(_TURNS).where(_TURNS.c.run_id == sa.bindparam("run_id")).order_by(_TURNS.c.number)
+_LAST_TURNS = (
+    sa.select(_TURNS)
+    .where(_TURNS.c.run_id == sa.bindparam("run_id"))
+    .order_by(_TURNS.c.number.desc())
+    .limit(sa.bindparam("last", type_=sa.Integer))
+)
+# ``count_turns``'s one statement: the counts per round and phase, and (marked ``open``) the number of
+# each STARTED turn.
+_COUNT_TURNS = sa.union_all(
+    sa.select(
+        sa.literal(False).label("open"),
+        _TURNS.c.round,
+        _TURNS.c.phase,
+        sa.func.count(),
+        sa.func.max(_TURNS.c.number),
+    )
+    .where(_TURNS.c.run_id == sa.bindparam("run_id"))
+    .group_by(_TURNS.c.round, _TURNS.c.phase),
+    sa.select(sa.literal(True), _TURNS.c.round, _TURNS.c.phase, sa.literal(1), _TURNS.c.number).where(
+        _TURNS.c.run_id == sa.bindparam("run_id"), _TURNS.c.phase == TurnPhase.STARTED.value
+    ),
+)
 
 
 def lock_run_id(db: Session | Connection, run_id: str) -> None:
@@ -123,10 +162,16 @@ def set_component_head(db: Session | Connection, run_id: str, name: str, head_sh
 
 def read_turn(db: Session | Connection, run_id: str, number: int) -> TurnRecord:
     """The turn as stored now (Core: nothing cached in a session)."""
-    row = db.execute(_GET_TURN, {"run_id": run_id, "number": number}).one_or_none()
-    if row is None:
+    found = find_turn(db, run_id, number)
+    if found is None:
         raise NotFoundError(f"run {run_id} has no turn {number}")
-    return turn_record(row)
+    return found
+
+
+def find_turn(db: Session | Connection, run_id: str, number: int) -> TurnRecord | None:
+    """``read_turn``, None for a turn that does not exist."""
+    row = db.execute(_GET_TURN, {"run_id": run_id, "number": number}).one_or_none()
+    return None if row is None else turn_record(row)
 
 
 def get_component_row(s: Session, run_id: str, name: str) -> ComponentRow:
@@ -143,20 +188,71 @@ def get_turn_row(s: Session, run_id: str, number: int, *, fresh: bool = False) -
     return row
 
 
-def new_turn_row(run_id: str, number: int, round: int, now: datetime) -> TurnRow:
-    return TurnRow(
+def insert_turn(db: Session | Connection, run_id: str, number: int, round: int, now: datetime) -> TurnRecord:
+    """Turn ``number`` inserted as STARTED with one Core statement, and its record (no ORM unit of
+    work: this runs once per turn of every served run)."""
+    db.execute(
+        _INSERT_TURN,
+        {
+            "run_id": run_id,
+            "number": number,
+            "round": round,
+            "phase": TurnPhase.STARTED.value,
+            "started_at": now,
+            "changed_paths": [],
+            "commits": {},
+            "cost_usd": 0.0,
+            "tokens": 0,
+            "duration_s": 0.0,
+            "detail": "",
+        },
+    )
+    return TurnRecord(
         run_id=run_id,
         number=number,
         round=round,
-        phase=TurnPhase.STARTED.value,
+        phase=TurnPhase.STARTED,
         started_at=now,
-        changed_paths=[],
+        decided_at=None,
+        outcome=None,
+        reason=None,
+        value=None,
+        p_value=None,
+        hypothesis=None,
+        changed_paths=(),
         commits={},
         cost_usd=0.0,
         tokens=0,
         duration_s=0.0,
         detail="",
     )
+
+
+def decide_turn_row(
+    db: Session | Connection, run_id: str, number: int, decision: TurnDecision, now: datetime
+) -> bool:
+    """Move a STARTED turn to DECIDED with ``decision``; False when no STARTED turn ``number`` exists."""
+    values = {**decision_values(decision), "decided_at": now, "of_run": run_id, "of_number": number}
+    done = db.execute(_DECIDE_TURN, values)
+    return cast(CursorResult[Any], done).rowcount == 1
+
+
+def add_to_run(
+    db: Session | Connection,
+    run_id: str,
+    *,
+    cost_usd: float,
+    tokens: int,
+    now: datetime,
+    champion: tuple[float, int] | None,
+) -> None:
+    """Add a turn's cost and tokens to its run's (in SQL, under the run's lock) and set the champion
+    (value, turn) when given."""
+    values: dict[str, object] = {"of_run": run_id, "add_cost": cost_usd, "add_tokens": tokens}
+    values["updated_at"] = now
+    if champion is not None:
+        values.update(champion_value=champion[0], champion_turn=champion[1])
+    db.execute(_ADD_TO_RUN, values)
 
 
 def decision_values(decision: TurnDecision) -> dict[str, object]:
@@ -233,10 +329,9 @@ def list_turn_records(s: Session, run_id: str, last: int | None) -> list[TurnRec
     """The run's turns by number, or only the ``last`` ones (still ascending). Core rows, not ORM
     objects: the run page reads all of a run's turns, and an identity map of 500 rows cost more than
     the query (bench/dashboard.py)."""
-    query = sa.select(_TURNS).where(_TURNS.c.run_id == run_id)
     if last is None:
-        return [turn_record(row) for row in s.execute(query.order_by(_TURNS.c.number)).all()]
-    rows = [turn_record(row) for row in s.execute(query.order_by(_TURNS.c.number.desc()).limit(last)).all()]
+        return [turn_record(row) for row in s.execute(_ALL_TURNS, {"run_id": run_id}).all()]
+    rows = [turn_record(row) for row in s.execute(_LAST_TURNS, {"run_id": run_id, "last": last}).all()]
     return rows[::-1]
 
 
@@ -256,21 +351,7 @@ def count_turns(s: Session, run_id: str) -> TurnCounts:
     decided: dict[int, int] = {}
     highest = 0
     started: list[int] = []
-    grouped = (
-        sa.select(
-            sa.literal(False).label("open"),
-            TurnRow.round,
-            TurnRow.phase,
-            sa.func.count(),
-            sa.func.max(TurnRow.number),
-        )
-        .where(TurnRow.run_id == run_id)
-        .group_by(TurnRow.round, TurnRow.phase)
-    )
-    open_turns = sa.select(
-        sa.literal(True), TurnRow.round, TurnRow.phase, sa.literal(1), TurnRow.number
-    ).where(TurnRow.run_id == run_id, TurnRow.phase == TurnPhase.STARTED.value)
-    for is_open, round_number, phase, count, top in s.execute(sa.union_all(grouped, open_turns)):
+    for is_open, round_number, phase, count, top in s.execute(_COUNT_TURNS, {"run_id": run_id}):
         if is_open:
             started.append(int(top))
             continue

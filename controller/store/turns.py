@@ -11,30 +11,29 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
-from typing import Any, cast
+from typing import Any
 
-import sqlalchemy as sa
-from sqlalchemy.engine import CursorResult
 from sqlalchemy.orm import Session
 
 from controller.domain.enums import EventKind, Reason, TurnPhase
 from controller.domain.errors import ConflictError, NotFoundError
 from controller.store import hypotheses as hypothesis_rows
-from controller.store.models import RunRow, TurnRow
 from controller.store.queries import (
+    add_to_run,
     append_event_row,
     count_turns,
-    decision_values,
+    decide_turn_row,
     delete_samples,
+    find_turn,
     get_run_row,
     get_turn_row,
     insert_event,
     insert_samples,
+    insert_turn,
     list_sample_records,
     list_turn_records,
     lock_run,
     lock_run_id,
-    new_turn_row,
     read_run,
     read_turn,
     require_finite,
@@ -82,23 +81,21 @@ class TurnsAndSamples:
         """
         if number < 1:
             raise ValueError(f"turn numbers start at 1 (0 is the baseline), got {number}")
-        with self._session() as s:
+        with self._session() as s:  # Core statements: a served turn's first transaction (ADR-0048)
             lock_run_id(s, run_id)
-            row = s.get(TurnRow, (run_id, number))
-            if row is None:
-                row = new_turn_row(run_id, number, round, self._now())
-                s.add(row)
-                s.flush()
+            record = find_turn(s, run_id, number)
+            if record is None:
+                record = insert_turn(s, run_id, number, round, self._now())
             else:
-                if row.phase == TurnPhase.DECIDED:
+                if record.phase == TurnPhase.DECIDED:
                     raise ConflictError(f"turn {number} of run {run_id} is already decided")
-                if row.round != round:
-                    raise ConflictError(f"turn {number} of run {run_id} was started in round {row.round}")
+                if record.round != round:
+                    raise ConflictError(f"turn {number} of run {run_id} was started in round {record.round}")
                 delete_samples(s, run_id, number)
                 hypothesis_rows.delete(s, run_id, number)
             if event is not None:
                 insert_event(s, run_id, event[0], event[1], self._now())
-            return row.to_record()
+            return record
 
     def decide_turn(
         self,
@@ -131,29 +128,12 @@ class TurnsAndSamples:
         with self._session() as s:
             lock_run_id(s, run_id)
             now = self._now()
-            decided = s.execute(
-                sa.update(TurnRow)
-                .where(
-                    TurnRow.run_id == run_id,
-                    TurnRow.number == number,
-                    TurnRow.phase == TurnPhase.STARTED.value,
-                )
-                .values(**decision_values(decision), decided_at=now)
-                .execution_options(synchronize_session=False)
-            )
-            if cast(CursorResult[Any], decided).rowcount != 1:
-                if s.get(TurnRow, (run_id, number)) is None:
+            if not decide_turn_row(s, run_id, number, decision, now):
+                if find_turn(s, run_id, number) is None:
                     raise NotFoundError(f"run {run_id} has no turn {number}")
                 raise ConflictError(f"turn {number} of run {run_id} is already decided")
-            runs = cast(sa.Table, RunRow.__table__)
-            run: dict[str, object] = {
-                "cost_usd": runs.c.cost_usd + decision.cost_usd,
-                "tokens": runs.c.tokens + decision.tokens,
-                "updated_at": now,
-            }
-            if champion is not None:
-                run.update(champion_value=champion.value, champion_turn=champion.turn)
-            s.execute(sa.update(runs).where(runs.c.id == run_id).values(**run))
+            won = None if champion is None else (champion.value, champion.turn)
+            add_to_run(s, run_id, cost_usd=decision.cost_usd, tokens=decision.tokens, now=now, champion=won)
             for name, sha in component_heads.items():
                 set_component_head(s, run_id, name, sha)
             insert_samples(s, sample_rows)
