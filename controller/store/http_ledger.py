@@ -191,7 +191,11 @@ class HttpLedger:
         event: tuple[EventKind, Mapping[str, Any]],
         samples: Sequence[Sample] = (),
         hypotheses: Mapping[int, tuple[Reason, str]] | None = None,
+        progress: Sequence[tuple[EventKind, Mapping[str, Any]]] = (),
     ) -> TurnRecord:
+        """The decision, after its ``progress`` (one request per event, as ``append_events``: the worker
+        API takes the decision without them)."""
+        self.append_events(run_id, progress)
         commits = {**component_heads, **decision.commits}
         if commits and self._before_keep is not None:
             self._before_keep(run_id, number, commits)

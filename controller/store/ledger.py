@@ -98,11 +98,16 @@ class Ledger(Protocol):
         event: tuple[EventKind, Mapping[str, Any]],
         samples: Sequence[Sample] = (),
         hypotheses: Mapping[int, tuple[Reason, str]] | None = None,
+        progress: Sequence[tuple[EventKind, Mapping[str, Any]]] = (),
     ) -> TurnRecord:
         """Decide a STARTED turn exactly once, with everything it changes, in one transaction.
 
         ``hypotheses`` (``broker.parallel > 1``): index -> (final reason, detail) of every reported
-        hypothesis; ConflictError unless it names exactly the reported ones."""
+        hypothesis; ConflictError unless it names exactly the reported ones. ``progress``: the turn's
+        progress events not written yet (``execution.progress``), appended in order before ``event``:
+        in the decision's transaction where the backend has one (the SQL store, the memory fake: a
+        refused decision writes none of them); the HTTP ledger sends them first, as ``append_events``
+        does, so a refused decision may follow them."""
         ...
 
     def report_hypothesis(self, run_id: str, turn: int, report: HypothesisReport) -> HypothesisRecord:

@@ -108,6 +108,7 @@ class TurnsAndSamples:
         event: tuple[EventKind, Mapping[str, Any]],
         samples: Sequence[Sample] = (),
         hypotheses: Mapping[int, tuple[Reason, str]] | None = None,
+        progress: Sequence[tuple[EventKind, Mapping[str, Any]]] = (),
     ) -> TurnRecord:
         """Decide a STARTED turn, exactly once, in one transaction.
 
@@ -117,7 +118,8 @@ class TurnsAndSamples:
         from a racing controller, raises ConflictError and changes nothing. NotFoundError if the
         run, the turn or a component in ``component_heads`` does not exist. ``hypotheses`` (parallel
         turns): the final reason and detail of every reported hypothesis, ConflictError unless it names
-        exactly the reported ones.
+        exactly the reported ones. ``progress``: events appended before the decision's, in its
+        transaction (the turn's progress not written yet: one transaction a turn fewer).
         """
         require_finite("value", decision.value)
         require_finite("p_value", decision.p_value)
@@ -140,6 +142,8 @@ class TurnsAndSamples:
             if hypotheses is not None:
                 hypothesis_rows.finalise(s, run_id, number, hypotheses)
                 s.flush()
+            for kind, payload in progress:  # the turn's pending progress, before its decision
+                insert_event(s, run_id, kind, payload, now)
             insert_event(s, run_id, event[0], event[1], now)
             return read_turn(s, run_id, number)
 

@@ -173,6 +173,42 @@ def test_a_turn_is_started_then_decided_exactly_once(harness: LedgerHarness) -> 
     assert len(ledger.list_events(run_id)) == 2
 
 
+def test_a_decision_appends_the_turns_pending_progress_before_its_own_event(harness: LedgerHarness) -> None:
+    ledger, run_id = harness.ledger, harness.seed_run()
+    ledger.start_turn(run_id, 1, 0, event=(EventKind.TURN_STARTED, {"turn": 1, "round": 0}))
+    progress = [_progress(n=1), _progress(n=2)]
+    ledger.decide_turn(
+        run_id,
+        1,
+        FAIL,
+        champion=None,
+        component_heads={},
+        event=(EventKind.FAILED, _decided(1, FAIL)),
+        progress=progress,
+    )
+    stored = ledger.list_events(run_id)
+    assert [(e.kind, e.payload.get("n")) for e in stored] == [
+        (EventKind.TURN_STARTED, None),
+        (EventKind.TURN_STEP, 1),
+        (EventKind.TURN_STEP, 2),
+        (EventKind.FAILED, None),
+    ]
+    assert [e.id for e in stored] == sorted(e.id for e in stored)
+    if harness.worker:
+        return  # the HTTP ledger sends the progress first, as append_events does (the contract allows it there)
+    with pytest.raises(ConflictError):
+        ledger.decide_turn(
+            run_id,
+            1,
+            FAIL,
+            champion=None,
+            component_heads={},
+            event=(EventKind.FAILED, _decided(1, FAIL)),
+            progress=[_progress(n=3)],
+        )
+    assert len(ledger.list_events(run_id)) == 4, "a refused decision wrote none of its progress"
+
+
 def test_restarting_a_started_turn_returns_it_and_drops_its_samples(harness: LedgerHarness) -> None:
     ledger, run_id = harness.ledger, harness.seed_run()
     ledger.start_turn(run_id, 1, 0)

@@ -241,6 +241,7 @@ class MemoryLedger:
         event: tuple[EventKind, Mapping[str, Any]],
         samples: Sequence[Sample] = (),
         hypotheses: Mapping[int, tuple[Reason, str]] | None = None,
+        progress: Sequence[tuple[EventKind, Mapping[str, Any]]] = (),
     ) -> TurnRecord:
         _finite("value", decision.value)
         _finite("p_value", decision.p_value)
@@ -287,6 +288,8 @@ class MemoryLedger:
                     outcome=OUTCOME_OF_REASON[reason],
                     detail=detail,
                 )
+            for kind, payload in progress:
+                self._append(run_id, kind, payload)
             self._append(run_id, *event)
             return decided
 

@@ -9,8 +9,9 @@ parallel turn's hypotheses (ADR-0016) each report their own, with ``parallel_ind
 one leaves it out, so its events keep the shape ``docs/cli.md`` documents.
 
 They are grouped (ADR-0046): an event waits up to ``FLUSH_AFTER_S`` for the ones after it and they are
-written together, in one transaction (``Ledger.append_events``), by a timer or by the turn itself just
-before its decision (``flush``), so they still come before it. A turn of a few hundred milliseconds wrote
+written together, in one transaction (``Ledger.append_events``), by a timer, or by the turn's decision
+(``take``, ADR-0048: in the decision's own transaction, before its event), so they still come before
+it. A turn of a few hundred milliseconds wrote
 five transactions of progress (three steps, a sample per arm): now one. A person watching sees a step at
 most ``FLUSH_AFTER_S`` late; a crash loses at most that much progress, which nothing recovers from.
 """
@@ -86,6 +87,18 @@ class TurnProgress:
                 self._timer.cancel()
                 self._timer = None
             self._write()
+
+    def take(self) -> list[tuple[EventKind, Mapping[str, Any]]]:
+        """The pending events, handed to the caller to write with the turn's decision
+        (``Ledger.decide_turn(progress=...)``, ADR-0048): one transaction instead of two. The timer is
+        stopped and the events are forgotten here: a decision that fails loses them with it (the turn
+        is run again from its start, with progress of its own), as a crash does."""
+        with self._lock:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            taken, self._pending = self._pending, []
+            return taken
 
     def flush_after_error(self) -> None:
         """``flush`` for a turn an exception cut off: that exception is the one to report, so a ledger

@@ -206,7 +206,6 @@ def _decide(
         change = events.KnobChange(file=p.knob.file, key=p.knob.key, old=p.old, new=p.new)
         payload = payload.model_copy(update={"proposal": change})
     kind = EVENT_OF_OUTCOME[outcome]
-    progress.flush()  # the turn's progress events come before its decision
     try:
         record = ctx.ledger.decide_turn(
             ctx.run_id,
@@ -216,8 +215,10 @@ def _decide(
             component_heads={c: heads[c] for c in work.changed} if keep else {},
             event=(kind, payload.dump()),
             samples=work.raw_samples,
+            progress=progress.take(),  # the turn's progress events come before its decision
         )
     except UnconfirmedError as refused:  # a remote keep its confirmation did not reproduce (ADR-0043)
+        # Only the HTTP ledger refuses so, and it sent the progress before the decision.
         keep = False
         settle_arms(ctx, None)
         record = _unconfirmed(ctx, number, decision, payload, work.raw_samples, str(refused))
