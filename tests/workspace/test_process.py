@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.workspace import process
+from controller.workspace import escapees, process
 from controller.workspace.process import (
     CommandResult,
     kill_process_group,
@@ -260,3 +260,31 @@ def test_a_process_that_left_the_session_does_not_outlive_the_command(tmp_path: 
     pid = int(pidfile.read_text())
     stat_file = Path(f"/proc/{pid}/stat")
     assert not stat_file.exists() or b") Z" in stat_file.read_bytes(), "the setsid daemon is still running"
+
+
+def test_a_command_that_ends_while_another_scans_is_left_to_its_own_reap(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A server runs commands side by side: one that ends (its thread takes its session out of
+    ``active_sessions`` and scans after) while another command's end is scanning must not look like
+    that command's orphan. Its session leaves the set mid-scan here, as that thread would take it out."""
+    other = subprocess.Popen(["sleep", "60"], start_new_session=True)  # a child in a session of its own
+    real_stat = escapees._stat
+
+    def ending_midway(pid: str) -> tuple[int, int, bytes, int] | None:
+        escapees.active_sessions.discard(other.pid)  # the other command ended meanwhile
+        return real_stat(pid)
+
+    session = os.getpid() + 1_000_000  # the scanning command's (gone already: nothing of it is left)
+    try:
+        escapees.active_sessions.add(other.pid)
+        monkeypatch.setattr(escapees, "_stat", ending_midway)
+        live, _ = escapees._escapees(session, since=0)
+        assert other.pid not in live
+        monkeypatch.setattr(escapees, "_stat", real_stat)
+        live, _ = escapees._escapees(session, since=0)
+        assert other.pid in live, "once it has ended, what is left of its session is an escapee"
+    finally:
+        escapees.active_sessions.discard(other.pid)
+        other.kill()
+        other.wait()
