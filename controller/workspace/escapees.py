@@ -132,7 +132,8 @@ def _escapees(session: int, since: int) -> tuple[list[int], list[int]]:
     # free), so it is never taken for an orphan. Read before the scan only, a server's concurrent
     # runs killed each other's freshly started commands (ADR-0012). They are read *before* it too: a
     # command that ended while the scan ran left the set meanwhile, and what the scan saw of its
-    # session is its own thread's to reap, by a scan that starts after it left the set (ADR-0048).
+    # session is its own thread's to reap, by a scan that starts after it left the set (ADR-0048); a
+    # session ``own_session`` released meanwhile is git's, which this process started itself.
     # Read after only, such a session looked orphaned: the scan was repeated, and a pid of it that
     # had already been reaped was signalled.
     with SPAWN_LOCK:

@@ -195,7 +195,7 @@ def test_a_decision_appends_the_turns_pending_progress_before_its_own_event(harn
     ]
     assert [e.id for e in stored] == sorted(e.id for e in stored)
     if harness.worker:
-        return  # the HTTP ledger sends the progress first, as append_events does (the contract allows it there)
+        return  # the HTTP ledger sends the progress first, as append_events does (the contract allows it)
     with pytest.raises(ConflictError):
         ledger.decide_turn(
             run_id,
