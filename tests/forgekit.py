@@ -31,6 +31,7 @@ from controller.services.execution.runs import create_run, open_context
 from controller.services.feedback.publish import Publisher
 from controller.store import Store
 from tests.conftest import git, make_repo
+from tests.support.fixtures import migrated_sqlite_url
 
 TOKENS = {"alice": "tok-alice-0123456789", "bob": "tok-bob-0123456789", "mallory": "tok-mallory-0123456789"}
 """Every forge user and its token: alice owns the repositories, bob may push, mallory may not."""
@@ -212,10 +213,11 @@ def write_spec(tmp_path: Path, text: str) -> Path:
 
 
 def crucible_settings(tmp_path: Path) -> Settings:
-    """Settings for a fresh crucible home under ``tmp_path`` with its SQLite database inside."""
+    """Settings for a fresh crucible home under ``tmp_path`` with its SQLite database inside (a copy of
+    the migrated one: these tests are about publishing, not migrations)."""
     home = tmp_path / "crucible-home"
     home.mkdir()
-    return Settings(home=home, database_url=f"sqlite:///{home / 'crucible.db'}")
+    return Settings(home=home, database_url=migrated_sqlite_url(home / "crucible.db"))
 
 
 def forge_client(api_url: str, user: str) -> GithubForge:

@@ -36,6 +36,7 @@ from controller.store import ComponentRecord, NewRun, RunRecord, Store
 from controller.store.http_ledger import HttpLedger
 from controller.store.ledger import Ledger
 from controller.store.records import Sample
+from tests.support.fixtures import migrated_sqlite_url
 from tests.support.memory_ledger import MemoryLedger
 
 # The run's spec as the controller reads it: the HTTP ledger's routes recompute a worker's verdicts
@@ -175,11 +176,11 @@ def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LedgerHa
         memory = MemoryLedger()
         yield LedgerHarness(ledger=memory, store=memory)
     elif request.param == "sqlite":
-        yield from _sql(f"sqlite:///{tmp_path / 'ledger.db'}")
+        yield from _sql(migrated_sqlite_url(tmp_path / "ledger.db"))
     elif request.param == "postgresql":
         yield from _sql(request.getfixturevalue("migrated_postgres_url"))
     elif request.param == "http-sqlite":
-        yield from _http(f"sqlite:///{tmp_path / 'ledger.db'}", tmp_path / "home")
+        yield from _http(migrated_sqlite_url(tmp_path / "ledger.db"), tmp_path / "home")
     elif request.param == "http-postgresql":
         yield from _http(request.getfixturevalue("migrated_postgres_url"), tmp_path / "home")
     else:  # pragma: no cover - a new implementation must say how it is built

@@ -23,6 +23,7 @@ from controller.store import ComponentRecord, NewRun
 from controller.store.ports import ControllerStore
 from controller.store.store import Store, as_controller_store
 from tests.support import Clock
+from tests.support.fixtures import migrated_sqlite_url
 
 IMPLEMENTATIONS = ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
 
@@ -90,7 +91,7 @@ def _sql(url: str) -> Iterator[PortHarness]:
 @pytest.fixture(params=IMPLEMENTATIONS)
 def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[PortHarness]:
     if request.param == "sqlite":
-        yield from _sql(f"sqlite:///{tmp_path / 'ports.db'}")
+        yield from _sql(migrated_sqlite_url(tmp_path / "ports.db"))
     elif request.param == "postgresql":
         yield from _sql(request.getfixturevalue("migrated_postgres_url"))
     else:  # pragma: no cover - a new implementation must say how it is built

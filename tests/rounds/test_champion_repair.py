@@ -23,6 +23,7 @@ from controller.store import Store
 from controller.store.records import TurnRecord
 from controller.wiring import compose_service
 from tests.conftest import make_repo
+from tests.support.fixtures import migrated_sqlite_url
 
 pytestmark = pytest.mark.slow
 
@@ -117,7 +118,7 @@ def _drive(tmp_path: Path, agent: str, spec: str, files: dict[str, str]) -> tupl
     script = tmp_path / "agent.sh"
     script.write_text(agent)
     repo = make_repo(tmp_path / "app", {**files, "crucible.toml": spec.format(agent=script)})
-    url = f"sqlite:///{tmp_path / 'crucible.db'}"
+    url = migrated_sqlite_url(tmp_path / "crucible.db")
     with Store.open(url, upgrade=True) as store:
         settings = Settings(home=tmp_path / "home", database_url=url)
         service = compose_service(

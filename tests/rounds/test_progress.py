@@ -13,12 +13,13 @@ from controller.domain.enums import EventKind, SampleArm, TurnStep
 from controller.domain.errors import NotFoundError
 from controller.services.execution.progress import TurnProgress
 from controller.store import Store
+from tests.support.fixtures import migrated_sqlite_url
 from tests.support.records import new_run
 
 
 @pytest.fixture
 def store(tmp_path: Path) -> Store:
-    opened = Store.open(f"sqlite:///{tmp_path / 'ledger.db'}", upgrade=True)
+    opened = Store.open(migrated_sqlite_url(tmp_path / "ledger.db"), upgrade=True)
     opened.create_run(new_run("r1"))
     return opened
 

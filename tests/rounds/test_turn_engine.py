@@ -30,6 +30,7 @@ from controller.services.execution.play import Refinement, play_turns
 from controller.services.execution.runs import create_run, open_context
 from controller.services.execution.turn import run_turn
 from controller.store.store import Store
+from tests.support.fixtures import migrated_sqlite_url
 from tests.support.waiting import wait_until
 
 BASE = """
@@ -104,7 +105,7 @@ def engine(
         )
         spec_path.write_text(text)
         spec = load_spec(spec_path)
-        settings = Settings(home=tmp_path / "home", database_url=f"sqlite:///{tmp_path / 'c.db'}")
+        settings = Settings(home=tmp_path / "home", database_url=migrated_sqlite_url(tmp_path / "c.db"))
         store = Store.open(settings.database_url, upgrade=True)
         run_id = create_run(store, spec, text, spec_path)
         stores[run_id] = store
