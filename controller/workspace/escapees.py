@@ -25,6 +25,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TypeVar
 
 PR_SET_CHILD_SUBREAPER = 36
@@ -100,44 +101,105 @@ def start_ticks(pid: int) -> int:
     return 0 if found is None else found[3]
 
 
-def _escapees(session: int, since: int) -> tuple[list[int], list[int]]:
-    """(live, zombie) pids of ``session`` and of orphans re-parented to this process that started no
-    earlier than the command (``since``, clock ticks) in a session that is neither this process's
-    nor another running command's. The start time keeps processes this program started itself in
-    their own session before the command (a server, a test's fixture) out of it."""
-    me, own_session = os.getpid(), os.getsid(0)
+@dataclass(frozen=True)
+class _Walk:
+    """One pass over ``/proc``: (pid, parent, session, state, start ticks) of every process but this
+    one, and the sessions registered as running when the pass began."""
+
+    running_before: frozenset[int]
+    rows: tuple[tuple[int, int, int, bytes, int], ...]
+
+
+def _walk_proc() -> _Walk:
+    me = os.getpid()
     with SPAWN_LOCK:
-        running_before = set(active_sessions)
-    live: list[tuple[int, int]] = []  # (pid, session)
-    zombies: list[tuple[int, int]] = []
+        running_before = frozenset(active_sessions)
+    rows = []
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit() or int(entry.name) == me:
             continue
         found = _stat(entry.name)
-        if found is None:
-            continue
-        parent, sid, state, started = found
+        if found is not None:
+            parent, sid, state, started = found
+            rows.append((int(entry.name), parent, sid, state, started))
+    return _Walk(running_before, tuple(rows))
+
+
+class _SharedWalks:
+    """Passes over ``/proc`` shared by the command ends that ask for one before it begins (ADR-0048).
+
+    Concurrent runs' commands end together: in ``bench/scheduler.py``'s steady state more than half of
+    the scans began while another was under way. A caller is only ever given a pass that *began after
+    it asked*: what it must see is what is left once its command ended (its leader waited for, its
+    session out of ``active_sessions``), so a pass under way when it asks is not its own; it waits for
+    the next one, which every caller that asked meanwhile shares. Each caller filters the rows for its
+    own command (``_escapees``)."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._begun = 0  # passes begun so far
+        self._walking = False
+        self._last: tuple[int, _Walk] | None = None  # the number and result of the last pass finished
+
+    def walk(self) -> _Walk:
+        with self._changed:
+            wanted = self._begun + 1  # the first pass to begin from now on
+            while self._last is None or self._last[0] < wanted:
+                if not self._walking:
+                    self._walking, self._begun = True, self._begun + 1
+                    number = self._begun
+                    break
+                self._changed.wait()
+            else:
+                return self._last[1]
+        try:
+            found = _walk_proc()
+        except BaseException:
+            with self._changed:
+                self._walking = False
+                self._changed.notify_all()
+            raise
+        with self._changed:
+            self._walking, self._last = False, (number, found)
+            self._changed.notify_all()
+        return found
+
+
+_WALKS = _SharedWalks()
+
+
+def _escapees(session: int, since: int) -> tuple[list[int], list[int]]:
+    """(live, zombie) pids of ``session`` and of orphans re-parented to this process that started no
+    earlier than the command (``since``, clock ticks) in a session that is neither this process's
+    nor another running command's. The start time keeps processes this program started itself in
+    their own session before the command (a server, a test's fixture) out of it. From a pass over
+    ``/proc`` that began after the call (``_SharedWalks``)."""
+    me, own_session = os.getpid(), os.getsid(0)
+    walk = _WALKS.walk()
+    live: list[tuple[int, int]] = []  # (pid, session)
+    zombies: list[tuple[int, int]] = []
+    for pid, parent, sid, state, started in walk.rows:
         foreign = parent == me and sid != own_session
         if state in (b"Z", b"X"):
             # A dead orphan is reaped whenever it started: as a subreaper this process inherits the
             # zombies of everything that leaves one (bwrap's namespace init after a probe, say).
             if parent == me and (sid == session or foreign):
-                zombies.append((int(entry.name), sid))
-        elif sid == session or (foreign and (started, int(entry.name)) > (since, session)):
+                zombies.append((pid, sid))
+        elif sid == session or (foreign and (started, pid) > (since, session)):
             # Started after the command's leader: a later clock tick, or the same tick (10 ms) and a
             # higher pid (pids are handed out in order; a wrap within one tick is not a concern).
-            live.append((int(entry.name), sid))
+            live.append((pid, sid))
     # The sessions of running commands are read *after* the scan: a command another thread spawned
     # while the scan ran is registered by then (it registers under SPAWN_LOCK before the lock is
     # free), so it is never taken for an orphan. Read before the scan only, a server's concurrent
     # runs killed each other's freshly started commands (ADR-0012). They are read *before* it too: a
     # command that ended while the scan ran left the set meanwhile, and what the scan saw of its
-    # session is its own thread's to reap, by a scan that starts after it left the set (ADR-0048); a
+    # session is its own thread's to reap, by a scan that begins after it left the set (ADR-0048); a
     # session ``own_session`` released meanwhile is git's, which this process started itself.
     # Read after only, such a session looked orphaned: the scan was repeated, and a pid of it that
     # had already been reaped was signalled.
     with SPAWN_LOCK:
-        running = (running_before | active_sessions) - {session}
+        running = (walk.running_before | active_sessions) - {session}
     live = [(pid, sid) for pid, sid in live if sid not in running]
     zombies = [(pid, sid) for pid, sid in zombies if sid not in running]
     return [pid for pid, _ in live], [pid for pid, _ in zombies]

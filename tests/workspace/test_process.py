@@ -288,3 +288,41 @@ def test_a_command_that_ends_while_another_scans_is_left_to_its_own_reap(
         escapees.active_sessions.discard(other.pid)
         other.kill()
         other.wait()
+
+
+def test_a_pass_over_proc_under_way_when_a_command_ends_is_not_its_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Commands that end while a pass is under way share the next one: a pass that began before a
+    command ended may have missed what the command left, so it is never given to that command."""
+    walks = escapees._SharedWalks()
+    began, finish = [threading.Event(), threading.Event()], [threading.Event(), threading.Event()]
+    passes: list[int] = []
+
+    def one_pass() -> escapees._Walk:
+        number = len(passes)
+        passes.append(number)
+        began[number].set()
+        assert finish[number].wait(30)
+        return escapees._Walk(frozenset(), ((number, 0, 0, b"S", 0),))
+
+    monkeypatch.setattr(escapees, "_walk_proc", one_pass)
+    got: dict[str, int] = {}
+
+    def ask(name: str) -> None:
+        got[name] = walks.walk().rows[0][0]
+
+    first = threading.Thread(target=ask, args=("first",))
+    first.start()
+    assert began[0].wait(30)
+    later = [threading.Thread(target=ask, args=(name,)) for name in ("second", "third")]
+    for thread in later:
+        thread.start()
+    wait_until(lambda: len(walks._changed._waiters) == 2, "both later callers waiting")  # type: ignore[attr-defined]
+    finish[0].set()
+    assert began[1].wait(30)  # one of them began the next pass; the other waits for it
+    finish[1].set()
+    for thread in (first, *later):
+        thread.join(30)
+    assert got == {"first": 0, "second": 1, "third": 1}
+    assert passes == [0, 1]
