@@ -16,15 +16,21 @@ from tests.agentkit.gemini import GeminiGenerateContent
 from tests.agentkit.responses import OpenAIResponses
 from tests.agentkit.script import Edit
 from tests.agentkit.server import ModelServer, ScriptedModel, running_model_server
-from tests.e2e.conftest import Project, project
+from tests.e2e.conftest import Project, migrated_home, project
 
-__all__ = ["EDIT", "model_server", "preset_spec", "project"]
+__all__ = ["EDIT", "migrated_home", "model_server", "preset_spec", "project"]
 
 EDIT = Edit("src/value.txt", "10", "8", hypothesis="lower the value to 8")
 """The one edit the scripted model makes: the default project's metric reads src/value.txt."""
 
 
 DIALECTS = (AnthropicMessages(), OpenAIResponses(), ChatCompletions(), GeminiGenerateContent())
+
+
+@pytest.fixture(autouse=True)
+def _home_run_in_before(migrated_home: Path) -> None:
+    """The presets' runs start on a home crucible ran in before (``migrated_home``): they are about
+    the agents, not a first run."""
 
 
 @pytest.fixture

@@ -17,7 +17,8 @@ import pytest
 from tests.conftest import git
 from tests.e2e.conftest import Project, assert_checkout_at, ok_run, outcomes
 
-pytestmark = pytest.mark.slow
+# Runs on a home crucible ran in before (``migrated_home``): not about a first run.
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("migrated_home")]
 
 
 def test_repository_configured_programs_never_run_and_git_changes_are_undone(

@@ -18,7 +18,8 @@ import pytest
 from controller.workspace.denylist import DENIED_IN_HOME, passwd_home
 from tests.e2e.conftest import Project, ok_run, outcomes
 
-pytestmark = pytest.mark.slow
+# Runs on a home crucible ran in before (``migrated_home``): not about a first run.
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("migrated_home")]
 
 SHELL_PATH = "/usr/local/bin:/usr/bin:/bin"
 

@@ -22,7 +22,8 @@ from tests.e2e.conftest import (
 )
 from tests.support.waiting import wait_until
 
-pytestmark = pytest.mark.slow
+# Runs on a home crucible ran in before (``migrated_home``): not about a first run.
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("migrated_home")]
 
 # Turn 1 is a kept improvement (so the champion is not the base); turn 2 improves the metric too, leaves an
 # untracked and an ignored file behind, and then misbehaves in the way the test names.

@@ -19,7 +19,8 @@ import pytest
 from tests.conftest import git
 from tests.e2e.conftest import Project, ok_run, outcomes
 
-pytestmark = pytest.mark.slow
+# Runs on a home crucible ran in before (``migrated_home``): not about a first run.
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("migrated_home")]
 
 EVALLIB = 'def score():\n    return float(open("src/value.txt").read())\n'
 BENCH_PY = (

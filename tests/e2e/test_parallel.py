@@ -15,7 +15,8 @@ import pytest
 from tests.conftest import git
 from tests.e2e.conftest import COMPONENT, Project, ok_run
 
-pytestmark = pytest.mark.slow
+# Runs on a home crucible ran in before (``migrated_home``): not about a first run.
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("migrated_home")]
 
 # score = 100 + 2 * fast + 5 * faster - 3 * slow: some steps improve, by different amounts, some worsen.
 METRIC_PY = """\

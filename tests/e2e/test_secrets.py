@@ -24,7 +24,8 @@ import pytest
 
 from tests.e2e.conftest import Project, ok_run, outcomes
 
-pytestmark = pytest.mark.slow
+# Runs on a home crucible ran in before (``migrated_home``): not about a first run.
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("migrated_home")]
 
 HUNT_PY = r"""
 import hashlib, json, os, re, sys

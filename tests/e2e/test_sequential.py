@@ -10,7 +10,8 @@ import pytest
 
 from tests.e2e.conftest import Project, ok_run
 
-pytestmark = pytest.mark.slow
+# Runs on a home crucible ran in before (``migrated_home``): not about a first run.
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("migrated_home")]
 
 # A noisy metric: the value in src/value.txt plus 1% Gaussian noise, seeded by a counter of metric runs
 # kept outside the workspace, so the run is deterministic; a slow drift (0.1% a run) on top.

@@ -20,7 +20,8 @@ import pytest
 from tests.conftest import MACHINE_HOME
 from tests.e2e.conftest import Project, ok_run, outcomes
 
-pytestmark = pytest.mark.slow
+# Runs on a home crucible ran in before (``migrated_home``): not about a first run.
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("migrated_home")]
 
 PY_FILES = {
     "tools/bench.py": "print('METRIC score=' + open('src/value.txt').read().strip())\n",
