@@ -47,6 +47,7 @@ from controller.services.execution.runs import build_context
 from controller.services.execution.turn import write_candidate_file
 from controller.services.feedback.rounds import play_job
 from controller.services.remote.confirming import confirm_claim
+from controller.services.remote.warm import WarmContext
 from controller.store.http_ledger import BeforeKeep, HttpLedger, WorkerApi
 from controller.store.worker_protocol import HypothesisScope, JobInputs, RoundEnd, RoundFeedback, SlotNext
 from controller.workspace import bundles
@@ -170,11 +171,13 @@ def run_worker(
     observer: Observer | None = None,
     log: Callable[[str], None] | None = None,
     laps: Laps | None = None,
+    warm: WarmContext | None = None,
 ) -> RoundOutcome:
     """Execute the round ``config`` names to its end and report it; the outcome the controller accepted.
     ``ledgers_for(token)``: the ledgers of another token of the same controller, which a warm pod
     (``config.slot``) runs each of its hypotheses with; ``log``: where a warm pod writes a line per
-    hypothesis saying where its time went (``laps``: a hypothesis's parts, filled in here)."""
+    hypothesis saying where its time went (``laps``: a hypothesis's parts, filled in here); ``warm``:
+    the context a warm pod's hypotheses share (ADR-0047)."""
     if config.slot:
         if ledgers_for is None:
             raise CrucibleError("a warm hypothesis pod needs the ledgers of the tokens it is handed")
@@ -195,7 +198,7 @@ def run_worker(
             if laps is not None:
                 laps.lap("job")
             return _run_hypothesis(
-                config, api, ledgers, inputs, inputs.hypothesis, job, environ, cancel, observer, laps
+                config, api, ledgers, inputs, inputs.hypothesis, job, environ, cancel, observer, laps, warm
             )
         spec = _fetch_components(api, config.workdir, inputs)
         uploads = _Uploads(api, config.workdir / "outgoing", job)
@@ -233,17 +236,28 @@ def _run_hypothesis(
     cancel: threading.Event | None,
     observer: Observer | None,
     laps: Laps | None = None,
+    warm: WarmContext | None = None,
 ) -> RoundOutcome:
     """A hypothesis pod (ADR-0018): one hypothesis of one turn, proposed and measured against the
-    champion here, its commits sent as a bundle, its report sent; the controller decides the turn."""
+    champion here, its commits sent as a bundle, its report sent; the controller decides the turn.
+    A warm pod's hypotheses share one context (``warm``, ADR-0047), keyed by what a context fixes."""
     lap: Callable[[str], None] = laps.lap if laps is not None else lambda _name: None
     number, index = scope.turn, scope.index
     spec = _fetch_components(api, config.workdir, inputs)
     lap("fetch")
     uploads = _Uploads(api, config.workdir / "outgoing", job)
     ledger = ledgers()
+
+    def build() -> RunContext:
+        return _context(config, spec, job, inputs, ledger, environ, cancel, observer)
+
     try:
-        ctx = _context(config, spec, job, inputs, ledger, environ, cancel, observer)
+        if warm is None:
+            ctx = build()
+        else:
+            bases = tuple(sorted((c.name, c.base_sha) for c in inputs.components))
+            ctx = warm.context((config.run_id, job.round, inputs.spec, bases), build, ledger, job.heads)
+        spent = ctx.executor.command_seconds  # a warm context counts every hypothesis's commands
         uploads.ctx = ctx
         run = ledger.get_run(config.run_id)
         if not spec.metric.interleave:  # the champion's stored samples are its arm
@@ -256,7 +270,7 @@ def _run_hypothesis(
         report = with_base_samples(ctx, number, report)
         lap("tried")
         if laps is not None:
-            laps.add("commands", ctx.executor.command_seconds)
+            laps.add("commands", ctx.executor.command_seconds - spent)
         if report.commits:
             uploads(config.run_id, number, report.commits)
         ledger.report_hypothesis(config.run_id, number, report)
@@ -295,6 +309,7 @@ def run_slot(
     after, ran = -1, 0
     idle_since = time.monotonic()
     laps = Laps()
+    warm = WarmContext()
     try:
         while cancel is None or not cancel.is_set():
             offered = _next(slot, after, cancel)
@@ -307,7 +322,7 @@ def run_slot(
             laps.lap("waited")
             one = dataclasses.replace(config, slot=False, parallel_index=offered.index, token=offered.token)
             ledgers = ledgers_for(offered.token)
-            run_worker(one, environ, ledgers=ledgers, cancel=cancel, observer=observer, laps=laps)
+            run_worker(one, environ, ledgers=ledgers, cancel=cancel, observer=observer, laps=laps, warm=warm)
             if log is not None:
                 log(f"slot {config.parallel_index} turn {offered.turn}: {laps.line()}")
             laps = Laps()
