@@ -25,6 +25,11 @@ the N measured at the same time (pods on Kubernetes) and once one after another 
     python bench/decisions.py                 # the simulation, ~1 minute
     python bench/decisions.py --parallel 4    # plus parallel hypotheses at N = 4
     python bench/decisions.py --real 20       # plus two real runs of 20 turns each
+    python bench/decisions.py --pods-walk 600 # plus the floor of bench/parallel_pods.py's ratio, ~3 min
+
+``--pods-walk`` simulates ``bench/parallel_pods.py``'s workload with the real knobs walk (a keep
+restarts it) and prints the ratio that bench calls "the sleep alone": what N = 4 against N = 1 gives
+when nothing but the decisions and the metric's samples take time (ADR-0047).
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # its sibling decision
 
 from controller.config.units import Tolerance
 from controller.domain.enums import Direction
+from controller.engine.knobs import Knob, KnobProposer, Proposal
 from controller.stats import Arm, KeepRule, decide_hold, decide_keep, interleaved_order, median
 from controller.stats.hold import hold_look
 from controller.stats.holm import Contender, choose
@@ -399,6 +405,125 @@ def run_refinement(
     return out
 
 
+# --- The workload of bench/parallel_pods.py: the floor of its ratio (ADR-0047) ---------------------
+
+
+def _walk_arm(
+    rng: random.Random,
+    walk_seed: int,
+    n: int,
+    hypotheses: int,
+    knobs: int,
+    good: set[str],
+    noise: float,
+    early_end: bool = False,
+) -> tuple[int, int, int, int]:
+    """One arm of ``bench/parallel_pods.py`` simulated: the real knobs walk (``KnobProposer``: one knob
+    switched per hypothesis, a keep restarts the walk from the new state), each hypothesis measured
+    until the loop's own looks decide (``replay`` with the design of ``n``), Holm over a turn's
+    (``choose``). A turn of ``n`` waits for its slowest hypothesis. Returns (pairs waited for, true
+    improvements kept, other changes kept, other changes tried: the bench's own counts).
+
+    ``early_end``, a what-if the loop does not do: a turn ends at the first look at which one of its
+    hypotheses keeps early (Holm's strictest level), the others cut there."""
+    rule = KeepRule(direction=Direction.MINIMIZE, confidence=0.95)
+    design = design_for(3, 10, rule.confidence, hypotheses=n)
+    walk = [Knob("conf.json", f"k{i}", (0, 1)) for i in range(knobs)]
+    proposer = KnobProposer(walk, walk_seed)
+    current: dict[tuple[str, str], Any] = {k.ident: 0 for k in walk}
+    history: list[tuple[Proposal, bool]] = []
+    waited = kept_true = kept_null = tried_null = 0
+    for _ in range(hypotheses // n):
+        proposals = proposer.next_proposals(current, history, n)
+        if not proposals:
+            break
+        # A good knob switched on is a true improvement; switched off again (the walk tries that once
+        # another keep made it a new state), 3% worse; any other knob does nothing.
+        effects = [_effect(p, good) for p in proposals]
+        better = [effect == "3% better" for effect in effects]
+        tried_null += better.count(False)
+        looks = []
+        for effect in effects:
+            champion, candidate = simulate(BY_NAME[effect], 10, rng, noise)
+            looks.append(replay(rule, design, Arm(tuple(candidate)), Arm(tuple(champion))))
+        early = [(d.pairs, i) for i, d in enumerate(looks) if d.action is LookAction.KEEP and d.pairs < 10]
+        kept: int | None
+        if early_end and early:
+            stop, kept = min(early)
+            waited += max(min(d.pairs, stop) for d in looks)
+        else:
+            contenders = [Contender(i, d.verdict) for i, d in enumerate(looks)]
+            kept = choose(contenders, 1 - rule.confidence, len(looks)).kept
+            waited += max(d.pairs for d in looks)
+        history += [(p, i == kept) for i, p in enumerate(proposals)]
+        if kept is not None:
+            current[proposals[kept].knob.ident] = proposals[kept].new
+            kept_true += better[kept]
+            kept_null += not better[kept]
+    return waited, kept_true, kept_null, tried_null
+
+
+def _effect(proposal: Proposal, good: set[str]) -> str:
+    if proposal.knob.key not in good:
+        return "do-nothing"
+    return "3% better" if proposal.new == 1 else "3% worse"
+
+
+def run_pods_walk(runs: int, seed: int, noise: float, n: int = 4) -> dict[str, float]:
+    """The ratio ``bench/parallel_pods.py`` prints as "the sleep alone" (pairs waited for per true
+    improvement kept, N = n over N = 1), simulated: its workload (40 knobs, a quarter of them a true
+    3% improvement, 40 hypotheses an arm, samples 10), first over ``runs`` random knob sets and walk
+    orders (the floor of the figure, and its Monte-Carlo error from 20 batches), then the bench's own
+    configuration (``--pairs 3 --seed 7``: one knob set, three walks) repeated ``runs // 3`` times, whose
+    spread is what one bench run of 10-11 keeps an arm can show."""
+    knobs, share, hypotheses = 40, 0.25, 40
+    rng = random.Random(seed + 400)
+    print(
+        f"\nbench/parallel_pods.py's workload ({knobs} knobs, {share:.0%} a 3% improvement, {hypotheses} "
+        f"hypotheses an arm, noise {noise:.0%}): pairs waited for per true improvement kept, N = {n} / N = 1"
+    )
+    out: dict[str, float] = {}
+    for early_end in (False, True):
+        name = "the turn ends at the first early keep (what-if)" if early_end else "the loop's rule"
+        batches: list[list[int]] = [[0] * 8 for _ in range(20)]
+        for r in range(runs):
+            good = set(random.Random(f"good {seed} {r}").sample([f"k{i}" for i in range(knobs)], 10))
+            one = _walk_arm(rng, seed + r, 1, hypotheses, knobs, good, noise)
+            many = _walk_arm(rng, seed + r, n, hypotheses, knobs, good, noise, early_end)
+            for j, v in enumerate(one + many):
+                batches[r % 20][j] += v
+        totals = [sum(b[j] for b in batches) for j in range(8)]
+        ratio = (totals[4] / totals[5]) / (totals[0] / totals[1])
+        per_batch = [(b[4] / b[5]) / (b[0] / b[1]) for b in batches if b[1] and b[5]]
+        error = statistics.stdev(per_batch) / len(per_batch) ** 0.5
+        out[name] = ratio
+        print(
+            f"  {name:50} ratio {ratio:.3f} ± {error:.3f}; pairs a turn N = 1 "
+            f"{totals[0] / (runs * hypotheses):.2f}, N = {n} {totals[4] / (runs * hypotheses // n):.2f}; "
+            f"keeps an arm {totals[1] / runs:.2f} / {totals[5] / runs:.2f}; do-nothing kept "
+            f"{totals[2] / totals[3]:.3f} / {totals[6] / totals[7]:.3f}"
+        )
+    bench_seed = 7
+    good = set(random.Random(f"good knobs {bench_seed}").sample([f"k{i}" for i in range(knobs)], 10))
+    ratios: list[float] = []
+    for _ in range(max(2, runs // 3)):
+        sums = [0] * 8
+        for pair in range(3):
+            one = _walk_arm(rng, bench_seed + pair, 1, hypotheses, knobs, good, noise)
+            many = _walk_arm(rng, bench_seed + pair, n, hypotheses, knobs, good, noise)
+            sums = [a + b for a, b in zip(sums, one + many, strict=True)]
+        if sums[1] and sums[5]:
+            ratios.append((sums[4] / sums[5]) / (sums[0] / sums[1]))
+    out["bench"] = statistics.fmean(ratios)
+    out["bench sd"] = statistics.stdev(ratios)
+    print(
+        f"  the bench's configuration (--pairs 3 --seed 7), {len(ratios)} simulated bench runs: mean "
+        f"{out['bench']:.3f}, sd {out['bench sd']:.3f} a run, at most 0.40 in "
+        f"{sum(r <= 0.40 for r in ratios) / len(ratios):.0%} of them"
+    )
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -416,6 +541,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--agent-cost", type=float, default=4.0, help="an agent's proposal, in metric samples"
     )
+    parser.add_argument(
+        "--pods-walk",
+        type=int,
+        default=0,
+        help="also simulate bench/parallel_pods.py's workload (runs; 0: skip)",
+    )
     args = parser.parse_args(argv)
     run_simulation(args.decisions, args.samples, args.min_samples, args.noise, args.seed)
     run_parallel_sequential(args.decisions, args.samples, args.min_samples, args.noise, args.seed, args.n)
@@ -431,6 +562,8 @@ def main(argv: list[str] | None = None) -> int:
             args.parallel,
             args.agent_cost,
         )
+    if args.pods_walk:
+        run_pods_walk(args.pods_walk, args.seed, args.noise, args.n)
     if args.real:
         from decisions_real import run_real
 

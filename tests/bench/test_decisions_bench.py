@@ -7,6 +7,7 @@ sequential rule never uses more pairs than the maximum nor fewer than the first 
 
 from __future__ import annotations
 
+import random
 from types import ModuleType
 
 import pytest
@@ -62,3 +63,27 @@ def test_the_sequential_rule_everywhere_reports_both_rules_and_a_ratio(
         assert rates and all(0.0 <= value <= 1.0 for value in rates.values()), name
     assert runs["stored"]["seq 3% worse"] == 0.0
     assert capsys.readouterr().out.count("(target <= 0.65)") == 3
+
+
+def test_the_pods_walk_reports_the_floor_and_the_early_end_what_if(
+    bench: ModuleType, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--pods-walk``: the knobs walk of ``bench/parallel_pods.py`` with the loop's decisions; both
+    rules over the same number of runs, and the bench's own configuration's spread."""
+    out = bench.run_pods_walk(runs=6, seed=1, noise=0.02)
+    for name in ("the loop's rule", "the turn ends at the first early keep (what-if)"):
+        assert 0.0 < out[name] < 2.0, name
+    assert out["bench sd"] >= 0.0
+    printed = capsys.readouterr().out
+    assert "pairs a turn N = 1" in printed and "the bench's configuration" in printed
+
+
+def test_a_turn_of_the_pods_walk_waits_for_its_slowest_hypothesis(bench: ModuleType) -> None:
+    """A turn of N = 4 measures four hypotheses at once: its pairs are the slowest one's (at most 10,
+    at least the first look's 3), so 10 turns wait between 30 and 100 pairs; N = 1 counts each."""
+    good = {f"k{i}" for i in range(10)}
+    waited, kept_true, kept_null, tried_null = bench._walk_arm(random.Random(3), 5, 4, 40, 40, good, 0.02)
+    assert 30 <= waited <= 100
+    assert kept_true + kept_null <= 10 and tried_null <= 40
+    single = bench._walk_arm(random.Random(3), 5, 1, 40, 40, good, 0.02)
+    assert 3 * 40 <= single[0] <= 10 * 40
