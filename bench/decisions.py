@@ -473,9 +473,9 @@ def run_pods_walk(runs: int, seed: int, noise: float, n: int = 4) -> dict[str, f
     """The ratio ``bench/parallel_pods.py`` prints as "the sleep alone" (pairs waited for per true
     improvement kept, N = n over N = 1), simulated: its workload (40 knobs, a quarter of them a true
     3% improvement, 40 hypotheses an arm, samples 10), first over ``runs`` random knob sets and walk
-    orders (the floor of the figure, and its Monte-Carlo error from 20 batches), then the bench's own
-    configuration (``--pairs 3 --seed 7``: one knob set, three walks) repeated ``runs // 3`` times, whose
-    spread is what one bench run of 10-11 keeps an arm can show."""
+    orders (the floor of the figure, and its Monte-Carlo error from 20 batches), then that bench's
+    configuration of ADR-0040 (``--pairs 3 --seed 7``: one knob set, three walks) ``runs // 3``
+    times, whose spread is what one bench run of 10-11 keeps an arm can show."""
     knobs, share, hypotheses = 40, 0.25, 40
     rng = random.Random(seed + 400)
     print(
