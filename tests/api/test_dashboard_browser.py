@@ -47,14 +47,26 @@ def _chromium() -> str:
     pytest.skip(reason)
 
 
-@pytest.fixture
-def browser() -> Iterator[playwright_api.Browser]:
-    """Ask for it after ``api``: it closes first, so no page holds the server's event streams open."""
+@pytest.fixture(scope="module")
+def chromium() -> Iterator[playwright_api.Browser]:
+    """One Chromium for the module's tests on this worker: launching it cost each test about half a
+    second of CPU (issue 23). Each test still opens its own contexts (cookies, storage and cache are
+    a context's), which ``browser`` closes after it."""
     path = _chromium()
     with playwright_api.sync_playwright() as pw:
         launched = pw.chromium.launch(executable_path=path, headless=True, args=["--no-sandbox"])
         yield launched
         launched.close()
+
+
+@pytest.fixture
+def browser(chromium: playwright_api.Browser) -> Iterator[playwright_api.Browser]:
+    """Ask for it after ``api``: it closes the test's contexts first, so no page holds the server's
+    event streams open."""
+    assert not chromium.contexts, "a test left a browser context open"
+    yield chromium
+    for context in chromium.contexts:
+        context.close()
 
 
 @pytest.fixture

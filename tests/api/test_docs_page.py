@@ -8,9 +8,9 @@ import httpx
 
 from tests.api.conftest import Api
 from tests.api.sqlite_only import sqlite_only  # noqa: F401  (a fixture: SQLite only)
-from tests.api.test_dashboard_browser import Watched, browser, playwright_api
+from tests.api.test_dashboard_browser import Watched, browser, chromium, playwright_api
 
-__all__ = ["browser"]  # the fixture, shared with the dashboard's browser tests
+__all__ = ["browser", "chromium"]  # the fixtures, shared with the dashboard's browser tests
 
 
 def test_docs_and_its_files_come_from_this_server_under_the_csp(api: Api) -> None:
