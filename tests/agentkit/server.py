@@ -19,6 +19,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Protocol
 
 from tests.agentkit.script import Edit
+from tests.support.waiting import SHUTDOWN_POLL_S
 
 
 @dataclass(frozen=True)
@@ -145,7 +146,12 @@ def running_model_server(
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state, dialects))
     httpd.daemon_threads = True
     state.url = f"http://127.0.0.1:{httpd.server_address[1]}"
-    thread = threading.Thread(target=httpd.serve_forever, name="model-server", daemon=True)
+    thread = threading.Thread(
+        target=httpd.serve_forever,
+        kwargs={"poll_interval": SHUTDOWN_POLL_S},
+        name="model-server",
+        daemon=True,
+    )
     thread.start()
     try:
         yield state

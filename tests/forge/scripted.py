@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from tests.support.waiting import SHUTDOWN_POLL_S
+
 # Headers a recording carries that describe its original transfer, not the answer we send.
 _TRANSFER = {"transfer-encoding", "content-encoding", "content-length", "connection", "status"}
 
@@ -91,7 +93,9 @@ def scripted_server() -> Iterator[ScriptedServer]:
 
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     state["server"] = ScriptedServer(f"http://127.0.0.1:{httpd.server_address[1]}")
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread = threading.Thread(
+        target=httpd.serve_forever, kwargs={"poll_interval": SHUTDOWN_POLL_S}, daemon=True
+    )
     thread.start()
     try:
         yield state["server"]

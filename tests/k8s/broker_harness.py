@@ -28,6 +28,7 @@ from controller.domain.errors import CrucibleError
 from controller.domain.jobs import RoundJob
 from tests.brokers.test_contract import Script
 from tests.k8s.conftest import ControlPlane, wait_until
+from tests.support.waiting import SHUTDOWN_POLL_S
 
 POD_COMMAND = (sys.executable, str(Path(__file__).with_name("round_pod.py")))
 RESTRICTED = {"pod-security.kubernetes.io/enforce": "restricted"}
@@ -63,7 +64,9 @@ class FakeController:
         self.minted: list[tuple[str, int]] = []
         self.revoked: list[tuple[str, int]] = []
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        threading.Thread(
+            target=self.server.serve_forever, kwargs={"poll_interval": SHUTDOWN_POLL_S}, daemon=True
+        ).start()
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
 
     def mint_worker_env(self, job: RoundJob) -> dict[str, str]:

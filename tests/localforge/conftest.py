@@ -30,6 +30,7 @@ from controller.localforge.users import add_org, add_team, add_user
 from tests.conftest import git, make_repo
 from tests.localforge.oracle import Recorder, validate
 from tests.support import Clock
+from tests.support.waiting import SHUTDOWN_POLL_S
 
 USERS = ("alice", "bob", "carol")
 BOT = "ci[bot]"
@@ -82,7 +83,9 @@ def receiver() -> Iterator[Receiver]:
             return
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": SHUTDOWN_POLL_S}, daemon=True
+    )
     thread.start()
     try:
         yield Receiver(f"http://127.0.0.1:{server.server_address[1]}/hook", inbox)

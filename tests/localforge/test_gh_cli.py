@@ -24,6 +24,7 @@ import pytest
 from controller.localforge.tls import ensure_certificate
 from tests.conftest import git
 from tests.localforge.conftest import BOT, Forge, ForgeStarter, Receiver
+from tests.support.waiting import SHUTDOWN_POLL_S
 
 GH = shutil.which("gh")
 pytestmark = pytest.mark.skipif(
@@ -298,7 +299,9 @@ def _tunnel(target_port: int) -> Iterator[str]:
 
     server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": SHUTDOWN_POLL_S}, daemon=True
+    )
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}"

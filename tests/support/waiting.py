@@ -13,6 +13,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+# ``serve_forever``'s poll interval for the tests' own HTTP servers: ``shutdown()`` waits for the loop's
+# next poll, 0.5 s by default, which every test that stops such a server paid at its teardown.
+SHUTDOWN_POLL_S = 0.05
+
 
 def wait_until(
     condition: Callable[[], Any],
