@@ -3,7 +3,6 @@ when the turn takes longer, on the real SQLite store."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,7 @@ from controller.services.execution.progress import TurnProgress
 from controller.store import Store
 from tests.support.fixtures import migrated_sqlite_url
 from tests.support.records import new_run
+from tests.support.waiting import wait_until
 
 
 @pytest.fixture
@@ -57,9 +57,7 @@ def test_a_turns_progress_is_one_transaction_in_order_when_the_turn_flushes(stor
 def test_a_step_of_a_long_turn_is_written_by_the_timer(store: Store) -> None:
     progress = TurnProgress(store, "r1", 1, 0, "p50_ms", flush_after=0.05)
     progress.step(TurnStep.PROPOSING)  # the agent runs for minutes: the step must show meanwhile
-    deadline = time.monotonic() + 30
-    while not store.list_events("r1") and time.monotonic() < deadline:
-        time.sleep(0.02)
+    wait_until(lambda: store.list_events("r1"), "the timer to write the step")
     assert [e.payload["step"] for e in store.list_events("r1")] == ["proposing"]
     progress.flush()
     assert len(store.list_events("r1")) == 1, "written once"
@@ -68,9 +66,7 @@ def test_a_step_of_a_long_turn_is_written_by_the_timer(store: Store) -> None:
 def test_a_ledger_error_in_the_timer_is_raised_by_the_turns_flush(store: Store) -> None:
     progress = TurnProgress(store, "gone", 1, 0, "p50_ms", flush_after=0.01)
     progress.step(TurnStep.PROPOSING)
-    deadline = time.monotonic() + 30
-    while progress._timer is not None and time.monotonic() < deadline:  # the timer tried and failed
-        time.sleep(0.02)
+    wait_until(lambda: progress._timer is None, "the timer to try and fail")
     with pytest.raises(NotFoundError):
         progress.flush()
     progress.flush_after_error()  # dropped quietly for a turn already failing

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import time
 from pathlib import Path
 
 from controller.workspace.gitguard import (
@@ -16,6 +15,7 @@ from controller.workspace.gitguard import (
     tampered,
 )
 from tests.conftest import git, make_repo
+from tests.support.waiting import wait_until
 
 
 def test_changes_to_config_hooks_info_and_refs_are_named_and_undone(tmp_path: Path) -> None:
@@ -83,12 +83,12 @@ def _settled(guard: ControlGuard) -> dict[str, bytes | str]:
     guard keeps it; the next call with nothing changed must return that very mapping."""
     probe = guard.git_dir.parent / "probe"
     newest = max(p.lstat().st_ctime_ns for p in guard.git_dir.rglob("*") if "objects" not in p.parts)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
+
+    def ticked() -> bool:
         probe.write_text("x")
-        if probe.stat().st_ctime_ns > newest:
-            break
-        time.sleep(0.01)
+        return probe.stat().st_ctime_ns > newest
+
+    wait_until(ticked, "the filesystem's clock to tick past the control files", timeout=10, interval=0.01)
     state = guard.state()
     assert guard.state() is state, "nothing changed: the last walk stands"
     return state
