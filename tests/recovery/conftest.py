@@ -26,15 +26,20 @@ import subprocess
 import sys
 from collections import Counter
 from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from controller.cli.show import turns_tsv
 from controller.config.settings import Settings
+from controller.services.control.reader import RunReader
 from controller.services.control.recovery import recorded_groups
+from controller.services.views.schemas import dump
 from controller.store.store import Store
+from controller.wiring import build
 from tests.conftest import git, make_repo
 from tests.support.waiting import wait_until as support_wait_until
 
@@ -325,6 +330,23 @@ class Lab:
     def store(self) -> Store:
         return Store.open(self.database_url)
 
+    @contextmanager
+    def reader(self) -> Iterator[RunReader]:
+        """The read facade ``crucible runs show`` and ``crucible patch`` print from, wired from this
+        lab's environment in the test's own process, closed after: a CLI start per read (an import of
+        the whole package, ~1-1.5 s) bought nothing here, and those commands run as processes in
+        ``tests/e2e/test_cli_contract.py``."""
+        root = build(self.env)
+        try:
+            yield root.reader()
+        finally:
+            root.close()
+
+    def patch(self, run_id: str) -> str:
+        """What ``crucible patch RUN`` prints."""
+        with self.reader() as reader:
+            return reader.patch(run_id)
+
     def recorded_groups(self, run_id: str) -> list[tuple[int, str]]:
         """The process groups on record for the run (run directory and store), as resume sees them."""
         with self.store() as store:
@@ -385,23 +407,28 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> Reference:
     result = ref.cli("loop", "--spec", str(ref.spec_path), "--json")
     assert result.code == 0, result.describe()
     view = result.json
-    patch = ref.cli("patch", view["run_id"])
-    assert patch.code == 0, patch.describe()
+    patch = ref.patch(view["run_id"])
     turns = projected(view)
     assert [{k: t[k] for k in ("turn", "outcome", "reason", "value")} for t in turns] == EXPECTED_TURNS
-    assert all(f"b/src/{name}" in patch.stdout for name in ("value.txt", "cache.txt", "extra.txt")), (
-        patch.stdout
-    )
-    return Reference(turns, patch.stdout)
+    assert all(f"b/src/{name}" in patch for name in ("value.txt", "cache.txt", "extra.txt")), patch
+    return Reference(turns, patch)
 
 
 # ---------------------------------------------------------------------------------------------- assertions
 
 
 def events(lab: Lab, run_id: str) -> list[dict[str, Any]]:
-    result = lab.cli("runs", "show", run_id, "--events")
-    assert result.code == 0, result.describe()
-    return [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
+    """What ``crucible runs show RUN --events`` prints, parsed."""
+    with lab.reader() as reader:
+        jsonl = reader.events_jsonl(run_id)
+    return [json.loads(line) for line in jsonl.splitlines() if line.strip()]
+
+
+def turns_table(lab: Lab, run_id: str) -> str:
+    """What ``crucible runs show RUN --tsv`` prints."""
+    with lab.reader() as reader:
+        view = dump(reader.view(run_id, with_diffs=False))
+    return turns_tsv(view["turns"])
 
 
 def assert_decided_once(lab: Lab, run_id: str, turns: int = TURNS) -> list[dict[str, Any]]:
@@ -410,10 +437,9 @@ def assert_decided_once(lab: Lab, run_id: str, turns: int = TURNS) -> list[dict[
     decided = Counter(e["turn"] for e in stream if e["kind"] in DECISION_KINDS)
     assert decided == {n: 1 for n in range(1, turns + 1)}, f"decision events per turn: {decided}"
     assert [e["kind"] for e in stream].count("baseline") == 1
-    tsv = lab.cli("runs", "show", run_id, "--tsv")
-    assert tsv.code == 0, tsv.describe()
-    rows = [line.split("\t") for line in tsv.stdout.splitlines()[1:]]
-    assert [row[0] for row in rows] == [str(n) for n in range(1, turns + 1)], tsv.stdout
+    tsv = turns_table(lab, run_id)
+    rows = [line.split("\t") for line in tsv.splitlines()[1:]]
+    assert [row[0] for row in rows] == [str(n) for n in range(1, turns + 1)], tsv
     return stream
 
 

@@ -63,8 +63,7 @@ def test_ctrl_c_cancels_cleanly_and_resume_continues(
     assert (final["status"], final["stop_reason"]) == ("completed", "max_turns"), resumed.describe()
     assert projected(final)[2:] == reference.turns[2:]
     assert projected(final)[:2] == turns
-    patch = lab.cli("patch", run_id)
-    assert patch.stdout == reference.patch, "turn 2 was a rejection anyway: the result is the same"
+    assert lab.patch(run_id) == reference.patch, "turn 2 was a rejection anyway: the result is the same"
     assert_decided_once(lab, run_id)
     assert_checkout_clean_at(lab.checkout(run_id, "candidate"), final["components"][0]["head_sha"])
     assert user_state(lab.repo) == user_before

@@ -19,6 +19,7 @@ from tests.recovery.conftest import (
     assert_checkout_clean_at,
     events,
     is_running,
+    turns_table,
 )
 
 pytestmark = pytest.mark.slow
@@ -67,7 +68,7 @@ def test_a_parallel_turn_cut_off_after_one_report_is_run_again_from_its_start(la
     decided = Counter(e["turn"] for e in stream if e["kind"] in DECISION_KINDS)
     assert decided == {1: 1, 2: 1, 3: 1, 4: 1}
     assert Counter(e["turn"] for e in stream if e["kind"] == "turn_started")[2] == 2, "turn 2 ran again"
-    tsv = lab.cli("runs", "show", run_id, "--tsv").stdout.splitlines()
+    tsv = turns_table(lab, run_id).splitlines()
     assert len(tsv) == 1 + 4 * 3, "a row per turn and per hypothesis, none twice"
     assert not is_running(hung)
     champion = view["components"][0]["head_sha"]
