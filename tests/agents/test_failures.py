@@ -1,9 +1,10 @@
 """Each preset's failure paths with its real CLI under bubblewrap, as one table (issue 20).
 
 A model endpoint that is down, a model that never answers (the turn's timeout) and a CLI that is not
-installed: each is a failed turn that says why, for every preset, never a quiet ``no_change``. The
-per-preset files test what is particular to one CLI (an edit it was not allowed to make, an endpoint
-answering errors); this file holds the paths every preset must share.
+installed: each is a failed turn that says why, naming the CLI (and for a missing one, its exact install
+command), for every preset, never a quiet ``no_change``. The per-preset files test what is particular to
+one CLI (an edit it was not allowed to make, an endpoint answering errors); this file holds the paths every
+preset must share, and is the only place they are run end to end.
 """
 
 from __future__ import annotations
@@ -25,17 +26,41 @@ pytestmark = pytest.mark.slow
 class Case:
     preset: str
     program: str
+    title: str  # how the turn's detail names the CLI
+    install: str  # the command the detail gives for installing it
     key: str
     path: str = ""  # what the base URL needs after the server's root
     agent: tuple[tuple[str, Any], ...] = ()
 
 
 CASES = (
-    Case("claude-code", "claude", "ANTHROPIC_API_KEY"),
-    Case("codex", "codex", "OPENAI_API_KEY", "/v1"),
-    Case("aider", "aider", "OPENAI_API_KEY", "/v1", (("model", "gpt-4o"),)),
-    Case("gemini", "gemini", "GEMINI_API_KEY"),
-    Case("qwen-code", "qwen", "OPENAI_API_KEY", "/v1", (("model", "m"),)),
+    Case(
+        "claude-code",
+        "claude",
+        "Claude Code",
+        "npm install -g @anthropic-ai/claude-code",
+        "ANTHROPIC_API_KEY",
+    ),
+    Case("codex", "codex", "Codex", "npm install -g @openai/codex", "OPENAI_API_KEY", "/v1"),
+    Case(
+        "aider",
+        "aider",
+        "aider",
+        "pipx install aider-chat  (or: python -m pip install aider-chat)",
+        "OPENAI_API_KEY",
+        "/v1",
+        (("model", "gpt-4o"),),
+    ),
+    Case("gemini", "gemini", "Gemini CLI", "npm install -g @google/gemini-cli", "GEMINI_API_KEY"),
+    Case(
+        "qwen-code",
+        "qwen",
+        "qwen-code",
+        "npm install -g @qwen-code/qwen-code",
+        "OPENAI_API_KEY",
+        "/v1",
+        (("model", "m"),),
+    ),
 )
 KEY = "sk-failure-test-0123456789abcdef"
 
@@ -49,7 +74,7 @@ def test_a_model_endpoint_that_is_down_fails_the_turn_saying_so(project: Project
     view = ok_run(project.loop(env={case.key: KEY}))
 
     assert outcomes(view) == [("failed", "agent_failed")], view["turns"]
-    assert f"cannot reach the model endpoint {url}" in view["turns"][0]["detail"]
+    assert f"{case.title}: cannot reach the model endpoint {url}" in view["turns"][0]["detail"]
     assert_checkout_at(project.checkout(view["run_id"]), project.base_sha())
 
 
@@ -81,8 +106,9 @@ def test_a_missing_cli_fails_the_turn_and_the_dry_run_names_its_install_command(
 
     assert outcomes(view) == [("failed", "agent_failed")], view["turns"]
     detail = view["turns"][0]["detail"]
-    assert "is not installed" in detail and "install" in detail.split("is not installed", 1)[1], detail
+    assert f"{case.title} is not installed" in detail, detail
+    assert detail.endswith(f"install it: {case.install}"), detail
     assert dry.code == 0 and isinstance(dry.json, dict), dry.describe()
     plan = dry.json["agent"]["preset"]
-    assert plan["cli"] is None and plan["install"] in plan["missing"], plan
+    assert plan["cli"] is None and plan["install"] == case.install and case.install in plan["missing"], plan
     assert model_server.received() == []

@@ -150,6 +150,7 @@ def test_an_edit_the_cli_could_not_make_fails_with_the_status_and_reason_the_wra
     ("cli", "url", "boundary", "network", "says"),
     [
         ("missing", "listening", "pod", True, "Codex is not installed ("),
+        ("missing", "refused", "pod", True, "Codex is not installed ("),  # the missing CLI is named first
         ("fake", "refused", "pod", True, "Codex: cannot reach the model endpoint http://127.0.0.1:"),
         ("fake", "listening", "bwrap", False, f"/v1: {NO_NETWORK}"),
     ],
@@ -197,6 +198,28 @@ def test_without_a_sandbox_the_clis_home_is_under_the_cache_and_removed(
     assert "--sandbox workspace-write" in turn.command
     clean(turn)
     assert not turn.home.exists() and not (tmp_path / "t").exists()
+
+
+def test_without_a_sandbox_or_xdg_cache_home_the_clis_home_is_under_homes_own_cache(
+    tmp_path: Path, listening: str
+) -> None:
+    cli = fake_codex(tmp_path, CODEX_EVENTS)
+    environ = {"PATH": os.environ["PATH"], "HOME": str(tmp_path / "home")}
+    turn = prepare(
+        spec(cli, listening),
+        None,
+        folder=tmp_path / "t",
+        workdir=tmp_path,
+        brief="",
+        boundary="none",
+        network=True,
+        sandbox_home=SANDBOX_HOME,
+        environ=environ,
+    )
+    assert turn.home is not None
+    assert turn.home.parent == tmp_path / "home" / ".cache" / "crucible" / "agent-homes"
+    clean(turn)
+    assert not turn.home.exists()
 
 
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
