@@ -39,6 +39,10 @@ ensure_postgres
 # changed (mypy compares hashes, so a new checkout's mtimes do not invalidate it).
 export MYPY_CACHE_DIR="${MYPY_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/crucible/mypy}"
 
+# Bytecode for crucible and the tests' helpers, for every process the tests start (the examples are
+# left out: they are copied into the demo's repositories as they are).
+python -m compileall -q -j 0 -x '/examples/' controller tests bench >/dev/null || true
+
 echo "== ruff";        ruff check controller tests bench
 echo "== ruff format"; ruff format --check controller tests bench
 echo "== mypy";        mypy
