@@ -4,7 +4,7 @@
 #
 # The install goes through uv when it can: pip took ~50 s to install the dev extras into a fresh clone's
 # venv (most of scripts/test.sh's setup, which counts against the suite's 10 minutes), uv takes 2-5 s
-# from its cache. uv is installed into the venv itself (nothing global), and pip stays the fallback, so
+# from its cache, and compiling the bytecode after it (below) most of the rest. uv is installed into the venv itself (nothing global), and pip stays the fallback, so
 # a machine where uv cannot be had still gets a working venv, only slower. The venv keeps its own pip
 # either way, for the user.
 set -euo pipefail
