@@ -8,6 +8,7 @@ forge client, the Kubernetes client or pydantic-settings in it is dead weight (m
 pydantic-settings alone took 0.1-1 s to import). The module list comes from ``python -X importtime``,
 whose report goes to the worker's log: what the process imported from its start to its exit, lazy
 imports included, with no hook in the product. Timing is not asserted (a list cannot be noisy).
+On SQLite only (issue 23): the controller's database is not the worker's, which keeps none.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from controller.config.spec import load_spec
 from controller.domain.enums import RunStatus
 from controller.store import Store
 from controller.wiring import compose_service
+from tests.api.sqlite_only import SQLITE_ONLY
 from tests.conftest import git, make_repo
 from tests.worker.conftest import Controller
 from tests.worker.knobs_round import BENCH, KNOBS_SPEC
@@ -66,6 +68,7 @@ def _imported(log: str) -> set[str]:
     return names
 
 
+@SQLITE_ONLY
 def test_a_worker_round_imports_no_server_store_or_forge_machinery(
     controller: Controller, store: Store, database_url: str, tmp_path: Path
 ) -> None:

@@ -1,5 +1,11 @@
 """A refinement round played by ``crucible worker`` in a child process of the subprocess broker, with
-only a worker token, against the controller's app over HTTP (ADR-0019; ``steered_round`` says how)."""
+only a worker token, against the controller's app over HTTP (ADR-0019; ``steered_round`` says how).
+
+The steered round runs on both databases; the two tests derived from it (a round without
+interleaving, a round cut off by a stopped controller) are about the round's context and its
+attempts in the worker, so they run on SQLite only (issue 23): the worker's reads of the champion's
+stored samples run on both databases in ``test_round_trip`` (the knobs round does not interleave),
+a round's second attempt and its turns decided once in ``test_kill``."""
 
 from __future__ import annotations
 
@@ -15,6 +21,7 @@ from controller.domain.jobs import RoundJob
 from controller.services.control.service import Signals
 from controller.services.remote.remote_rounds import RemoteRounds
 from controller.store import Store
+from tests.api.sqlite_only import SQLITE_ONLY
 from tests.forgekit import AppForge, app_forge
 from tests.k8s.conftest import wait_until
 from tests.worker.steered_round import WORKER, MakeBroker, check_steered, run_steered
@@ -49,6 +56,7 @@ def test_a_steered_refinement_round_runs_in_the_worker_and_lands_on_the_same_pr(
     check_steered(steered, tmp_path, forge, database_url)
 
 
+@SQLITE_ONLY
 def test_a_refinement_round_without_interleaving_is_decided_against_the_stored_champion(
     tmp_path: Path, forge: AppForge, database_url: str
 ) -> None:
@@ -75,6 +83,7 @@ fi
 """
 
 
+@SQLITE_ONLY
 def test_a_refinement_round_cut_off_by_a_stopped_controller_is_continued_in_the_worker(
     tmp_path: Path, forge: AppForge, database_url: str
 ) -> None:
