@@ -48,7 +48,7 @@ from tests.api.sqlite_only import POSTGRES_ONLY, SQLITE_ONLY
 from tests.conftest import git, make_repo
 from tests.k8s.broker_harness import RESTRICTED
 from tests.k8s.conftest import ControlPlane, wait_until
-from tests.k8s.test_e2e_rounds import WORKER, _no_forge
+from tests.k8s.test_e2e_rounds import WORKER, _no_forge, open_once_adopted
 from tests.worker.conftest import OPERATOR, _Control
 from tests.worker.knobs_round import BENCH, KNOBS_SPEC
 
@@ -77,16 +77,18 @@ class Sides:
     namespace: str
     api_url: str
     settings: Settings
+    gate: Path  # the metric runs of turns from ``metric_gate`` on wait until it exists
 
 
 @pytest.fixture
-def metric_delay() -> str:
-    return "0"
+def metric_gate() -> int | None:
+    """As ``test_e2e_rounds.metric_gate``: the first turn whose metric runs wait for ``Sides.gate``."""
+    return None
 
 
 @pytest.fixture
 def sides(
-    metric_delay: str,
+    metric_gate: int | None,
     tmp_path: Path,
     database_url: str,
     control_plane: ControlPlane,
@@ -94,8 +96,9 @@ def sides(
 ) -> Iterator[Sides]:
     ns = namespace(labels=RESTRICTED)
     files = {"conf.json": json.dumps({"a": 1}), "bench.py": BENCH}
-    if metric_delay != "0":
-        files["slow.txt"] = metric_delay
+    gate = tmp_path / "gate-open"
+    if metric_gate is not None:
+        files["gate.txt"] = f"{metric_gate} {gate}"
     repo = make_repo(tmp_path / "app", files)
     spec_path = repo / "crucible.toml"
     spec_path.write_text(SPEC.format(namespace=ns))
@@ -131,8 +134,11 @@ def sides(
                 broker=lambda runner: LocalBroker(runner, inline=True),
                 hypotheses=lambda _run_id: pods,
             )
-            yield Sides(local, service, store, spec_path, ns, url, settings)
-            pods.close()
+            try:
+                yield Sides(local, service, store, spec_path, ns, url, settings, gate)
+            finally:
+                gate.touch()  # no metric run of a pod the test deleted or cancelled waits on after it
+                pods.close()
 
 
 def _create(service: RunService, spec_path: Path) -> str:
@@ -210,7 +216,7 @@ def test_each_hypothesis_runs_in_its_own_pod_and_the_turns_decide_as_locally(
 
 
 @SQLITE_ONLY
-@pytest.mark.parametrize("metric_delay", ["1.0"])
+@pytest.mark.parametrize("metric_gate", [2])
 def test_a_pod_deleted_mid_hypothesis_fails_that_hypothesis_and_the_turn_is_decided(
     sides: Sides, control_plane: ControlPlane
 ) -> None:
@@ -228,6 +234,7 @@ def test_a_pod_deleted_mid_hypothesis_fails_that_hypothesis_and_the_turn_is_deci
     wait_until(measuring_turn_two, what="index 1's pod took its hypothesis of turn 2", timeout=240)
     (pod,) = core.list_namespaced_pod(sides.namespace, label_selector=f"job-name={victim}").items
     core.delete_namespaced_pod(pod.metadata.name, sides.namespace, grace_period_seconds=0)
+    sides.gate.touch()  # index 0 measures turn 2's hypothesis, the new pod turn 3's
     driver.join(timeout=300)
     assert not driver.is_alive()
     assert results == [RunStatus.COMPLETED], "the run goes on after a lost pod"
@@ -250,7 +257,7 @@ def test_a_pod_deleted_mid_hypothesis_fails_that_hypothesis_and_the_turn_is_deci
 # then the dead controller's lease, then turn 2's measurements): alone it takes about 45 s.
 @POSTGRES_ONLY
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("metric_delay", ["1.0"])
+@pytest.mark.parametrize("metric_gate", [2])
 def test_a_restarted_controller_adopts_the_hypothesis_pods_and_decides_each_turn_once(
     sides: Sides, control_plane: ControlPlane, database_url: str
 ) -> None:
@@ -274,9 +281,13 @@ def test_a_restarted_controller_adopts_the_hypothesis_pods_and_decides_each_turn
     assert sides.store.get_turn(run_id, 2).phase is TurnPhase.STARTED
     before = _uids(sides, control_plane, 1)
     assert len(before) == 3, "turn 1's three pods, warm for turn 2's two hypotheses"
+    dead = sides.store.get_run(run_id).lease_owner
+    opener = threading.Thread(target=open_once_adopted, args=(sides.store, run_id, dead, sides.gate))
+    opener.start()
 
     result = sides.remote.resume(run_id)  # waits out the dead controller's lease, then adopts
 
+    opener.join()
     assert result.status is RunStatus.COMPLETED, result.message
     turns = sides.store.list_turns(run_id)
     assert [t.number for t in turns] == [1, 2] and all(t.phase is TurnPhase.DECIDED for t in turns)
@@ -311,7 +322,7 @@ def _uids(sides: Sides, control_plane: ControlPlane, turn: int) -> dict[str, str
 
 
 @SQLITE_ONLY
-@pytest.mark.parametrize("metric_delay", ["1.0"])
+@pytest.mark.parametrize("metric_gate", [1])
 def test_cancelling_the_run_deletes_the_turns_pods_and_decides_the_turn(
     sides: Sides, control_plane: ControlPlane
 ) -> None:

@@ -74,17 +74,19 @@ class Sides:
     namespace: str
     api_url: str
     settings: Settings
+    gate: Path  # the metric runs of turns from ``metric_gate`` on wait until it exists
 
 
 @pytest.fixture
-def metric_delay() -> str:
-    """Seconds each metric run sleeps (a test that must catch a round mid-way slows it)."""
-    return "0"
+def metric_gate() -> int | None:
+    """The first turn whose metric runs wait for ``Sides.gate`` (``knobs_round``); None: none waits.
+    A test that must catch a round mid-way holds it there, and opens the gate once it has."""
+    return None
 
 
 @pytest.fixture
 def sides(
-    metric_delay: str,
+    metric_gate: int | None,
     tmp_path: Path,
     database_url: str,
     control_plane: ControlPlane,
@@ -92,8 +94,9 @@ def sides(
 ) -> Iterator[Sides]:
     ns = namespace(labels=RESTRICTED)
     files = {"conf.json": json.dumps({"a": 1}), "bench.py": BENCH}
-    if metric_delay != "0":
-        files["slow.txt"] = metric_delay
+    gate = tmp_path / "gate-open"
+    if metric_gate is not None:
+        files["gate.txt"] = f"{metric_gate} {gate}"
     repo = make_repo(tmp_path / "app", files)
     spec_path = repo / "crucible.toml"
     spec_path.write_text(SPEC.format(namespace=ns))
@@ -128,9 +131,12 @@ def sides(
                 return broker
 
             service = compose_service(settings, store, environ={}, forge_for=_no_forge, broker=kubernetes)
-            yield Sides(local, service, store, spec_path, ns, url, settings)
-            for broker in brokers:
-                broker.close()
+            try:
+                yield Sides(local, service, store, spec_path, ns, url, settings, gate)
+            finally:
+                gate.touch()  # no metric run of a pod the test deleted waits on after it
+                for broker in brokers:
+                    broker.close()
 
 
 def _no_forge(spec: object) -> object:
@@ -181,7 +187,8 @@ def test_a_round_through_the_control_plane_decides_and_commits_as_the_local_roun
 
 
 def _kill_the_controller_mid_round(sides: Sides, control_plane: ControlPlane, database_url: str) -> str:
-    """A run driven by a controller process that is SIGKILLed once a turn was decided; its id."""
+    """A run driven by a controller process that is SIGKILLed once a turn was decided (the next one
+    waits at the metric's gate, so the round's Job runs on); its id."""
     spec = load_spec(sides.spec_path)
     run_id = sides.remote.create(spec, sides.spec_path.read_text(), sides.spec_path, RunOptions())
     driver = [sys.executable, str(Path(__file__).with_name("controller_proc.py")), database_url]
@@ -208,14 +215,18 @@ def _kill_the_controller_mid_round(sides: Sides, control_plane: ControlPlane, da
 
 
 @POSTGRES_ONLY
-@pytest.mark.parametrize("metric_delay", ["0.7"])
+@pytest.mark.parametrize("metric_gate", [2])
 def test_a_restarted_controller_adopts_the_running_job_and_records_each_turn_once(
     sides: Sides, control_plane: ControlPlane, database_url: str
 ) -> None:
     run_id = _kill_the_controller_mid_round(sides, control_plane, database_url)
+    dead = sides.store.get_run(run_id).lease_owner
+    opener = threading.Thread(target=open_once_adopted, args=(sides.store, run_id, dead, sides.gate))
+    opener.start()
 
     result = sides.remote.resume(run_id)  # waits out the dead controller's lease, then adopts
 
+    opener.join()
     assert result.status is RunStatus.COMPLETED, result.message
     turns = sides.store.list_turns(run_id)
     assert [t.number for t in turns] == [1, 2, 3, 4], "each turn decided once"
@@ -227,7 +238,7 @@ def test_a_restarted_controller_adopts_the_running_job_and_records_each_turn_onc
 
 
 @POSTGRES_ONLY
-@pytest.mark.parametrize("metric_delay", ["0.7"])
+@pytest.mark.parametrize("metric_gate", [2])
 def test_cancelling_a_run_whose_controller_died_deletes_its_rounds_job(
     sides: Sides, control_plane: ControlPlane, database_url: str
 ) -> None:
@@ -247,6 +258,20 @@ def test_cancelling_a_run_whose_controller_died_deletes_its_rounds_job(
     )
 
 
+def open_once_adopted(store: Store, run_id: str, dead: str | None, gate: Path) -> None:
+    """Open the metric's ``gate`` once a controller other than ``dead`` holds the run's lease: what it
+    adopts is still running (its metric waits at the gate), as what a controller died in the middle
+    of is."""
+    try:
+        wait_until(
+            lambda: store.get_run(run_id).lease_owner not in (None, dead),
+            what="the new controller's lease",
+            timeout=120,
+        )
+    finally:
+        gate.touch()
+
+
 _DECIDED = {EventKind.ACCEPTED, EventKind.REJECTED, EventKind.FAILED, EventKind.NO_CHANGE}
 
 
@@ -256,8 +281,8 @@ def _running_jobs(control_plane: ControlPlane, ns: str) -> int:
 
 
 def _delete_pod_mid_turn(sides: Sides, control_plane: ControlPlane, run_id: str) -> int:
-    """Wait for a turn after the first to start in the round's first pod, delete that pod at once;
-    the number of the turn it cut off."""
+    """Wait for a turn after the first to start in the round's first pod (its metric waits at the
+    gate), delete that pod at once; the number of the turn it cut off."""
     wait_until(
         lambda: any(t.phase is TurnPhase.STARTED and t.number >= 2 for t in sides.store.list_turns(run_id)),
         what="a turn started after the first was decided",
@@ -287,7 +312,7 @@ def _drive_in_thread(service: RunService, run_id: str) -> tuple[threading.Thread
 
 
 @SQLITE_ONLY
-@pytest.mark.parametrize("metric_delay", ["0.7"])
+@pytest.mark.parametrize("metric_gate", [2])
 def test_a_pod_deleted_mid_turn_fails_that_turn_naming_why_and_the_run_goes_on(
     sides: Sides, control_plane: ControlPlane
 ) -> None:
@@ -295,6 +320,7 @@ def test_a_pod_deleted_mid_turn_fails_that_turn_naming_why_and_the_run_goes_on(
     run_id = sides.remote.create(spec, sides.spec_path.read_text(), sides.spec_path, RunOptions())
     driver, results = _drive_in_thread(sides.remote, run_id)
     cut_number = _delete_pod_mid_turn(sides, control_plane, run_id)
+    sides.gate.touch()  # the relaunched attempt's turns measure at once
     driver.join(timeout=300)
     assert not driver.is_alive()
 
@@ -324,7 +350,7 @@ def test_a_pod_deleted_mid_turn_fails_that_turn_naming_why_and_the_run_goes_on(
 
 
 @SQLITE_ONLY
-@pytest.mark.parametrize("metric_delay", ["0.7"])
+@pytest.mark.parametrize("metric_gate", [2])
 def test_a_pod_lost_beyond_broker_max_relaunches_fails_the_run_naming_the_key(
     sides: Sides, control_plane: ControlPlane
 ) -> None:

@@ -1,7 +1,10 @@
 """The knobs round both remote paths replay against a local one (``crucible worker`` through the
 subprocess broker, and through a Kubernetes Job): one spec and one metric, so the two tests compare the
-same round. ``slow.txt`` in the repository, when present, holds seconds each metric run sleeps (a test
-that must catch a round mid-way slows it)."""
+same round. ``gate.txt`` in the repository, when present, holds a turn number and a path: each metric
+run of that turn or a later one (``CRUCIBLE_TURN``) waits until the path exists, so a test that must
+catch a round mid-way holds it there until it has done what it came to do, and then opens the gate.
+(It slowed every metric run by a fixed 0.7-1 s before: ~10 s a test, and still a race on a slow
+machine.)"""
 
 KNOBS_SPEC = """
 objective = "bring m down"
@@ -38,6 +41,12 @@ mutable = ["conf.json"]
 BENCH = """
 import json, os, time
 a = json.load(open("conf.json"))["a"]
-time.sleep(float(open("slow.txt").read()) if os.path.exists("slow.txt") else 0)
+if os.path.exists("gate.txt"):
+    first, gate = open("gate.txt").read().split(maxsplit=1)
+    if int(os.environ["CRUCIBLE_TURN"]) >= int(first):
+        for _ in range(6000):  # 5 minutes at most: a test that never opens it fails on its own
+            if os.path.exists(gate):
+                break
+            time.sleep(0.05)
 print(f"METRIC m={(a - 4) ** 2 + 1}")
 """
