@@ -13,6 +13,7 @@ import pwd
 import subprocess
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -57,11 +58,11 @@ def home_footprint(home: Path) -> dict[str, tuple[int, int] | None]:
     return found
 
 
-@pytest.fixture
-def machine_home(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """The machine's own HOME for this test (CRUCIBLE_HOME stays in tmp); fails the test if anything
-    under HOME_WATCHED changed meanwhile (a ``git config --global``, crucible's default state, an
-    agent's state or a credential file)."""
+@contextmanager
+def watched_machine_home(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """HOME set to the machine's own; raises at the end if anything under HOME_WATCHED changed
+    meanwhile (a ``git config --global``, crucible's default state, an agent's state or a credential
+    file)."""
     monkeypatch.setenv("HOME", str(MACHINE_HOME))
     before = home_footprint(MACHINE_HOME)
     yield MACHINE_HOME
@@ -70,16 +71,29 @@ def machine_home(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     assert not changed, f"the test wrote into the machine's HOME ({MACHINE_HOME}): {changed}"
 
 
-@pytest.fixture(autouse=True)
-def _isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture
+def machine_home(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """The machine's own HOME for this test (CRUCIBLE_HOME stays in tmp); fails the test if anything
+    under HOME_WATCHED changed meanwhile."""
+    with watched_machine_home(monkeypatch) as home:
+        yield home
+
+
+def isolate_environment(monkeypatch: pytest.MonkeyPatch, root: Path) -> None:
+    """No inherited GIT_* or CRUCIBLE_* variable; HOME and CRUCIBLE_HOME under ``root``."""
     for name in list(os.environ):
         if name.startswith("GIT_") or name.startswith("CRUCIBLE_"):
             monkeypatch.delenv(name, raising=False)
-    home = tmp_path / "home"
+    home = root / "home"
     home.mkdir()
     monkeypatch.setenv("HOME", str(home))
-    monkeypatch.setenv("CRUCIBLE_HOME", str(tmp_path / "crucible-home"))
+    monkeypatch.setenv("CRUCIBLE_HOME", str(root / "crucible-home"))
     monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+
+
+@pytest.fixture(autouse=True)
+def _isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    isolate_environment(monkeypatch, tmp_path)
 
 
 def git(cwd: Path, *args: str) -> str:

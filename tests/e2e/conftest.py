@@ -15,6 +15,7 @@ and "the candidate checkout equals the champion byte for byte" the same, strict 
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import shutil
@@ -22,7 +23,8 @@ import stat
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +32,10 @@ from typing import Any
 import pytest
 import tomlkit
 
+from controller.cli.show import turns_tsv
+from controller.services.control.reader import RunReader
+from controller.services.views.schemas import dump
+from controller.wiring import build
 from tests.conftest import E2E_HOME, git, make_repo
 
 COMPONENT = "app"
@@ -131,6 +137,28 @@ def run_cli(
     return CliResult(proc.returncode, proc.stdout, proc.stderr, _last_json(proc.stdout))
 
 
+def run_cli_in_process(args: Sequence[str], *, cwd: Path, env: Mapping[str, str] | None = None) -> CliResult:
+    """``crucible *args`` as the console script's ``main`` runs it, but in this process: the exit
+    code, stdout and stderr it gives, without a process start (an import of the whole package,
+    0.5-1.5 s, issue 23). For a check of what a command that stops early prints and exits with (a
+    refused spec, bad usage, a dry run), next to a check that runs the same command as a process."""
+    from controller.cli.main import main
+
+    out, err = io.StringIO(), io.StringIO()
+    code: int = 0
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in (env or {}).items():
+            patch.setenv(name, value)
+        patch.chdir(cwd)
+        patch.setattr(sys, "argv", ["crucible", *args])  # as the console script sees it (``_dry`` reads it)
+        with redirect_stdout(out), redirect_stderr(err):
+            try:
+                main(list(args))
+            except SystemExit as stop:
+                code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
+    return CliResult(code, out.getvalue(), err.getvalue(), _last_json(out.getvalue()))
+
+
 def _merge(base: dict[str, Any], changes: Mapping[str, Any]) -> dict[str, Any]:
     """``base`` with ``changes`` merged in table by table; a None value deletes the key."""
     out = dict(base)
@@ -147,11 +175,13 @@ def _merge(base: dict[str, Any], changes: Mapping[str, Any]) -> dict[str, Any]:
 class Project:
     """A user repository plus a spec outside it, and the CLI pointed at both."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, home: Path | None = None) -> None:
         self.root = root
         self.repo = root / "repo"
         self.spec_path = root / "crucible.toml"
-        self.home = Path(os.environ["CRUCIBLE_HOME"])
+        # Given to every CLI call: a project made by a module-scoped fixture keeps its own home while
+        # each test that reads it runs with the CRUCIBLE_HOME of its own tmp_path.
+        self.home = home or Path(os.environ["CRUCIBLE_HOME"])
 
     def make(self, files: Mapping[str, str] | None = None, *, agent: str | None = None) -> Path:
         """Create and commit the repository: DEFAULT_FILES, then ``files``, then ``tools/agent.sh``."""
@@ -172,8 +202,38 @@ class Project:
         """``crucible loop --spec crucible.toml --json *extra``, run from the project root."""
         return self.cli("loop", "--spec", str(self.spec_path), "--json", *extra, env=env)
 
+    def cli_in_process(
+        self, *args: str, env: Mapping[str, str] | None = None, cwd: Path | None = None
+    ) -> CliResult:
+        """``cli`` through ``run_cli_in_process``: for a command that stops before any run starts."""
+        return run_cli_in_process(
+            args, cwd=cwd or self.root, env={"CRUCIBLE_HOME": str(self.home), **(env or {})}
+        )
+
     def cli(self, *args: str, env: Mapping[str, str] | None = None, cwd: Path | None = None) -> CliResult:
-        return run_cli(args, cwd=cwd or self.root, env=env)
+        return run_cli(args, cwd=cwd or self.root, env={"CRUCIBLE_HOME": str(self.home), **(env or {})})
+
+    @contextmanager
+    def reader(self) -> Iterator[RunReader]:
+        """The read facade ``crucible runs show`` prints from, wired in this process for this home
+        and closed after: a check of a run's events or table that is not about the command."""
+        root = build({**os.environ, "CRUCIBLE_HOME": str(self.home)})
+        try:
+            yield root.reader()
+        finally:
+            root.close()
+
+    def events(self, run_id: str) -> list[dict[str, Any]]:
+        """What ``crucible runs show RUN --events`` prints (test_cli_contract runs the command), parsed."""
+        with self.reader() as reader:
+            jsonl = reader.events_jsonl(run_id)
+        return [json.loads(line) for line in jsonl.splitlines() if line.strip()]
+
+    def tsv(self, run_id: str) -> str:
+        """What ``crucible runs show RUN --tsv`` prints (test_cli_contract runs the command)."""
+        with self.reader() as reader:
+            view = dump(reader.view(run_id, with_diffs=False))
+        return turns_tsv(view["turns"])
 
     def run_dir(self, run_id: str) -> Path:
         return self.home / "runs" / run_id

@@ -8,13 +8,16 @@ import json
 import re
 import secrets
 import subprocess
+from collections.abc import Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 import tomlkit
 
-from tests.conftest import git
+from tests.conftest import E2E_HOME, git, isolate_environment, watched_machine_home
 from tests.e2e.conftest import COMPONENT, Project, ok_run, outcomes, user_checkout_state
 
 pytestmark = pytest.mark.slow
@@ -48,22 +51,43 @@ TURN_KEYS = {
 }
 
 
-@pytest.fixture
-def finished(project: Project) -> tuple[Project, dict[str, Any], str]:
-    """A finished three-turn run (kept, rejected, failed) with an interleaved 3 v 3 significance test."""
-    project.make(agent=CONTRACT_AGENT)
-    project.write_spec(
-        turns=3, metric={"samples": 3, "confidence": 0.95, "interleave": True, "sequential": False}
-    )
-    result = project.loop()
+@dataclass(frozen=True)
+class Finished:
+    project: Project
+    view: dict[str, Any]
+    base_sha: str  # main when the run started (the patch test moves it later)
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Finished]:
+    """A finished three-turn run (kept, rejected, failed) with an interleaved 3 v 3 significance test.
+
+    Made once per module (and xdist worker), in an environment isolated as each test's is (its own
+    HOME and CRUCIBLE_HOME, the machine's HOME watched unless ``CRUCIBLE_TEST_E2E_HOME=temp``): three
+    tests read it, one ``crucible loop`` each was 3.5-4.7 s of setup (issue 23). Only
+    test_patch_applies_on_the_base_and_accept_refuses_a_moved_checkout changes anything (the user's
+    checkout, at its end); the others read the run's record, and base_sha from before."""
+    root = tmp_path_factory.mktemp("finished")
+    with pytest.MonkeyPatch.context() as env:
+        isolate_environment(env, root)
+        with ExitStack() as home:
+            if E2E_HOME == "machine":
+                home.enter_context(watched_machine_home(env))
+            project = Project(root)
+            project.make(agent=CONTRACT_AGENT)
+            project.write_spec(
+                turns=3, metric={"samples": 3, "confidence": 0.95, "interleave": True, "sequential": False}
+            )
+            base_sha = project.base_sha()
+            result = project.loop()
     view = ok_run(result)
     assert len(result.stdout.splitlines()) == 1, "with --json, stdout carries only the JSON object"
     assert "turn" in result.stderr and "stopped:" in result.stderr, "the live table goes to stderr"
-    return project, view, result.stdout
+    yield Finished(project, view, base_sha)
 
 
-def test_json_object_has_the_design_fields(finished: tuple[Project, dict[str, Any], str]) -> None:
-    project, view, _ = finished
+def test_json_object_has_the_design_fields(finished: Finished) -> None:
+    view = finished.view
     assert set(view) >= TOP_KEYS
     assert isinstance(view["run_id"], str) and view["run_id"]
     assert (view["status"], view["stop_reason"]) == ("completed", "max_turns")
@@ -90,13 +114,13 @@ def test_json_object_has_the_design_fields(finished: tuple[Project, dict[str, An
     assert [t["cost_usd"] for t in view["turns"]] == [0.5, 0.125, 0.125], "COST lines add up per turn"
     (component,) = view["components"]
     assert component["name"] == COMPONENT
-    assert component["base_sha"] == project.base_sha()
+    assert component["base_sha"] == finished.base_sha
     assert component["head_sha"] == kept["commit"]
     assert "-10\n+8\n" in component["diff"] and "src/value.txt" in component["diff"]
 
 
-def test_runs_show_json_events_and_tsv(finished: tuple[Project, dict[str, Any], str]) -> None:
-    project, view, _ = finished
+def test_runs_show_json_events_and_tsv(finished: Finished) -> None:
+    project, view = finished.project, finished.view
     run_id = view["run_id"]
     shown = project.cli("runs", "show", run_id, "--json")
     assert shown.code == 0 and shown.json is not None
@@ -127,10 +151,8 @@ def test_runs_show_json_events_and_tsv(finished: tuple[Project, dict[str, Any], 
     assert [r["run_id"] for r in listed.json] == [run_id]
 
 
-def test_patch_applies_on_the_base_and_accept_refuses_a_moved_checkout(
-    finished: tuple[Project, dict[str, Any], str],
-) -> None:
-    project, view, _ = finished
+def test_patch_applies_on_the_base_and_accept_refuses_a_moved_checkout(finished: Finished) -> None:
+    project, view = finished.project, finished.view
     run_id = view["run_id"]
     repo = project.repo
     patch = project.cli("patch", run_id)
@@ -175,7 +197,8 @@ def test_dry_run_resolves_and_runs_nothing(project: Project, tmp_path: Path) -> 
     )
 
     text = project.cli("loop", "--spec", str(project.spec_path), "--dry-run")
-    as_json = project.cli("loop", "--spec", str(project.spec_path), "--dry-run", "--json")
+    # The same dry run's --json form, in-process (the console script ran just above).
+    as_json = project.cli_in_process("loop", "--spec", str(project.spec_path), "--dry-run", "--json")
 
     assert text.code == 0, text.describe()
     assert project.base_sha() in text.stdout
@@ -201,7 +224,8 @@ def test_dry_run_prints_the_job_a_kubernetes_broker_would_create(project: Projec
     )
 
     text = project.cli("loop", "--spec", str(project.spec_path), "--dry-run")
-    as_json = project.cli("loop", "--spec", str(project.spec_path), "--dry-run", "--json")
+    # The --json forms in-process (the console script ran just above).
+    as_json = project.cli_in_process("loop", "--spec", str(project.spec_path), "--dry-run", "--json")
 
     assert text.code == 0, text.describe()
     assert '"kind": "Job"' in text.stdout and '"kind": "Secret"' in text.stdout
@@ -220,7 +244,7 @@ def test_dry_run_prints_the_job_a_kubernetes_broker_would_create(project: Projec
     assert token["valueFrom"]["secretKeyRef"]["name"] == secret["metadata"]["name"]
     assert secret["stringData"]["token"].startswith("(minted")
     assert not (project.home / "runs").exists()
-    local = project.cli("loop", "--spec", str(project.write_spec()), "--dry-run", "--json")
+    local = project.cli_in_process("loop", "--spec", str(project.write_spec()), "--dry-run", "--json")
     assert local.json["kubernetes"] is None
 
 
@@ -228,7 +252,7 @@ def test_init_writes_a_spec_that_dry_run_accepts(project: Project) -> None:
     repo = project.make()
 
     first = project.cli("init", cwd=repo)
-    again = project.cli("init", cwd=repo)
+    again = project.cli_in_process("init", cwd=repo)  # the refusal in-process: a process ran just above
 
     assert first.code == 0, first.describe()
     assert again.code == 2 and "exists" in again.stderr, "init must not overwrite a spec"
@@ -238,7 +262,7 @@ def test_init_writes_a_spec_that_dry_run_accepts(project: Project) -> None:
     doc["agent"]["command"] = "sh tools/agent.sh"
     doc["metric"]["command"] = "sh tools/bench.sh"
     spec.write_text(tomlkit.dumps(doc))
-    dry = project.cli("loop", "--dry-run", "--json", cwd=repo)
+    dry = project.cli_in_process("loop", "--dry-run", "--json", cwd=repo)  # after a process, just above
     assert dry.code == 0, dry.describe()
     (component,) = dry.json["components"]
     assert (component["name"], component["base"]) == ("repo", "main")
@@ -293,8 +317,9 @@ def test_bad_usage_exits_2(project: Project) -> None:
     project.make()
     project.write_spec()
     assert project.cli("loop", "--no-such-option").code == 2
-    assert project.cli("loop", "--spec", str(project.spec_path), "--turns", "-1").code == 2
-    assert project.cli("loop", "--spec", str(project.root / "missing.toml")).code == 2
+    # Two more usage errors of the same command in-process (its console script exits 2 just above).
+    assert project.cli_in_process("loop", "--spec", str(project.spec_path), "--turns", "-1").code == 2
+    assert project.cli_in_process("loop", "--spec", str(project.root / "missing.toml")).code == 2
     missing = project.cli("runs", "show", "no-such-run")
     assert missing.code == 2 and "no-such-run" in missing.stderr
 

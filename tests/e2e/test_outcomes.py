@@ -3,7 +3,6 @@ failing validation beats an improving metric, and an invalid metric is never a b
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
@@ -115,6 +114,5 @@ def test_invalid_baseline_fails_the_run(project: Project, mode: str) -> None:
     assert view["best"] is None
     assert view["turns"] == [], "no turn may run on an invalid baseline"
     assert "baseline failed" in result.stderr
-    events = project.cli("runs", "show", view["run_id"], "--events")
-    kinds = [json.loads(line)["kind"] for line in events.stdout.splitlines()]
+    kinds = [event["kind"] for event in project.events(view["run_id"])]
     assert "baseline" not in kinds and kinds[-1] == "completed"

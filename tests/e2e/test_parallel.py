@@ -5,7 +5,6 @@ test), records the others as ``superseded`` or with their own reason, and shows 
 
 from __future__ import annotations
 
-import json
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -97,7 +96,7 @@ def test_each_turn_tries_distinct_hypotheses_and_keeps_the_best_one(project: Pro
     table = project.cli("runs", "show", view["run_id"])
     assert table.code == 0, table.stderr
     assert "#2" in table.stdout and "superseded" in table.stdout
-    tsv = project.cli("runs", "show", view["run_id"], "--tsv").stdout.splitlines()
+    tsv = project.tsv(view["run_id"]).splitlines()
     header = tsv[0].split("\t")
     rows = [dict(zip(header, line.split("\t"), strict=True)) for line in tsv[1:]]
     assert len(rows) == 2 + 6, "one row per turn and one per hypothesis"
@@ -128,8 +127,7 @@ def test_the_agent_sees_its_index_and_the_better_of_two_is_kept(project: Project
     candidate = project.checkout(view["run_id"])
     assert (candidate / "src/value.txt").read_text() == "8\n"
     # Each hypothesis reported its steps and samples live, with its index (the dashboard's panel).
-    shown = project.cli("runs", "show", view["run_id"], "--events").stdout.splitlines()
-    events = [json.loads(line) for line in shown if line.strip()]
+    events = project.events(view["run_id"])
     progress = [e for e in events if e["kind"] in ("turn_step", "sample")]
     assert progress and all(e["turn"] == 1 for e in progress)
     for h in turn["hypotheses"]:

@@ -62,8 +62,7 @@ def test_sequential_turns_stop_early_and_say_why(project: Project, tmp_path: Pat
     shown = project.cli("runs", "show", view["run_id"], env=env)
     assert shown.code == 0, shown.stderr
     assert f"{kept['pairs']} early" in shown.stdout
-    tsv = project.cli("runs", "show", view["run_id"], "--tsv", env=env)
-    header, first, _second = tsv.stdout.splitlines()
+    header, first, _second = project.tsv(view["run_id"]).splitlines()
     columns = dict(zip(header.split("\t"), first.split("\t"), strict=True))
     assert (columns["pairs"], columns["sequential_stop"]) == (str(kept["pairs"]), "kept early")
 

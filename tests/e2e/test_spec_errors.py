@@ -36,7 +36,8 @@ def test_malformed_spec_exits_2_names_the_key_and_creates_nothing(project: Proje
     project.write_spec(**changes)
 
     result = project.loop()
-    dry = project.cli("loop", "--spec", str(project.spec_path), "--dry-run")
+    # The same refusal at --dry-run, in-process: the console script's own path is ``result``'s.
+    dry = project.cli_in_process("loop", "--spec", str(project.spec_path), "--dry-run")
 
     for outcome in (result, dry):
         assert outcome.code == 2, outcome.describe()
@@ -95,7 +96,8 @@ def test_a_bad_publish_table_exits_2_at_dry_run_naming_the_key_and_the_value(
     project.make()
     project.write_spec(publish=table)
 
-    dry = project.cli("loop", "--spec", str(project.spec_path), "--dry-run")
+    # The refusal at --dry-run in-process; the console script's own path is ``published``'s.
+    dry = project.cli_in_process("loop", "--spec", str(project.spec_path), "--dry-run")
     published = project.loop("--publish-prs")
 
     for outcome in (dry, published):
