@@ -68,9 +68,15 @@ def git_as(user: str, cwd: Path, *args: str) -> str:
     return done.stdout
 
 
-def github_as(api_url: str, user: str) -> Github:
-    """A PyGithub client that speaks to the forge as ``user``, without retries that would hide errors."""
-    return Github(base_url=api_url, auth=Auth.Token(TOKENS[user]), retry=None)
+def github_as(api_url: str, user: str, *, paced: bool = False) -> Github:
+    """A PyGithub client that speaks to the forge as ``user``, without retries that would hide errors.
+
+    Unpaced unless asked: PyGithub's default pacing (0.25 s between requests, 1 s between writes) is a
+    courtesy to github.com's rate limits that the local forge does not need; every test creating
+    alice/app and adding bob paid a second of it in a sleep. ``paced``: a test whose timing has relied on
+    it (tests/rounds/test_liveness_e2e.py's review must not outrun the run it signals)."""
+    pacing = {} if paced else {"seconds_between_requests": 0, "seconds_between_writes": 0}
+    return Github(base_url=api_url, auth=Auth.Token(TOKENS[user]), retry=None, **pacing)
 
 
 @contextmanager
