@@ -28,6 +28,7 @@ from collections import Counter
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -346,6 +347,20 @@ class Lab:
         """What ``crucible patch RUN`` prints."""
         with self.reader() as reader:
             return reader.patch(run_id)
+
+    def lease_runs_out(self, run_id: str) -> None:
+        """What waiting out a dead controller's lease leads to, without the wait: a scheduler whose
+        store's clock reads just past the expiry (not a sleep) takes the run over and hands it back,
+        so the next ``resume`` finds the lease free. For a test whose subject is what resume does
+        after the takeover; resume's own wait for a lease to run out stays in the tests that do not
+        call this (test_resume_first_kills_the_process_group_the_dead_controller_left, test_refusals,
+        test_parallel_resume, tests/rounds/test_liveness_e2e)."""
+        with self.store() as store:
+            expires = store.get_run(run_id).lease_expires_at
+        assert expires is not None, "the dead controller held the run's lease"
+        with Store.open(self.database_url, clock=lambda: expires + timedelta(seconds=1)) as later:
+            later.claim_run(run_id, "a-scheduler", 5)
+            assert later.release_lease(run_id, "a-scheduler")
 
     def recorded_groups(self, run_id: str) -> list[tuple[int, str]]:
         """The process groups on record for the run (run directory and store), as resume sees them."""

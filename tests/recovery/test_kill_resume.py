@@ -89,6 +89,7 @@ def test_kill_9_then_resume_ends_like_an_uninterrupted_run(
     assert decided == list(range(1, cut_turn)), "the cut-off turn must not be decided yet"
     if point == "d-after-keep":
         assert component.head_sha != component.base_sha, "turn 1's keep is recorded before the crash"
+    lab.lease_runs_out(run_id)  # the store's clock, not a 3 s wait (the wait: the tests below)
 
     resumed = lab.cli("resume", run_id, "--json")
 
