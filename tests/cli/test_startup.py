@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -52,8 +53,12 @@ def test_runs_list_on_the_first_run_creates_the_schema_through_the_store(tmp_pat
     assert not modules & (HEAVY - {"alembic"})
 
 
-def test_runs_list_reads_an_up_to_date_sqlite_file_without_sqlalchemy_or_pydantic(tmp_path: Path) -> None:
-    _imported(["db", "upgrade"], tmp_path)
+def test_runs_list_reads_an_up_to_date_sqlite_file_without_sqlalchemy_or_pydantic(
+    tmp_path: Path, migrated_sqlite: Path
+) -> None:
+    # A home whose database is at the schema's head (a copy of one, where a probe of ``crucible db
+    # upgrade`` was a second process start; that command's own test is test_cli_contract's).
+    shutil.copyfile(migrated_sqlite, tmp_path / "crucible.db")
     modules = _imported(["runs", "list"], tmp_path)
     assert "controller.store.listing" in modules  # the probe sees the read it made
     assert not modules & (HEAVY | {"sqlalchemy", "pydantic", "pydantic_settings"})
@@ -61,10 +66,9 @@ def test_runs_list_reads_an_up_to_date_sqlite_file_without_sqlalchemy_or_pydanti
 
 @pytest.mark.postgres
 def test_runs_list_on_postgresql_imports_the_store_but_no_framework_forge_or_alembic(
-    tmp_path: Path, postgres_url: str
+    tmp_path: Path, migrated_postgres_url: str
 ) -> None:
-    _imported(["db", "upgrade"], tmp_path, postgres_url)
-    modules = _imported(["runs", "list"], tmp_path, postgres_url)
+    modules = _imported(["runs", "list"], tmp_path, migrated_postgres_url)  # at the schema's head
     assert "sqlalchemy" in modules  # it touches the store, as it must
     assert not modules & HEAVY
 

@@ -38,7 +38,8 @@ def test_an_agent_installed_under_tmp_runs_inside_the_sandbox(project: Project, 
     project.write_spec(agent={"command": "lower-agent"})
     env = {"PATH": f"{tool_venv / 'bin'}:{os.environ['PATH']}"}
 
-    dry = project.cli("loop", "--spec", str(project.spec_path), "--dry-run", "--json", env=env)
+    # The dry run in-process (``crucible loop --dry-run`` as a process: test_cli_contract.py).
+    dry = project.cli_in_process("loop", "--spec", str(project.spec_path), "--dry-run", "--json", env=env)
     view = ok_run(project.loop(env=env))
 
     assert dry.code == 0 and dry.json["sandbox_problems"] == [], dry.describe()
@@ -54,7 +55,8 @@ def test_a_program_the_sandbox_cannot_show_is_named_in_the_turn_and_by_dry_run(
     project.write_spec(agent={"command": '"$LOWER_AGENT"'}, metric={"command": "no-such-metric-tool"})
     env = {"LOWER_AGENT": str(agent)}
 
-    dry = project.cli("loop", "--spec", str(project.spec_path), "--dry-run", env=env)
+    # The dry run in-process (``crucible loop --dry-run`` as a process: test_cli_contract.py).
+    dry = project.cli_in_process("loop", "--spec", str(project.spec_path), "--dry-run", env=env)
     project.write_spec(turns=3, agent={"command": '"$LOWER_AGENT"'})
     result = project.loop(env=env)
 

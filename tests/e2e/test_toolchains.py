@@ -77,7 +77,8 @@ def test_a_shim_under_home_that_execs_a_python_elsewhere_under_home(
     python_project(project)
     env = {"PATH": f"{shims}:{SHELL_PATH}"}
 
-    dry = project.cli("loop", "--spec", str(project.spec_path), "--dry-run", "--json", env=env)
+    # The dry run in-process (``crucible loop --dry-run`` as a process: test_cli_contract.py).
+    dry = project.cli_in_process("loop", "--spec", str(project.spec_path), "--dry-run", "--json", env=env)
     view = ok_run(project.loop(env=env))
 
     assert dry.code == 0 and dry.json["sandbox_problems"] == [], dry.describe()
