@@ -9,8 +9,6 @@ from __future__ import annotations
 import os
 import select
 import socket
-import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -32,6 +30,7 @@ from tests.api.conftest import ADMIN, Recorder
 from tests.api.sqlite_only import sqlite_only  # noqa: F401 (database_url on SQLite only: the HTTP edge)
 from tests.api.test_serve import serving
 from tests.conftest import make_repo
+from tests.support.fixtures import migrated_sqlite_url
 
 FORGE_TOKEN = "ghp_0123456789abcdefghijklmnopqrstuvwxyzAB"
 SPEC = """
@@ -178,12 +177,12 @@ def test_crucible_serve_holds_submitted_specs_to_the_operators_rules(tmp_path: P
     env = {k: v for k, v in os.environ.items() if not k.startswith("CRUCIBLE_")}
     env.update(
         CRUCIBLE_HOME=str(tmp_path / "home"),
-        CRUCIBLE_DATABASE_URL=f"sqlite:///{tmp_path / 'crucible.db'}",
+        # At the schema's head, as `crucible db upgrade` leaves it (tests/e2e runs that command).
+        CRUCIBLE_DATABASE_URL=migrated_sqlite_url(tmp_path / "crucible.db"),
         CRUCIBLE_API_TOKEN=ADMIN,
         CRUCIBLE_GITHUB_TOKEN=FORGE_TOKEN,
         GITHUB_TOKEN=FORGE_TOKEN,
     )
-    subprocess.run([sys.executable, "-m", "controller.cli.main", "db", "upgrade"], env=env, check=True)
     repo = make_repo(tmp_path / "app", {"src/a.py": "x = 1\n"})
     auth = {"Authorization": f"Bearer {ADMIN}"}
     with listener() as (forge, sock), serving(env, tmp_path / "serve.log") as (_proc, url):

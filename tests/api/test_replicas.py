@@ -28,13 +28,13 @@ pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 
 
 def test_two_replicas_share_ten_runs_and_one_takes_over_after_kill_9(
-    tmp_path: Path, postgres_url: str
+    tmp_path: Path, migrated_postgres_url: str
 ) -> None:
+    postgres_url = migrated_postgres_url  # at the schema's head, as `crucible db upgrade` leaves it
     slow = tmp_path / "slow-never"  # the agent sleeps a little instead, so turns overlap the kill
     spec = SPEC.format(slow=slow).replace("echo $CRUCIBLE_TURN", "sleep 1; echo $CRUCIBLE_TURN")
     repo = make_repo(tmp_path / "app", {"src/a.txt": "0\n", "crucible.toml": spec})
     env = _env(tmp_path / "home", postgres_url)  # one CRUCIBLE_HOME: replicas share the run volume
-    subprocess.run([sys.executable, "-m", "controller.cli.main", "db", "upgrade"], env=env, check=True)
     with ExitStack() as stack:
         a, url_a = stack.enter_context(
             serving({**env, "CRUCIBLE_MAX_CONCURRENT_RUNS": "5"}, tmp_path / "a.log")

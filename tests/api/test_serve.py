@@ -24,6 +24,7 @@ from controller.domain.enums import EventKind, RunStatus, TurnPhase
 from controller.store import Store
 from tests.conftest import free_port, make_repo
 from tests.support import wait_until
+from tests.support.fixtures import migrated_sqlite_url
 from tests.webhooks.helpers import SECRET, encode, post
 
 TOKEN = "serve-token-0123456789"
@@ -105,12 +106,11 @@ def _started_turn(store: Store, run_id: str, number: int) -> bool:
 
 
 def test_serve_drives_detaches_on_sigterm_and_a_restart_takes_over(tmp_path: Path) -> None:
-    url_db = f"sqlite:///{tmp_path / 'crucible.db'}"
+    url_db = migrated_sqlite_url(tmp_path / "crucible.db")  # at the schema's head, as `db upgrade` leaves it
     slow = tmp_path / "slow"
     repo = make_repo(tmp_path / "app", {"src/a.txt": "0\n", "crucible.toml": SPEC.format(slow=slow)})
     env = _env(tmp_path / "home", url_db)
     log = tmp_path / "serve.log"
-    subprocess.run([sys.executable, "-m", "controller.cli.main", "db", "upgrade"], env=env, check=True)
 
     # 1. A run submitted through the CLI's --server is driven by the server to its stop.
     with serving(env, log) as (proc, url):
