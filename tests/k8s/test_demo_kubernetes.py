@@ -36,12 +36,15 @@ def test_without_a_control_plane_the_demo_says_how_to_start_one(tmp_path: Path) 
 @pytest.mark.slow
 def test_the_demo_runs_its_search_round_as_a_job(tmp_path: Path, control_plane: ControlPlane) -> None:
     env = _env(CRUCIBLE_HOME=str(tmp_path / "home"), CRUCIBLE_KUBECONFIG=str(control_plane.kubeconfig))
-    argv = [*CLI, "demo", "--kubernetes", "--turns", "3", "--json", "--keep", str(tmp_path / "demo")]
+    # One search turn: the example agent's first idea (a bigger cache) is a sure keep (41 -> 34 ms
+    # against 0.15 ms of noise), which the review round needs (a PR); tests/publish/test_demo.py runs
+    # the demo's longer search locally.
+    argv = [*CLI, "demo", "--kubernetes", "--turns", "1", "--json", "--keep", str(tmp_path / "demo")]
     done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=600)
     assert done.returncode == 0, done.stderr
     view = json.loads(done.stdout.strip().splitlines()[-1])
     assert view["status"] == "completed"
-    assert len([t for t in view["turns"] if t["round"] == 0]) == 3
+    assert len([t for t in view["turns"] if t["round"] == 0]) == 1
     [pull] = view["pull_requests"]
     assert pull["head_sha"] == view["components"][0]["head_sha"]
     assert [t["round"] for t in view["turns"] if t["round"] > 0][:1] == [1], "the review round ran"
