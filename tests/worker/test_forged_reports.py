@@ -9,6 +9,11 @@ moves the champion, a keep whose made-up samples agree with it but whose commit 
 brought, and a second baseline. Each is refused (403, or 409 for the baseline), the refused reports
 are recorded as ``policy_violation`` naming what did not match, the token stays good, and the run's
 turns, champion and PR end exactly as the honest steered run's (``check_steered``).
+
+On SQLite only (issue 23): the refusals are the controller's recount and bundle check, not the
+store's; the second baseline's 409 is the ledger's ConflictError, checked on both databases through
+the HTTP ledger by ``tests/ledger/test_contract.py``, and the forged keep of ``test_forged_keep``
+runs on PostgreSQL.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from controller.domain.enums import EventKind, Reason
 from controller.domain.jobs import RoundJob
 from controller.services.remote.remote_rounds import RemoteRounds
 from controller.store import Store
+from tests.api.sqlite_only import SQLITE_ONLY
 from tests.forgekit import app_forge
 from tests.k8s.conftest import wait_until
 from tests.worker.steered_round import WORKER, check_steered, run_steered
@@ -153,6 +159,7 @@ class Attacker:
             thread.join(timeout=60)
 
 
+@SQLITE_ONLY
 def test_forged_decisions_with_a_stolen_token_leave_the_run_as_an_honest_one(
     tmp_path: Path, database_url: str
 ) -> None:
