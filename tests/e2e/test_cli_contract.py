@@ -272,6 +272,7 @@ def test_init_writes_a_spec_that_dry_run_accepts(project: Project) -> None:
     assert "tools/bench.sh" not in component["mutable_files"]
 
 
+@pytest.mark.usefixtures("migrated_home")  # not about a first run (``finished`` is)
 def test_cost_lines_add_up_and_the_cost_budget_stops_the_run(project: Project) -> None:
     agent = 'echo $((10 - CRUCIBLE_TURN)) > src/value.txt; echo "COST usd=0.375 tokens=7"\n'
     project.make(agent=agent)
@@ -288,6 +289,7 @@ def test_cost_lines_add_up_and_the_cost_budget_stops_the_run(project: Project) -
     assert "cost" in view["message"]
 
 
+@pytest.mark.usefixtures("migrated_home")  # not about a first run (``finished`` is)
 def test_knobs_stop_with_exhausted_when_the_surface_is_spent(project: Project) -> None:
     bench = "printf 'METRIC score=%s\\n' \"$(sed -n 's/^level = //p' config.toml)\"\n"
     project.make({"config.toml": "[tune]\nlevel = 2\n", "tools/bench.sh": bench})
@@ -324,6 +326,7 @@ def test_bad_usage_exits_2(project: Project) -> None:
     assert missing.code == 2 and "no-such-run" in missing.stderr
 
 
+@pytest.mark.usefixtures("migrated_home")  # not about a first run (``finished`` is)
 def test_best_is_null_when_nothing_was_kept(project: Project) -> None:
     project.make(agent="echo more >> src/notes.txt\n")
     project.write_spec(turns=1)

@@ -42,6 +42,7 @@ from controller.services.views.schemas import dump
 from controller.store.store import Store
 from controller.wiring import build
 from tests.conftest import git, make_repo
+from tests.support.fixtures import migrated_sqlite_url
 from tests.support.waiting import wait_until as support_wait_until
 
 COMPONENT = "app"
@@ -383,7 +384,13 @@ class Lab:
 
 @pytest.fixture
 def lab(tmp_path: Path) -> Iterator[Lab]:
-    env = isolated_env(Path(os.environ["HOME"]), Path(os.environ["CRUCIBLE_HOME"]), {})
+    home = Path(os.environ["CRUCIBLE_HOME"])
+    # Not about a first run: the home's SQLite file starts at the schema's head, as crucible left it
+    # after an earlier run (a copy; a first ``crucible loop`` on an empty home runs every migration,
+    # which tests/e2e/test_cli_contract.py covers, migrations themselves tests/store).
+    home.mkdir()
+    migrated_sqlite_url(home / "crucible.db")
+    env = isolated_env(Path(os.environ["HOME"]), home, {})
     env["RECOVERY_DIR"] = str(tmp_path / "control")
     # A dead controller's run is taken over once its lease runs out: a short lease keeps the kill -9
     # tests' resumes quick (the default is 30 s; renewals every third of it).
@@ -416,6 +423,8 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> Reference:
     """An uninterrupted run of the same repository and spec (no RECOVERY_DIR: nothing hangs)."""
     root = tmp_path_factory.mktemp("reference")
     (root / "home").mkdir()
+    (root / "crucible-home").mkdir()
+    migrated_sqlite_url(root / "crucible-home" / "crucible.db")  # as ``lab``'s
     ref = Lab(root, isolated_env(root / "home", root / "crucible-home", {"RECOVERY_DIR": ""}))
     make_repo(ref.repo, FILES)
     ref.spec_path.write_text(SPEC)

@@ -27,6 +27,7 @@ from controller.store import Store
 from tests.conftest import free_port
 from tests.forgekit import TOKENS, app_forge, github_as, review_round_spec, write_agent, write_spec
 from tests.recovery.conftest import CliResult, Controller, cli_argv, isolated_env, wait_until
+from tests.support.fixtures import migrated_sqlite_url
 
 pytestmark = pytest.mark.slow
 SECRET = "it is a secret to everybody"
@@ -112,6 +113,8 @@ def site(tmp_path: Path, *, max_rounds: int, poll_interval: str) -> Iterator[Sit
     with app_forge(tmp_path, webhook_url=webhook, webhook_secret=SECRET) as app:
         spec = review_round_spec(write_agent(tmp_path, AGENT), app.handle.api_url, max_rounds=max_rounds)
         write_spec(tmp_path, spec.replace('poll_interval = "1s"', f'poll_interval = "{poll_interval}"'))
+        (tmp_path / "crucible-home").mkdir()
+        migrated_sqlite_url(tmp_path / "crucible-home" / "crucible.db")  # not about a first run
         env = isolated_env(Path(os.environ["HOME"]), tmp_path / "crucible-home", {})
         env.update(
             CRUCIBLE_GITHUB_TOKEN=TOKENS["alice"],
