@@ -20,6 +20,7 @@ import pytest
 
 from controller.api.dashboard.session import COOKIE
 from tests.api.gated_loop import SAMPLES, GatedLoop, start_gated_loop
+from tests.e2e.conftest import run_cli_in_process
 
 pytestmark = pytest.mark.slow
 EXIT_S = 20  # SIGTERM and Ctrl-C end the process within this (docs/cli.md)
@@ -141,7 +142,8 @@ def test_sigterm_ends_the_loop_promptly_while_a_browser_follows_the_stream(loop:
 def test_a_bad_dashboard_address_is_a_usage_error_before_anything_starts(
     tmp_path: Path, args: list[str], says: str
 ) -> None:
+    """In this process, as the console script's ``main`` runs it: the gated loops above start the real
+    ``crucible loop --dashboard`` as a process, and tests/e2e a ``loop`` usage error as one."""
     (tmp_path / "crucible.toml").write_text("objective = 'x'\n")
-    argv = [sys.executable, "-c", "from controller.cli.main import main; main()", "loop", *args]
-    done = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=60)
-    assert done.returncode == 2 and says in done.stderr, done.stderr
+    done = run_cli_in_process(["loop", *args], cwd=tmp_path)
+    assert done.code == 2 and says in done.stderr, done.stderr
