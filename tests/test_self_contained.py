@@ -12,6 +12,7 @@ code cited a design file and a style guide 86 times that no clone had).
 
 from __future__ import annotations
 
+import functools
 import re
 import subprocess
 from pathlib import Path, PurePosixPath
@@ -73,12 +74,20 @@ def problems_in(name: str, text: str) -> list[str]:
     return found
 
 
+@functools.lru_cache(maxsize=4)
+def _citable(files: frozenset[str]) -> tuple[frozenset[str], frozenset[str]]:
+    """The file names a citation may name and the ADR numbers, from ``files``: made once per set of
+    files, not once per cited file (829 files x ~900 paths took the whole test ~5 s)."""
+    names = frozenset({PurePosixPath(f).name for f in files} | WRITTEN_AT_RUN_TIME)
+    adrs = frozenset(PurePosixPath(f).name[:4] for f in files if f.startswith("adr/"))
+    return names, adrs
+
+
 def missing_citations(name: str, text: str, files: set[str]) -> list[str]:
     """Citations in ``text`` (the file ``name``) of documents that are not among ``files``."""
     if name.startswith(THIRD_PARTY):
         return []
-    names = {PurePosixPath(f).name for f in files} | WRITTEN_AT_RUN_TIME
-    adrs = {PurePosixPath(f).name[:4] for f in files if f.startswith("adr/")}
+    names, adrs = _citable(frozenset(files))
     found = []
     for number, line in enumerate(text.splitlines(), 1):
         cited = [m.group(1) for m in DOCUMENT.finditer(line)]
