@@ -3,6 +3,11 @@
 The worker's side is played by plain git here (clone the start bundle, commit, bundle the result)
 so each refusal can be provoked exactly: a protected path, a ref outside the run, a commit that
 does not descend from the start. ``test_round_trip.py`` runs the real ``crucible worker``.
+
+A refusal is recorded the same way whatever the bundle did (the turn rejected as a
+``policy_violation``, the attempt's token revoked): the good bundle, the unproved head and the
+protected path run on both databases, the other refusals, which differ only in what git finds, on
+SQLite (issue 23).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from controller.domain.enums import EventKind, Outcome, Reason, SampleArm, TurnP
 from controller.domain.errors import ForbiddenError
 from controller.store import ChampionUpdate, TurnDecision
 from controller.store.http_ledger import HttpLedger
+from tests.api.sqlite_only import SQLITE_ONLY
 from tests.conftest import git, make_repo
 from tests.worker.conftest import Controller
 
@@ -164,6 +170,7 @@ def test_a_commit_touching_a_protected_path_is_refused(
     assert git(repo, "for-each-ref", "refs/crucible/r1/worker") == "", "nothing pinned"
 
 
+@SQLITE_ONLY
 def test_a_commit_touching_the_evaluator_is_refused(
     seeded: tuple[Controller, str, Path], tmp_path: Path
 ) -> None:
@@ -175,6 +182,7 @@ def test_a_commit_touching_the_evaluator_is_refused(
     _refused(controller, answer, token, "bench.py: evaluator file")
 
 
+@SQLITE_ONLY
 def test_a_ref_outside_the_run_is_refused(seeded: tuple[Controller, str, Path], tmp_path: Path) -> None:
     controller, token, _repo = seeded
     clone, start = worker_clone(controller, token, tmp_path)
@@ -185,6 +193,7 @@ def test_a_ref_outside_the_run_is_refused(seeded: tuple[Controller, str, Path], 
     _refused(controller, answer, token, "refs/heads/main")
 
 
+@SQLITE_ONLY
 def test_a_commit_not_descending_from_the_start_is_refused(
     seeded: tuple[Controller, str, Path], tmp_path: Path
 ) -> None:
@@ -197,6 +206,7 @@ def test_a_commit_not_descending_from_the_start_is_refused(
     _refused(controller, answer, token, "does not descend from the start")
 
 
+@SQLITE_ONLY
 def test_garbage_is_refused(seeded: tuple[Controller, str, Path]) -> None:
     controller, token, _repo = seeded
     start_turn(controller)

@@ -18,7 +18,9 @@ worker sends again (the old confirmation's token is retired, its report refused)
 The attack runs on PostgreSQL only, the database of a served controller whose rounds run in workers
 (issue 23: each database took ~20 s of two whole steered runs, and the refusal is the keep gate's, not
 the store's); ``tests/k8s/test_e2e_confirm.py`` replays it on SQLite through the control plane, and
-the confirmations' records are checked on both databases by the other tests here.
+the confirmations' records are checked on both databases by the not-reproduced and
+restarted-controller tests here. The honest round runs on SQLite only too: that it decides as the
+local round, every keep confirmed and nothing else, is the keep gate's and the recount's doing.
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ from controller.store import ChampionUpdate, ComponentRecord, NewRun, Store, Tur
 from controller.store.http_ledger import HttpLedger
 from controller.store.records import Sample
 from controller.wiring import compose_service
-from tests.api.sqlite_only import POSTGRES_ONLY
+from tests.api.sqlite_only import POSTGRES_ONLY, SQLITE_ONLY
 from tests.conftest import git, make_repo
 from tests.forgekit import app_forge
 from tests.k8s.conftest import wait_until
@@ -341,6 +343,7 @@ def _run(service: RunService, spec_path: Path) -> str:
     return run_id
 
 
+@SQLITE_ONLY
 def test_an_honest_round_with_confirmations_decides_as_the_local_round(
     tmp_path: Path, database_url: str, remote: Remote
 ) -> None:
