@@ -29,6 +29,7 @@ from controller.store.store import Store
 from controller.wiring import Mode, Root, build
 from tests.conftest import make_repo
 from tests.support import root_for, wait_until
+from tests.support.fixtures import migrated_sqlite_url
 
 SPEC = """
 objective = "count up"
@@ -62,7 +63,7 @@ def _until(check: Callable[[], bool], what: str) -> None:
 @pytest.fixture
 def root(tmp_path: Path) -> Iterator[Root]:
     home = tmp_path / "home"
-    settings = Settings(home=home, database_url=f"sqlite:///{tmp_path / 'crucible.db'}")
+    settings = Settings(home=home, database_url=migrated_sqlite_url(tmp_path / "crucible.db"))
     built = build(dict(os.environ), settings=settings, mode=Mode.SERVE)
     yield built
     built.close()

@@ -11,6 +11,7 @@ from controller.services.views.specs import stored_spec
 from controller.store import Store
 from controller.store.records import RunRecord
 from tests.support import new_run
+from tests.support.fixtures import migrated_sqlite_url
 
 SPEC = """
 objective = "{objective}"
@@ -47,7 +48,7 @@ def test_a_runs_spec_is_read_once_and_each_store_keeps_its_own(store: Store, tmp
     assert first.objective == "one" and first.spec_dir == spec_path.parent
 
     # Another database may hold a run of the same id with another spec (another store object).
-    with Store.open(f"sqlite:///{tmp_path / 'other.db'}", upgrade=True) as other:
+    with Store.open(migrated_sqlite_url(tmp_path / "other.db"), upgrade=True) as other:
         other.create_run(new_run("r1", spec_text=SPEC.format(objective="two"), spec_path=None))
         assert stored_spec(CountingReads(other), "r1").objective == "two"
     assert stored_spec(reads, "r1") is first

@@ -15,6 +15,7 @@ from controller.services.views.summaries import quick_run_list, summary_json
 from controller.store import Store
 from controller.store.summary import RunSummaryRecord
 from tests.support import new_run
+from tests.support.fixtures import migrated_sqlite_url
 
 
 @pytest.mark.parametrize(
@@ -46,7 +47,7 @@ def test_a_line_is_the_models_json_form(record: RunSummaryRecord) -> None:
 
 
 def test_the_quick_list_is_the_run_services_list(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'crucible.db'}"
+    url = migrated_sqlite_url(tmp_path / "crucible.db")
     with Store.open(url, upgrade=True) as store:
         for i in range(3):
             store.create_run(new_run(f"r{i}"))

@@ -32,6 +32,7 @@ from controller.api.webhooks import webhook_router
 from controller.localforge.server import serve_in_thread
 from controller.store import Store
 from tests.support import Ticker, wait_until
+from tests.support.fixtures import migrated_sqlite_url
 from tests.webhooks.helpers import ORACLE_FILES, SECRET, Client, Wakeups, encode, event_of, post
 
 EVENT = "issue_comment"
@@ -46,7 +47,7 @@ def in_background(
 @pytest.fixture
 def sqlite_store(tmp_path: Path) -> Iterator[tuple[Store, Path]]:
     path = tmp_path / "crucible.db"
-    s = Store.open(f"sqlite:///{path}", upgrade=True)
+    s = Store.open(migrated_sqlite_url(path), upgrade=True)
     yield s, path
     s.close()
 
@@ -197,7 +198,7 @@ def test_the_writer_thread_lives_as_long_as_the_server(tmp_path: Path) -> None:
         return sum(1 for t in threading.enumerate() if t.name == THREAD_NAME)
 
     before = writers()
-    with Store.open(f"sqlite:///{tmp_path / 'crucible.db'}", upgrade=True) as store:
+    with Store.open(migrated_sqlite_url(tmp_path / "crucible.db"), upgrade=True) as store:
         app = FastAPI()
         app.include_router(webhook_router(store, SECRET))
         with serve_in_thread(app) as url, httpx.Client(base_url=url, timeout=30) as client:
@@ -211,7 +212,7 @@ def test_deliveries_arriving_together_share_a_transaction(tmp_path: Path) -> Non
     """Saves handed over in one event-loop turn are released to the writer only when the turn ends,
     and then stored in one batch: with a clock that moves at every reading, they share one
     ``received_at``."""
-    with Store.open(f"sqlite:///{tmp_path / 'crucible.db'}", upgrade=True, clock=Ticker()) as store:
+    with Store.open(migrated_sqlite_url(tmp_path / "crucible.db"), upgrade=True, clock=Ticker()) as store:
         writer = DeliveryWriter(StoreSink(store))
 
         async def main() -> list[Outcome]:
@@ -231,7 +232,7 @@ def test_deliveries_arriving_together_share_a_transaction(tmp_path: Path) -> Non
 
 
 def test_stop_stores_what_waits_then_refuses(tmp_path: Path) -> None:
-    with Store.open(f"sqlite:///{tmp_path / 'crucible.db'}", upgrade=True) as store:
+    with Store.open(migrated_sqlite_url(tmp_path / "crucible.db"), upgrade=True) as store:
         writer = DeliveryWriter(StoreSink(store))
 
         async def main() -> list[Outcome]:
