@@ -46,6 +46,7 @@ from tests.conftest import git, make_repo
 from tests.forgekit import app_forge
 from tests.k8s.broker_harness import RESTRICTED
 from tests.k8s.conftest import ControlPlane, wait_until
+from tests.support.fixtures import seed_migrated
 from tests.worker.conftest import OPERATOR, _Control
 from tests.worker.knobs_round import BENCH, KNOBS_SPEC
 from tests.worker.steered_round import check_steered, run_steered
@@ -102,7 +103,7 @@ def sides(
     spec_path.write_text(SPEC.format(namespace=ns))
     git(repo, "add", "crucible.toml")
     git(repo, "commit", "-q", "-m", "spec")
-    with Store.open(database_url, upgrade=True) as store:
+    with Store.open(seed_migrated(database_url), upgrade=True) as store:
         local_settings = Settings(home=tmp_path / "home-local", database_url=database_url)
         settings = Settings(home=tmp_path / "home-remote", database_url=database_url, lease_ttl_s=2.0)
         remote = RemoteRounds(settings, store, controller_url="http://unused")

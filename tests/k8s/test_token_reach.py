@@ -37,6 +37,7 @@ from controller.wiring import compose_service
 from tests.conftest import git, make_repo
 from tests.k8s.broker_harness import RESTRICTED
 from tests.k8s.conftest import ControlPlane
+from tests.support.fixtures import migrated_sqlite_url
 from tests.worker.conftest import OPERATOR, _Control
 from tests.worker.hunt import (
     HUNTER_PYTHON,
@@ -104,7 +105,7 @@ def test_a_hostile_agent_in_a_loop_pod_finds_no_worker_token(
         folder.mkdir()
         os.chown(folder, NOBODY, NOBODY)
     hunter = copy_hunter(shared)
-    url_db = f"sqlite:///{tmp_path / 'crucible.db'}"
+    url_db = migrated_sqlite_url(tmp_path / "crucible.db")
     minted: list[str] = []
     with Store.open(url_db, upgrade=True) as store:
         settings = Settings(home=tmp_path / "home", database_url=url_db)

@@ -54,6 +54,14 @@ def migrated_sqlite_url(path: Path) -> str:
     return url
 
 
+def seed_migrated(database_url: str) -> str:
+    """``database_url``, after ``seed_sqlite`` put a copy of the session's migrated SQLite file where it
+    names one that does not exist yet: for a helper or fixture that opens its own store with
+    ``upgrade=True`` over the ``database_url`` fixture (which hands out an empty SQLite path)."""
+    seed_sqlite(database_url, _MIGRATED[0])
+    return database_url
+
+
 def seed_sqlite(database_url: str, migrated: Path) -> None:
     """Put a copy of ``migrated`` where ``database_url`` names a SQLite file that does not exist yet.
 

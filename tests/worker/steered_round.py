@@ -46,6 +46,7 @@ from tests.forgekit import (
     write_spec,
 )
 from tests.k8s.conftest import wait_until
+from tests.support.fixtures import seed_migrated
 from tests.worker.conftest import OPERATOR, _Control
 
 STEER = "please keep the value file tidy"
@@ -78,6 +79,7 @@ def run_steered(
     ``after_steer(run_id, signals)`` runs once the steer is stored (a test that interferes with the
     round). A drive detached by the signals (SIGTERM) is resumed at once, as a successor would.
     ``confirmations``: the launcher of confirmations of claimed keeps (ADR-0043), None for none."""
+    seed_migrated(database_url)  # the run is not about migrations (tests/store runs them)
     environ = {
         **os.environ,
         "CRUCIBLE_HOME": str(tmp_path / "home"),

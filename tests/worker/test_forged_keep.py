@@ -55,6 +55,7 @@ from tests.api.sqlite_only import POSTGRES_ONLY, SQLITE_ONLY
 from tests.conftest import git, make_repo
 from tests.forgekit import app_forge
 from tests.k8s.conftest import wait_until
+from tests.support.fixtures import seed_migrated
 from tests.worker.conftest import OPERATOR, _Control
 from tests.worker.knobs_round import BENCH, KNOBS_SPEC
 from tests.worker.steered_round import WORKER, check_steered, run_steered
@@ -319,7 +320,7 @@ def _no_forge(spec: object) -> object:
 
 @pytest.fixture
 def remote(tmp_path: Path, database_url: str) -> Iterator[Remote]:
-    with Store.open(database_url, upgrade=True) as store:
+    with Store.open(seed_migrated(database_url), upgrade=True) as store:
         settings = Settings(home=tmp_path / "home-remote", database_url=database_url)
         confirmations = SubprocessConfirmations(
             root=tmp_path / "confirmations", environ={"PATH": os.environ["PATH"]}, command=WORKER
