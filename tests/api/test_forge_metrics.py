@@ -18,6 +18,7 @@ from controller.config.settings import Settings
 from controller.localforge.server import serve_in_thread
 from controller.wiring import Mode, Root, build
 from tests.forgekit import TOKENS, AppForge, app_forge
+from tests.support.fixtures import migrated_sqlite_url
 
 ADMIN = "admin-token-0123456789"
 
@@ -35,7 +36,7 @@ def root(tmp_path: Path, forge: AppForge) -> Iterator[Root]:
     environ = {
         **os.environ,
         "CRUCIBLE_HOME": str(tmp_path / "home"),
-        "CRUCIBLE_DATABASE_URL": f"sqlite:///{tmp_path / 'crucible.db'}",
+        "CRUCIBLE_DATABASE_URL": migrated_sqlite_url(tmp_path / "crucible.db"),
         "CRUCIBLE_GITHUB_TOKEN": TOKENS["alice"],
         "CRUCIBLE_FORGE_WRITE_INTERVAL": "0",
         # As an operator configures a controller that publishes to the local forge (serve mode).

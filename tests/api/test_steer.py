@@ -35,6 +35,7 @@ from tests.forgekit import (
     write_agent,
 )
 from tests.support import wait_until
+from tests.support.fixtures import migrated_sqlite_url
 
 ADMIN = "admin-token-0123456789"
 READER = "reader-token-0123456789"
@@ -59,7 +60,7 @@ def root(tmp_path: Path, forge: AppForge) -> Iterator[Root]:
     environ = {
         **os.environ,
         "CRUCIBLE_HOME": str(tmp_path / "home"),
-        "CRUCIBLE_DATABASE_URL": f"sqlite:///{tmp_path / 'crucible.db'}",
+        "CRUCIBLE_DATABASE_URL": migrated_sqlite_url(tmp_path / "crucible.db"),
         "CRUCIBLE_GITHUB_TOKEN": TOKENS["alice"],
         "CRUCIBLE_FORGE_WRITE_INTERVAL": "0",
         "CRUCIBLE_OWN_LOGINS": "alice",

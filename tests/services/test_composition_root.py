@@ -20,6 +20,7 @@ from controller.domain.errors import SpecError
 from controller.store.http_ledger import HttpLedger
 from controller.wiring import Mode, Root, build
 from tests.support import root_for
+from tests.support.fixtures import migrated_sqlite_url
 
 PACKAGE = Path(__file__).resolve().parents[2] / "controller"
 
@@ -133,7 +134,7 @@ def test_the_boundary_scan_sees_each_way_of_naming_the_store(line: str) -> None:
 
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
-    return Settings(home=tmp_path / "home", database_url=f"sqlite:///{tmp_path / 'crucible.db'}")
+    return Settings(home=tmp_path / "home", database_url=migrated_sqlite_url(tmp_path / "crucible.db"))
 
 
 def test_a_built_root_is_frozen(settings: Settings) -> None:

@@ -36,6 +36,7 @@ from tests.forgekit import (
     write_spec,
 )
 from tests.support import wait_until
+from tests.support.fixtures import migrated_sqlite_url
 
 BOUND_S = 120.0  # a bound for a broken scheduler, never reached by a working one
 
@@ -57,7 +58,7 @@ def root(tmp_path: Path, forge: AppForge) -> Iterator[Root]:
     environ = {
         **os.environ,
         "CRUCIBLE_HOME": str(tmp_path / "home"),
-        "CRUCIBLE_DATABASE_URL": f"sqlite:///{tmp_path / 'crucible.db'}",
+        "CRUCIBLE_DATABASE_URL": migrated_sqlite_url(tmp_path / "crucible.db"),
         "CRUCIBLE_GITHUB_TOKEN": TOKENS["alice"],
         "CRUCIBLE_FORGE_WRITE_INTERVAL": "0",
         # As an operator configures a controller that publishes to the local forge (serve mode).
