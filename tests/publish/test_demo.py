@@ -14,12 +14,12 @@ pytestmark = pytest.mark.slow
 
 def test_demo_runs_end_to_end_through_a_review_round(tmp_path: Path) -> None:
     argv = [sys.executable, "-c", "from controller.cli.main import main; main()"]
-    argv += ["demo", "--turns", "4", "--json", "--keep", str(tmp_path / "demo")]
+    argv += ["demo", "--turns", "2", "--json", "--keep", str(tmp_path / "demo")]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     view = json.loads(done.stdout.strip().splitlines()[-1])
     assert view["status"] == "completed" and view["stop_reason"] == "max_rounds"
-    assert len([t for t in view["turns"] if t["round"] == 0]) == 4
+    assert len([t for t in view["turns"] if t["round"] == 0]) == 2
     assert view["best"] is not None, "the bundled example improves within 4 turns"
     [pull] = view["pull_requests"]
     assert pull["draft"] is True and pull["component"] == "router"
