@@ -177,13 +177,10 @@ def test_a_turn_that_cannot_do_its_work_fails_before_the_spawn(
         assert turn.failure.endswith("install it: npm install -g @openai/codex")
 
 
-def test_without_a_sandbox_the_clis_home_is_under_the_cache_and_removed(
-    tmp_path: Path, listening: str
-) -> None:
-    cli = fake_codex(tmp_path, CODEX_EVENTS)
-    environ = {"PATH": os.environ["PATH"], "XDG_CACHE_HOME": str(tmp_path / "cache")}
-    turn = prepare(
-        spec(cli, listening),
+def prepare_without_a_sandbox(tmp_path: Path, listening: str, environ: dict[str, str]) -> PresetTurn:
+    """A fake codex turn with no sandbox: where its CLI's home goes depends only on ``environ``."""
+    return prepare(
+        spec(fake_codex(tmp_path, CODEX_EVENTS), listening),
         None,
         folder=tmp_path / "t",
         workdir=tmp_path,
@@ -193,6 +190,13 @@ def test_without_a_sandbox_the_clis_home_is_under_the_cache_and_removed(
         sandbox_home=SANDBOX_HOME,
         environ=environ,
     )
+
+
+def test_without_a_sandbox_the_clis_home_is_under_the_cache_and_removed(
+    tmp_path: Path, listening: str
+) -> None:
+    environ = {"PATH": os.environ["PATH"], "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    turn = prepare_without_a_sandbox(tmp_path, listening, environ)
     assert turn.home is not None and turn.home.parent == tmp_path / "cache" / "crucible" / "agent-homes"
     assert (turn.home / ".codex").is_dir() and turn.env["HOME"] == str(turn.home)
     assert "--sandbox workspace-write" in turn.command
@@ -203,19 +207,8 @@ def test_without_a_sandbox_the_clis_home_is_under_the_cache_and_removed(
 def test_without_a_sandbox_or_xdg_cache_home_the_clis_home_is_under_homes_own_cache(
     tmp_path: Path, listening: str
 ) -> None:
-    cli = fake_codex(tmp_path, CODEX_EVENTS)
     environ = {"PATH": os.environ["PATH"], "HOME": str(tmp_path / "home")}
-    turn = prepare(
-        spec(cli, listening),
-        None,
-        folder=tmp_path / "t",
-        workdir=tmp_path,
-        brief="",
-        boundary="none",
-        network=True,
-        sandbox_home=SANDBOX_HOME,
-        environ=environ,
-    )
+    turn = prepare_without_a_sandbox(tmp_path, listening, environ)
     assert turn.home is not None
     assert turn.home.parent == tmp_path / "home" / ".cache" / "crucible" / "agent-homes"
     clean(turn)
