@@ -29,12 +29,21 @@ the N measured at the same time (pods on Kubernetes) and once one after another 
 
 ``--pods-walk`` simulates ``bench/parallel_pods.py``'s workload with the real knobs walk (a keep
 restarts it) and prints the ratio that bench calls "the sleep alone": what N = 4 against N = 1 gives
-when nothing but the decisions and the metric's samples take time (ADR-0047).
+when nothing but the decisions and the metric's samples take time (ADR-0047). Then the same
+workload with speculative turns (``decisions_speculative``): a pod whose hypothesis ended starts the
+next turn's at once while the turn before is undecided, and a keep voids what was started beyond it.
+The decision rule is unchanged, so the decisions must be today's: each hypothesis's samples are keyed
+by its turn, index and the keeps before it, and every speculative arm is checked turn by turn against
+the same walk without speculation (it raises otherwise). Printed per fixed overhead a hypothesis
+(``--overheads``, in pairs, paid in both arms) and per way of speculating (how many turns ahead;
+whether a keep cancels the void hypotheses in flight or lets them run out): the ratio with its
+Monte-Carlo error, keeps an arm, the slot time the void hypotheses took, and the bench's configuration.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import random
 import statistics
 import sys
@@ -43,7 +52,9 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # its sibling decisions_real
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # its siblings decisions_real, decisions_speculative
+
+from decisions_speculative import Decided, Measure, Speculation, speculative_arm
 
 from controller.config.units import Tolerance
 from controller.domain.enums import Direction
@@ -51,7 +62,7 @@ from controller.engine.knobs import Knob, KnobProposer, Proposal
 from controller.stats import Arm, KeepRule, decide_hold, decide_keep, interleaved_order, median
 from controller.stats.hold import hold_look
 from controller.stats.holm import Contender, choose
-from controller.stats.sequential import LookAction, design_for, look, replay
+from controller.stats.sequential import Look, LookAction, design_for, look, replay
 
 
 @dataclass(frozen=True)
@@ -417,6 +428,8 @@ def _walk_arm(
     good: set[str],
     noise: float,
     early_end: bool = False,
+    measure: Measure | None = None,
+    trace: list[Decided] | None = None,
 ) -> tuple[int, int, int, int]:
     """One arm of ``bench/parallel_pods.py`` simulated: the real knobs walk (``KnobProposer``: one knob
     switched per hypothesis, a keep restarts the walk from the new state), each hypothesis measured
@@ -425,15 +438,18 @@ def _walk_arm(
     improvements kept, other changes kept, other changes tried: the bench's own counts).
 
     ``early_end``, a what-if the loop does not do: a turn ends at the first look at which one of its
-    hypotheses keeps early (Holm's strictest level), the others cut there."""
+    hypotheses keeps early (Holm's strictest level), the others cut there.
+
+    ``measure``, when given, decides each hypothesis instead of samples drawn from ``rng`` (the keyed
+    samples the speculative walk shares), and ``trace`` receives each decided turn."""
     rule = KeepRule(direction=Direction.MINIMIZE, confidence=0.95)
     design = design_for(3, 10, rule.confidence, hypotheses=n)
-    walk = [Knob("conf.json", f"k{i}", (0, 1)) for i in range(knobs)]
+    walk = _walk_knobs(knobs)
     proposer = KnobProposer(walk, walk_seed)
     current: dict[tuple[str, str], Any] = {k.ident: 0 for k in walk}
     history: list[tuple[Proposal, bool]] = []
     waited = kept_true = kept_null = tried_null = 0
-    for _ in range(hypotheses // n):
+    for turn in range(hypotheses // n):
         proposals = proposer.next_proposals(current, history, n)
         if not proposals:
             break
@@ -443,7 +459,10 @@ def _walk_arm(
         better = [effect == "3% better" for effect in effects]
         tried_null += better.count(False)
         looks = []
-        for effect in effects:
+        for i, effect in enumerate(effects):
+            if measure is not None:
+                looks.append(measure(turn, i, kept_true + kept_null, proposals[i]))
+                continue
             champion, candidate = simulate(BY_NAME[effect], 10, rng, noise)
             looks.append(replay(rule, design, Arm(tuple(candidate)), Arm(tuple(champion))))
         early = [(d.pairs, i) for i, d in enumerate(looks) if d.action is LookAction.KEEP and d.pairs < 10]
@@ -456,11 +475,23 @@ def _walk_arm(
             kept = choose(contenders, 1 - rule.confidence, len(looks)).kept
             waited += max(d.pairs for d in looks)
         history += [(p, i == kept) for i, p in enumerate(proposals)]
+        if trace is not None:
+            trace.append(
+                (
+                    turn,
+                    tuple((p.knob.key, p.new, d.pairs) for p, d in zip(proposals, looks, strict=True)),
+                    kept,
+                )
+            )
         if kept is not None:
             current[proposals[kept].knob.ident] = proposals[kept].new
             kept_true += better[kept]
             kept_null += not better[kept]
     return waited, kept_true, kept_null, tried_null
+
+
+def _walk_knobs(knobs: int) -> list[Knob]:
+    return [Knob("conf.json", f"k{i}", (0, 1)) for i in range(knobs)]
 
 
 def _effect(proposal: Proposal, good: set[str]) -> str:
@@ -469,7 +500,9 @@ def _effect(proposal: Proposal, good: set[str]) -> str:
     return "3% better" if proposal.new == 1 else "3% worse"
 
 
-def run_pods_walk(runs: int, seed: int, noise: float, n: int = 4) -> dict[str, float]:
+def run_pods_walk(
+    runs: int, seed: int, noise: float, n: int = 4, overheads: tuple[float, ...] = (0.0, 1.0, 2.0)
+) -> dict[str, float]:
     """The ratio ``bench/parallel_pods.py`` prints as "the sleep alone" (pairs waited for per true
     improvement kept, N = n over N = 1), simulated: its workload (40 knobs, a quarter of them a true
     3% improvement, 40 hypotheses an arm, samples 10), first over ``runs`` random knob sets and walk
@@ -521,6 +554,169 @@ def run_pods_walk(runs: int, seed: int, noise: float, n: int = 4) -> dict[str, f
         f"{out['bench']:.3f}, sd {out['bench sd']:.3f} a run, at most 0.40 in "
         f"{sum(r <= 0.40 for r in ratios) / len(ratios):.0%} of them"
     )
+    out.update(run_speculative_walk(runs, seed, noise, n, overheads))
+    return out
+
+
+# --- Speculative turns: a slot starts the next turn's hypothesis while the turn before is undecided --
+
+# Ways of speculating, simulated at each overhead: today's rule, then one turn ahead, two, unlimited,
+# each with a keep cancelling the void hypotheses in flight at once or letting them run out; and one
+# turn ahead with the cancel reaching the pods one sample (half a pair) late.
+SPECULATIONS = (
+    Speculation(0),
+    Speculation(1),
+    Speculation(1, latency=0.5),
+    Speculation(1, cancel=False),
+    Speculation(2),
+    Speculation(2, cancel=False),
+    Speculation(None),
+    Speculation(None, cancel=False),
+)
+
+
+def _keyed_measure(key: str, n: int, good: set[str], noise: float) -> Measure:
+    """Each hypothesis decided from samples keyed by (turn, index, keeps before it) and its effect alone,
+    so a hypothesis measured speculatively has the very samples the walk without speculation gives it;
+    a hypothesis proposed again after a keep has other keeps before it, so fresh samples."""
+    rule = KeepRule(direction=Direction.MINIMIZE, confidence=0.95)
+    design = design_for(3, 10, rule.confidence, hypotheses=n)
+    decided: dict[tuple[int, int, int, str], Look] = {}
+
+    def measure(turn: int, index: int, keeps: int, proposal: Proposal) -> Look:
+        effect = _effect(proposal, good)
+        if (turn, index, keeps, effect) not in decided:
+            rng = random.Random(f"{key} {turn} {index} {keeps}")
+            champion, candidate = simulate(BY_NAME[effect], 10, rng, noise)
+            decided[turn, index, keeps, effect] = replay(
+                rule, design, Arm(tuple(candidate)), Arm(tuple(champion))
+            )
+        return decided[turn, index, keeps, effect]
+
+    return measure
+
+
+def _speculative_set(
+    key: str,
+    walk_seed: int,
+    n: int,
+    hypotheses: int,
+    knobs: int,
+    good: set[str],
+    noise: float,
+    overheads: tuple[float, ...],
+) -> dict[Speculation, list[float]]:
+    """One knob set and walk: N = 1 and every speculation of N = n on the same keyed samples. Per
+    speculation (with its overhead): [N = 1 wall, its true keeps, N = n wall, true keeps, other
+    changes kept, other changes tried, slot time void, slot time available, N = 1's other changes kept
+    and tried]. Raises AssertionError when a speculative arm decided anything else than the walk
+    without speculation (or, with no speculation and no overhead, waited otherwise)."""
+    one_trace: list[Decided] = []
+    many_trace: list[Decided] = []
+    rng = random.Random(0)  # unused: the keyed measures draw every sample
+    one = _walk_arm(
+        rng,
+        walk_seed,
+        1,
+        hypotheses,
+        knobs,
+        good,
+        noise,
+        measure=_keyed_measure(f"{key} one", 1, good, noise),
+        trace=one_trace,
+    )
+    measure = _keyed_measure(f"{key} many", n, good, noise)
+    today = _walk_arm(rng, walk_seed, n, hypotheses, knobs, good, noise, measure=measure, trace=many_trace)
+    walk = _walk_knobs(knobs)
+    rows: dict[Speculation, list[float]] = {}
+    for overhead in overheads:
+        for how in SPECULATIONS:
+            speculation = dataclasses.replace(how, overhead=overhead)
+            arm = speculative_arm(
+                KnobProposer(walk, walk_seed),
+                {k.ident: 0 for k in walk},
+                lambda p: _effect(p, good) == "3% better",
+                measure,
+                n,
+                hypotheses // n,
+                speculation,
+            )
+            if arm.decided != many_trace:
+                raise AssertionError(f"{speculation.name} decided otherwise than the walk without it ({key})")
+            if how.depth == 0 and overhead == 0 and arm.wall != today[0]:
+                raise AssertionError(f"no speculation waited {arm.wall} pairs, the walk {today[0]} ({key})")
+            rows[speculation] = [
+                one[0] + overhead * len(one_trace),
+                one[1],
+                arm.wall,
+                arm.kept_true,
+                arm.kept_null,
+                arm.tried_null,
+                arm.void,
+                n * arm.wall,
+                one[2],
+                one[3],
+            ]
+    return rows
+
+
+def run_speculative_walk(
+    runs: int, seed: int, noise: float, n: int = 4, overheads: tuple[float, ...] = (0.0, 1.0, 2.0)
+) -> dict[str, float]:
+    """Speculative turns on ``bench/parallel_pods.py``'s workload (``decisions_speculative``): the same
+    decisions as today (checked turn by turn), timed with slots that run ahead. Per overhead and
+    speculation: the ratio (pairs per true improvement kept, N = n over N = 1) over ``runs`` knob sets
+    with its Monte-Carlo error from 20 batches, then the bench's configuration ``runs // 3`` times."""
+    knobs, hypotheses, turns = 40, 40, 40 // n
+    out: dict[str, float] = {}
+    print(
+        f"\nspeculative turns, same workload and decisions (checked turn by turn against the walk without "
+        f"speculation), N = {n} / N = 1, {runs} knob sets; overhead: pairs a hypothesis pays in both arms"
+    )
+    batches: dict[Speculation, list[list[float]]] = {}
+    for r in range(runs):
+        good = set(random.Random(f"good {seed} {r}").sample([f"k{i}" for i in range(knobs)], 10))
+        rows = _speculative_set(f"set {seed} {r}", seed + r, n, hypotheses, knobs, good, noise, overheads)
+        for variant, row in rows.items():
+            acc = batches.setdefault(variant, [[0.0] * 10 for _ in range(20)])[r % 20]
+            acc[:] = [a + b for a, b in zip(acc, row, strict=True)]
+    for speculation, batch in batches.items():
+        name = speculation.name
+        t = [sum(b[j] for b in batch) for j in range(10)]
+        ratio = (t[2] / t[3]) / (t[0] / t[1])
+        per_batch = [(b[2] / b[3]) / (b[0] / b[1]) for b in batch if b[1] and b[3]]
+        error = statistics.stdev(per_batch) / len(per_batch) ** 0.5
+        out[name] = ratio
+        out[f"{name}, void"] = t[6] / t[7]
+        print(
+            f"  {name:69} ratio {ratio:.3f} ± {error:.3f}; pairs a turn {t[2] / (runs * turns):.2f}; "
+            f"true keeps an arm {t[1] / runs:.2f} / {t[3] / runs:.2f}; other changes kept an arm "
+            f"{t[8] / runs:.2f} / {t[4] / runs:.2f} ({t[8] / t[9]:.3f} / {t[4] / t[5]:.3f} of those tried); "
+            f"slot time void {t[6] / t[7]:.1%}"
+        )
+    bench_seed = 7
+    good = set(random.Random(f"good knobs {bench_seed}").sample([f"k{i}" for i in range(knobs)], 10))
+    ratios: dict[Speculation, list[float]] = {}
+    for q in range(max(2, runs // 3)):
+        sums: dict[Speculation, list[float]] = {}
+        for pair in range(3):
+            rows = _speculative_set(
+                f"bench {seed} {q} {pair}", bench_seed + pair, n, hypotheses, knobs, good, noise, overheads
+            )
+            for variant, row in rows.items():
+                sums[variant] = [a + b for a, b in zip(sums.get(variant, [0.0] * 10), row, strict=True)]
+        for variant, s in sums.items():
+            if s[1] and s[3]:
+                ratios.setdefault(variant, []).append((s[2] / s[3]) / (s[0] / s[1]))
+    print(f"  the bench's configuration (--pairs 3 --seed 7), {max(2, runs // 3)} simulated bench runs:")
+    for speculation, values in ratios.items():
+        name = speculation.name
+        out[f"bench {name}"] = statistics.fmean(values)
+        out[f"bench sd {name}"] = statistics.stdev(values)
+        print(
+            f"    {name:69} mean {statistics.fmean(values):.3f}, sd {statistics.stdev(values):.3f} a run, "
+            f"at most 0.40 in {sum(v <= 0.40 for v in values) / len(values):.0%} of {len(values)}"
+        )
     return out
 
 
@@ -547,6 +743,13 @@ def main(argv: list[str] | None = None) -> int:
         default=0,
         help="also simulate bench/parallel_pods.py's workload (runs; 0: skip)",
     )
+    parser.add_argument(
+        "--overheads",
+        type=float,
+        nargs="+",
+        default=[0.0, 1.0, 2.0],
+        help="--pods-walk's speculative turns: a hypothesis's fixed cost in pairs, each simulated",
+    )
     args = parser.parse_args(argv)
     run_simulation(args.decisions, args.samples, args.min_samples, args.noise, args.seed)
     run_parallel_sequential(args.decisions, args.samples, args.min_samples, args.noise, args.seed, args.n)
@@ -563,7 +766,7 @@ def main(argv: list[str] | None = None) -> int:
             args.agent_cost,
         )
     if args.pods_walk:
-        run_pods_walk(args.pods_walk, args.seed, args.noise, args.n)
+        run_pods_walk(args.pods_walk, args.seed, args.noise, args.n, tuple(args.overheads))
     if args.real:
         from decisions_real import run_real
 

@@ -8,10 +8,16 @@ sequential rule never uses more pairs than the maximum nor fewer than the first 
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from types import ModuleType
+from typing import Any
 
 import pytest
 
+from controller.domain.enums import Direction
+from controller.engine.knobs import Knob, KnobProposer, Proposal
+from controller.stats import Arm, KeepRule
+from controller.stats.sequential import Look, LookAction, design_for, replay
 from tests.bench.loading import load_bench
 
 
@@ -70,12 +76,133 @@ def test_the_pods_walk_reports_the_floor_and_the_early_end_what_if(
 ) -> None:
     """``--pods-walk``: the knobs walk of ``bench/parallel_pods.py`` with the loop's decisions; both
     rules over the same number of runs, and the bench's own configuration's spread."""
-    out = bench.run_pods_walk(runs=6, seed=1, noise=0.02)
+    out = bench.run_pods_walk(runs=6, seed=1, noise=0.02, overheads=(0.0, 1.0))
     for name in ("the loop's rule", "the turn ends at the first early keep (what-if)"):
         assert 0.0 < out[name] < 2.0, name
     assert out["bench sd"] >= 0.0
     printed = capsys.readouterr().out
     assert "pairs a turn N = 1" in printed and "the bench's configuration" in printed
+    # Speculative turns, each variant at both overheads, beside the same walk without speculation.
+    assert "checked turn by turn" in printed
+    for overhead in ("0", "1"):
+        today = out[f"overhead {overhead}, no speculation (today's rule)"]
+        assert out[f"overhead {overhead}, no speculation (today's rule), void"] == 0.0
+        for depth in ("1 turn ahead", "2 turns ahead", "unlimited"):
+            name = f"overhead {overhead}, speculative, {depth}, cancel at a keep"
+            # With cancelling, no turn is decided later than without speculation: nor is the last.
+            assert 0.0 < out[name] <= today, name
+            assert 0.0 <= out[f"{name}, void"] < 1.0
+            assert out[f"bench {name}"] > 0.0 and out[f"bench sd {name}"] >= 0.0
+
+
+def test_the_speculative_walk_refuses_samples_that_depend_on_the_order_of_measuring(
+    bench: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The check behind "same decisions as today": samples drawn from one stream in the order the
+    hypotheses start (as ``_walk_arm`` draws them by default) differ once slots run ahead, and the
+    walk says so instead of printing a ratio of other decisions."""
+    rule = bench.KeepRule(direction=bench.Direction.MINIMIZE, confidence=0.95)
+
+    def in_call_order(key: str, n: int, good: set[str], noise: float) -> Callable[..., Look]:
+        rng = random.Random(key)
+        design = bench.design_for(3, 10, rule.confidence, hypotheses=n)
+
+        def measure(turn: int, index: int, keeps: int, proposal: Proposal) -> Look:
+            champion, candidate = bench.simulate(bench.BY_NAME[bench._effect(proposal, good)], 10, rng, noise)
+            return bench.replay(rule, design, Arm(tuple(candidate)), Arm(tuple(champion)))
+
+        return measure
+
+    monkeypatch.setattr(bench, "_keyed_measure", in_call_order)
+    with pytest.raises(AssertionError, match="decided otherwise than the walk without it"):
+        bench.run_speculative_walk(runs=2, seed=1, noise=0.02)
+
+
+def _fixed(pairs: int) -> Look:
+    """A look that rejects after ``pairs`` pairs."""
+    return Look(pairs, LookAction.REJECT, None)
+
+
+def _kept() -> Look:
+    """A clear 3% improvement, kept at the design of four's first look that may keep (5 pairs)."""
+    design = design_for(3, 10, 0.95, hypotheses=4)
+    champion = Arm(tuple(100.0 + 0.01 * i for i in range(10)))
+    look = replay(
+        KeepRule(direction=Direction.MINIMIZE, confidence=0.95),
+        design,
+        Arm(tuple(97.0 + 0.01 * i for i in range(10))),
+        champion,
+    )
+    assert look.pairs == 5 and look.verdict is not None and look.verdict.keep
+    return look
+
+
+def _arm(
+    bench: ModuleType,
+    measure: Callable[..., Look],
+    turns: int,
+    depth: int | None,
+    cancel: bool = True,
+    latency: float = 0.0,
+    overhead: float = 0.0,
+) -> Any:
+    knobs = [Knob("conf.json", f"k{i}", (0, 1)) for i in range(16)]
+    return bench.speculative_arm(
+        KnobProposer(knobs, 3),
+        {k.ident: 0 for k in knobs},
+        lambda p: True,
+        measure,
+        4,
+        turns,
+        bench.Speculation(depth, cancel=cancel, latency=latency, overhead=overhead),
+    )
+
+
+def test_speculative_slots_start_the_next_turns_while_the_slowest_hypothesis_runs(bench: ModuleType) -> None:
+    """Turns of one 10-pair hypothesis and three 3-pair ones, none kept: without speculation each turn
+    waits 10 pairs (30 for three); one turn ahead, the three free slots take the next turn's
+    hypotheses (20); unlimited, the third turn starts before the first is decided (16, timed by hand
+    in the comments). Nothing is void, and every arm decides the same turns."""
+
+    def measure(turn: int, index: int, keeps: int, proposal: Proposal) -> Look:
+        return _fixed(10 if index == 0 else 3)
+
+    today = _arm(bench, measure, 3, 0)
+    assert today.wall == 30 and today.void == 0 and today.busy == 3 * (10 + 3 * 3)
+    # 0-10 turn 0's slow one; 3-13 turn 1's; 3-6 and 3-6 and 6-9 its others; then the slots wait for turn
+    # 0's decision at 10 (turn 2 is two ahead); 10-20 turn 2's slow one.
+    assert _arm(bench, measure, 3, 1).wall == 20
+    # Unlimited: 6-16 turn 2's slow one, decided at 16.
+    unlimited = _arm(bench, measure, 3, None)
+    assert unlimited.wall == 16 and unlimited.void == 0
+    assert unlimited.decided == today.decided and [kept for _, _, kept in today.decided] == [None] * 3
+    # An overhead a hypothesis: each turn of today's rule waits for it once.
+    assert _arm(bench, measure, 3, 0, overhead=1.0).wall == 33
+
+
+def test_a_keep_voids_the_next_turns_hypotheses_cancelled_or_run_out(bench: ModuleType) -> None:
+    """Turn 0 keeps its first hypothesis at 5 pairs while its three others ended at 3 and started turn
+    1 (4 pairs each) speculatively: the keep voids those three. Cancelled at once, they lose 2 pairs
+    each and turn 1 starts afresh at 5 as without speculation (both end at 9); run out, they lose 4
+    each and hold their slots until 7 (turn 1 ends at 11). The decisions are the same every time."""
+    kept = _kept()
+
+    def measure(turn: int, index: int, keeps: int, proposal: Proposal) -> Look:
+        if turn == 0:
+            return kept if index == 0 else _fixed(3)
+        return _fixed(4)
+
+    today = _arm(bench, measure, 2, 0)
+    assert today.wall == 9 and today.void == 0 and today.kept_true == 1
+    cancelled = _arm(bench, measure, 2, 1, cancel=True)
+    assert cancelled.wall == 9 and cancelled.void == 3 * 2
+    ran_out = _arm(bench, measure, 2, 1, cancel=False)
+    assert ran_out.wall == 11 and ran_out.void == 3 * 4
+    # A cancel that reaches the pods half a pair late: they stop at 5.5 and turn 1 ends at 9.5.
+    late = _arm(bench, measure, 2, 1, latency=0.5)
+    assert late.wall == 9.5 and late.void == 3 * 2.5
+    assert today.decided == cancelled.decided == ran_out.decided == late.decided
+    assert [kept for _, _, kept in today.decided] == [0, None]
 
 
 def test_a_turn_of_the_pods_walk_waits_for_its_slowest_hypothesis(bench: ModuleType) -> None:
