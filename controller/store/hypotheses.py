@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
+from typing import cast
 
 import sqlalchemy as sa
+from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 
 from controller.domain.enums import OUTCOME_OF_REASON, Reason, TurnPhase
@@ -65,22 +67,46 @@ def listed(s: Session, run_id: str, turn: int | None) -> list[HypothesisRecord]:
     return [row.to_record() for row in s.scalars(query.order_by(HypothesisRow.turn, HypothesisRow.idx))]
 
 
-def finalise(s: Session, run_id: str, turn: int, final: Mapping[int, tuple[Reason, str]]) -> None:
+_ROWS = cast(sa.Table, HypothesisRow.__table__)
+_FINALISE = (
+    sa.update(_ROWS)
+    .where(
+        _ROWS.c.run_id == sa.bindparam("of_run"),
+        _ROWS.c.turn == sa.bindparam("of_turn"),
+        _ROWS.c.idx == sa.bindparam("of_idx"),
+    )
+    .values(phase=TurnPhase.DECIDED.value)  # and the reason, outcome and detail given (column names)
+)
+
+
+def finalise(
+    db: Session | Connection, run_id: str, turn: int, final: Mapping[int, tuple[Reason, str]]
+) -> None:
     """Give every reported hypothesis of ``turn`` its final reason and detail. ConflictError unless
-    ``final`` names exactly the reported indices (the controller decides once all have reported)."""
-    query = sa.select(HypothesisRow).where(HypothesisRow.run_id == run_id, HypothesisRow.turn == turn)
-    rows = {row.idx: row for row in s.scalars(query)}
-    if set(rows) != set(final):
+    ``final`` names exactly the reported indices (the controller decides once all have reported).
+    Core statements: it runs inside the decision's transaction, which holds no session."""
+    query = sa.select(_ROWS.c.idx).where(_ROWS.c.run_id == run_id, _ROWS.c.turn == turn)
+    reported = {int(index) for index in db.execute(query).scalars()}
+    if reported != set(final):
         raise ConflictError(
-            f"turn {turn} of run {run_id}: decided hypotheses {sorted(final)} but reported {sorted(rows)}"
+            f"turn {turn} of run {run_id}: decided hypotheses {sorted(final)} but reported {sorted(reported)}"
         )
-    for index, (reason, detail) in final.items():
-        row = rows[index]
-        row.phase = TurnPhase.DECIDED.value
-        row.reason, row.outcome = reason.value, OUTCOME_OF_REASON[reason].value
-        row.detail = detail
+    db.execute(
+        _FINALISE,
+        [
+            {
+                "of_run": run_id,
+                "of_turn": turn,
+                "of_idx": index,
+                "reason": reason.value,
+                "outcome": OUTCOME_OF_REASON[reason].value,
+                "detail": detail,
+            }
+            for index, (reason, detail) in sorted(final.items())
+        ],
+    )
 
 
-def delete(s: Session, run_id: str, turn: int) -> None:
+def delete(s: Session | Connection, run_id: str, turn: int) -> None:
     """Forget the hypotheses of a cut-off attempt of ``turn`` (it is run again from its start)."""
     s.execute(sa.delete(HypothesisRow).where(HypothesisRow.run_id == run_id, HypothesisRow.turn == turn))

@@ -59,7 +59,7 @@ class PullsAndFeedback:
     def _session(self, *, read_only: bool = False) -> AbstractContextManager[Session]:
         raise NotImplementedError
 
-    def _connection(self) -> AbstractContextManager[Connection]:
+    def _connection(self, *, read_only: bool = False) -> AbstractContextManager[Connection]:
         raise NotImplementedError
 
     def save_pull(self, rec: PullRecord) -> None:

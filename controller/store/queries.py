@@ -52,7 +52,7 @@ def get_run_row(s: Session, run_id: str) -> RunRow:
     return row
 
 
-def read_run(s: Session, run_id: str) -> RunRecord:
+def read_run(s: Session | Connection, run_id: str) -> RunRecord:
     """The run's record from a Core row (``get_run_row`` without the identity map, for a read)."""
     row = s.execute(_READ_RUN, {"run_id": run_id}).one_or_none()
     if row is None:
@@ -92,10 +92,15 @@ _GET_TURN = sa.select(_TURNS).where(
 _INSERT_TURN = sa.insert(_TURNS)
 # A decision: the SET clause is the parameters' column names (``decision_values`` and ``decided_at``),
 # the WHERE clause's names are not columns'.
-_DECIDE_TURN = sa.update(_TURNS).where(
-    _TURNS.c.run_id == sa.bindparam("of_run"),
-    _TURNS.c.number == sa.bindparam("of_number"),
-    _TURNS.c.phase == TurnPhase.STARTED.value,
+# It returns the decided row (SQLite >= 3.35 and PostgreSQL both have RETURNING): no read after it.
+_DECIDE_TURN = (
+    sa.update(_TURNS)
+    .where(
+        _TURNS.c.run_id == sa.bindparam("of_run"),
+        _TURNS.c.number == sa.bindparam("of_number"),
+        _TURNS.c.phase == TurnPhase.STARTED.value,
+    )
+    .returning(*_TURNS.c)
 )
 _ADD_TO_RUN = (
     sa.update(_RUNS)
@@ -148,6 +153,22 @@ def insert_event(
     return EventRecord(id=int(event_id), run_id=run_id, kind=EventKind(value), payload=body, created_at=now)
 
 
+def insert_events(
+    db: Session | Connection,
+    run_id: str,
+    events: Sequence[tuple[EventKind, Mapping[str, Any]]],
+    now: datetime,
+) -> None:
+    """``events`` in their order, in one executemany (ids are not needed back; the caller holds the
+    run's lock, so they are given in this order)."""
+    if events:
+        rows = [
+            {"run_id": run_id, "kind": EventKind(kind).value, "payload": dict(payload), "created_at": now}
+            for kind, payload in events
+        ]
+        db.execute(_INSERT_EVENT, rows)
+
+
 def insert_samples(db: Session | Connection, rows: Sequence[Mapping[str, Any]]) -> None:
     """Rows of ``sample_values`` (validated already), in one executemany, in their order."""
     if rows:
@@ -160,16 +181,8 @@ def set_component_head(db: Session | Connection, run_id: str, name: str, head_sh
         raise NotFoundError(f"run {run_id} has no component {name!r}")
 
 
-def read_turn(db: Session | Connection, run_id: str, number: int) -> TurnRecord:
-    """The turn as stored now (Core: nothing cached in a session)."""
-    found = find_turn(db, run_id, number)
-    if found is None:
-        raise NotFoundError(f"run {run_id} has no turn {number}")
-    return found
-
-
 def find_turn(db: Session | Connection, run_id: str, number: int) -> TurnRecord | None:
-    """``read_turn``, None for a turn that does not exist."""
+    """The turn as stored now (Core: nothing cached in a session), None for a turn that does not exist."""
     row = db.execute(_GET_TURN, {"run_id": run_id, "number": number}).one_or_none()
     return None if row is None else turn_record(row)
 
@@ -230,11 +243,12 @@ def insert_turn(db: Session | Connection, run_id: str, number: int, round: int, 
 
 def decide_turn_row(
     db: Session | Connection, run_id: str, number: int, decision: TurnDecision, now: datetime
-) -> bool:
-    """Move a STARTED turn to DECIDED with ``decision``; False when no STARTED turn ``number`` exists."""
+) -> TurnRecord | None:
+    """Move a STARTED turn to DECIDED with ``decision`` and return it as stored; None when no STARTED
+    turn ``number`` exists."""
     values = {**decision_values(decision), "decided_at": now, "of_run": run_id, "of_number": number}
-    done = db.execute(_DECIDE_TURN, values)
-    return cast(CursorResult[Any], done).rowcount == 1
+    row = db.execute(_DECIDE_TURN, values).one_or_none()
+    return None if row is None else turn_record(row)
 
 
 def add_to_run(
@@ -246,13 +260,15 @@ def add_to_run(
     now: datetime,
     champion: tuple[float, int] | None,
 ) -> None:
-    """Add a turn's cost and tokens to its run's (in SQL, under the run's lock) and set the champion
-    (value, turn) when given."""
+    """Add a turn's cost and tokens to its run's (in SQL) and set the champion (value, turn) when
+    given. The UPDATE locks the run's row as ``lock_run_id`` does (FOR NO KEY UPDATE on PostgreSQL), so
+    it may stand in for it as a transaction's first statement; NotFoundError for no such run."""
     values: dict[str, object] = {"of_run": run_id, "add_cost": cost_usd, "add_tokens": tokens}
     values["updated_at"] = now
     if champion is not None:
         values.update(champion_value=champion[0], champion_turn=champion[1])
-    db.execute(_ADD_TO_RUN, values)
+    if cast(CursorResult[Any], db.execute(_ADD_TO_RUN, values)).rowcount != 1:
+        raise NotFoundError(f"no run {run_id}")
 
 
 def decision_values(decision: TurnDecision) -> dict[str, object]:
@@ -274,7 +290,7 @@ def decision_values(decision: TurnDecision) -> dict[str, object]:
     }
 
 
-def delete_samples(s: Session, run_id: str, turn: int) -> None:
+def delete_samples(s: Session | Connection, run_id: str, turn: int) -> None:
     s.execute(sa.delete(SampleRow).where(SampleRow.run_id == run_id, SampleRow.turn == turn))
 
 
@@ -325,7 +341,7 @@ def component_row(rec: ComponentRecord, position: int) -> ComponentRow:
     )
 
 
-def list_turn_records(s: Session, run_id: str, last: int | None) -> list[TurnRecord]:
+def list_turn_records(s: Session | Connection, run_id: str, last: int | None) -> list[TurnRecord]:
     """The run's turns by number, or only the ``last`` ones (still ascending). Core rows, not ORM
     objects: the run page reads all of a run's turns, and an identity map of 500 rows cost more than
     the query (bench/dashboard.py)."""
@@ -344,7 +360,7 @@ def list_sample_records(s: Session, run_id: str, turn: int | None) -> list[Sampl
     return [sample_record(row) for row in s.execute(query.order_by(_SAMPLES.c.turn, _SAMPLES.c.id)).all()]
 
 
-def count_turns(s: Session, run_id: str) -> TurnCounts:
+def count_turns(s: Session | Connection, run_id: str) -> TurnCounts:
     """Decided turns per round, the highest number and the turns still STARTED, in one statement:
     the counts per round and phase, and (marked ``open``) the number of each STARTED turn, which
     are few (one, or N for a parallel turn cut off), so the read stays bounded however long the run."""

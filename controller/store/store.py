@@ -108,8 +108,8 @@ class Store(
         self._engine = migrate.make_engine(self._url)
         self._clock = clock
         self._writer = sessionmaker(self._engine, expire_on_commit=False)
-        reader_engine = self._engine.execution_options(**{migrate.READ_ONLY: True})
-        self._reader = sessionmaker(reader_engine, expire_on_commit=False)
+        self._reader_engine = self._engine.execution_options(**{migrate.READ_ONLY: True})
+        self._reader = sessionmaker(self._reader_engine, expire_on_commit=False)
         self._page_engine = migrate.page_reader(self._engine)
         # Statements sent to the database by this store, every engine view included (``/metrics``;
         # bench/scheduler.py compares an idle server's rate).
@@ -384,10 +384,12 @@ class Store(
         return now.astimezone(UTC)
 
     @contextmanager
-    def _connection(self) -> Iterator[Connection]:
-        """A writing transaction without the ORM: for the webhook intake's batch insert, where the
-        session's own bookkeeping cost more than the rows (same errors as ``_session``)."""
-        with translate_errors(), self._engine.begin() as connection:
+    def _connection(self, *, read_only: bool = False) -> Iterator[Connection]:
+        """A transaction without the ORM (same errors as ``_session``): for the webhook intake's batch
+        insert and a served turn's own statements (start, decision, the loop's read), where the
+        session's own bookkeeping cost more than the rows. ``read_only``: as ``_session``'s."""
+        engine = self._reader_engine if read_only else self._engine
+        with translate_errors(), engine.begin() as connection:
             yield connection
 
     @contextmanager

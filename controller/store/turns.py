@@ -13,6 +13,7 @@ from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any
 
+from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 
 from controller.domain.enums import EventKind, Reason, TurnPhase
@@ -28,6 +29,7 @@ from controller.store.queries import (
     get_run_row,
     get_turn_row,
     insert_event,
+    insert_events,
     insert_samples,
     insert_turn,
     list_sample_records,
@@ -35,7 +37,6 @@ from controller.store.queries import (
     lock_run,
     lock_run_id,
     read_run,
-    read_turn,
     require_finite,
     sample_row,
     sample_values,
@@ -63,6 +64,9 @@ class TurnsAndSamples:
     def _session(self, *, read_only: bool = False) -> AbstractContextManager[Session]:
         raise NotImplementedError
 
+    def _connection(self, *, read_only: bool = False) -> AbstractContextManager[Connection]:
+        raise NotImplementedError
+
     # -- turns --------------------------------------------------------------------------------
 
     def start_turn(
@@ -81,20 +85,22 @@ class TurnsAndSamples:
         """
         if number < 1:
             raise ValueError(f"turn numbers start at 1 (0 is the baseline), got {number}")
-        with self._session() as s:  # Core statements: a served turn's first transaction (ADR-0048)
-            lock_run_id(s, run_id)
-            record = find_turn(s, run_id, number)
+        # Core statements on a connection, no session: a served turn's first transaction (ADR-0048,
+        # ADR-0050).
+        with self._connection() as db:
+            lock_run_id(db, run_id)
+            record = find_turn(db, run_id, number)
             if record is None:
-                record = insert_turn(s, run_id, number, round, self._now())
+                record = insert_turn(db, run_id, number, round, self._now())
             else:
                 if record.phase == TurnPhase.DECIDED:
                     raise ConflictError(f"turn {number} of run {run_id} is already decided")
                 if record.round != round:
                     raise ConflictError(f"turn {number} of run {run_id} was started in round {record.round}")
-                delete_samples(s, run_id, number)
-                hypothesis_rows.delete(s, run_id, number)
+                delete_samples(db, run_id, number)
+                hypothesis_rows.delete(db, run_id, number)
             if event is not None:
-                insert_event(s, run_id, event[0], event[1], self._now())
+                insert_event(db, run_id, event[0], event[1], self._now())
             return record
 
     def decide_turn(
@@ -124,28 +130,28 @@ class TurnsAndSamples:
         require_finite("value", decision.value)
         require_finite("p_value", decision.p_value)
         require_finite("champion", champion.value if champion else None)
-        # Core statements in the session, no ORM objects: the decision is the served turn's largest
-        # transaction (bench/scheduler.py); the run's counters are added to in SQL.
+        # Core statements on a connection, no session: the decision is the served turn's largest
+        # transaction (bench/scheduler.py). The run's counters are added to in SQL first: that UPDATE
+        # locks the run's row as ``lock_run_id`` would (ADR-0050); the turn's UPDATE returns the decided
+        # row; the events go in one executemany. A refusal raises, and the transaction is rolled back.
         sample_rows = [sample_values(run_id, number, sample) for sample in samples]  # validated first
-        with self._session() as s:
-            lock_run_id(s, run_id)
+        won = None if champion is None else (champion.value, champion.turn)
+        with self._connection() as db:
             now = self._now()
-            if not decide_turn_row(s, run_id, number, decision, now):
-                if find_turn(s, run_id, number) is None:
+            add_to_run(db, run_id, cost_usd=decision.cost_usd, tokens=decision.tokens, now=now, champion=won)
+            record = decide_turn_row(db, run_id, number, decision, now)
+            if record is None:
+                if find_turn(db, run_id, number) is None:
                     raise NotFoundError(f"run {run_id} has no turn {number}")
                 raise ConflictError(f"turn {number} of run {run_id} is already decided")
-            won = None if champion is None else (champion.value, champion.turn)
-            add_to_run(s, run_id, cost_usd=decision.cost_usd, tokens=decision.tokens, now=now, champion=won)
             for name, sha in component_heads.items():
-                set_component_head(s, run_id, name, sha)
-            insert_samples(s, sample_rows)
+                set_component_head(db, run_id, name, sha)
+            insert_samples(db, sample_rows)
             if hypotheses is not None:
-                hypothesis_rows.finalise(s, run_id, number, hypotheses)
-                s.flush()
-            for kind, payload in progress:  # the turn's pending progress, before its decision
-                insert_event(s, run_id, kind, payload, now)
-            insert_event(s, run_id, event[0], event[1], now)
-            return read_turn(s, run_id, number)
+                hypothesis_rows.finalise(db, run_id, number, hypotheses)
+            # The turn's pending progress, before its decision.
+            insert_events(db, run_id, [*progress, event], now)
+            return record
 
     def start_baseline(self, run_id: str) -> None:
         """Prepare (again) to measure the baseline: delete turn-0 samples of a cut-off attempt.
@@ -196,9 +202,9 @@ class TurnsAndSamples:
     def turn_snapshot(self, run_id: str, *, last: int) -> TurnSnapshot:
         """``get_run``, ``turn_counts`` and ``list_turns(last=...)`` in one read transaction: the turn
         loop asks all three before every turn, and one session is a third of the cost."""
-        with self._session(read_only=True) as s:
-            run = read_run(s, run_id)
-            return TurnSnapshot(run, count_turns(s, run_id), tuple(list_turn_records(s, run_id, last)))
+        with self._connection(read_only=True) as db:
+            run = read_run(db, run_id)
+            return TurnSnapshot(run, count_turns(db, run_id), tuple(list_turn_records(db, run_id, last)))
 
     # -- parallel hypotheses (ADR-0016) --------------------------------------------------------
 
