@@ -29,6 +29,7 @@ from controller.services.execution.loop import Search, budgets_of, run_loop
 from controller.services.execution.play import Refinement, play_turns
 from controller.services.execution.runs import create_run, open_context
 from controller.services.execution.turn import run_turn
+from controller.store.records import TurnRecord
 from controller.store.store import Store
 from tests.support.fixtures import migrated_sqlite_url
 from tests.support.waiting import wait_until
@@ -294,3 +295,60 @@ def test_the_champion_moves_through_its_own_object_and_the_hooks_are_handed_in(
     assert leased.hooks.lease is not None and ctx.hooks.lease is None
     assert leased.champion is ctx.champion and leased.hooks.on_champion is ctx.hooks.on_champion
     assert leased.checkout("candidate", "app") is ctx.checkout("candidate", "app")
+
+
+# Turn by turn: kept, worse, the agent fails, kept again, no change, a policy violation; each reports
+# a cost, so the run's sums move with every decision.
+MIXED = """echo "COST usd=0.25 tokens=$CRUCIBLE_TURN"
+case $CRUCIBLE_TURN in
+1) echo 11 > src/value.txt ;;
+2) echo 9 > src/value.txt ;;
+3) exit 3 ;;
+4) echo 12 > src/value.txt ;;
+6) echo changed > README ;;
+esac"""
+
+
+@pytest.mark.parametrize("parallel", [1, 2])
+def test_the_search_carries_the_stores_snapshot_forward_from_each_decision(
+    engine: Callable[..., RunContext], parallel: int
+) -> None:
+    """The search reads the turn snapshot once (ADR-0050) and derives the next from each decision: after
+    every turn of a run with every kind of outcome, and a cut-off turn to finish first, what it holds is
+    what the store gives (the lease fields and ``updated_at``, which the loop reads nowhere, aside).
+    With two hypotheses a turn, both run the same script, so the turns come to the same reasons."""
+    ctx = engine(MIXED, turns=6, extra=f"[broker]\nparallel = {parallel}")
+    ctx.ledger.start_turn(ctx.run_id, 1, 0)  # cut off before its decision: the search finishes it first
+    search = Search(ctx, budgets_of(ctx), hand_over=True)  # the budget's stop then writes nothing
+    compared: list[int] = []
+    decided = search.decided
+
+    def checked(ctx: RunContext, record: TurnRecord) -> bool:
+        stop = decided(ctx, record)
+        assert search.known is not None
+        stored = ctx.ledger.turn_snapshot(ctx.run_id, last=search.window)
+        run = dataclasses.replace(
+            search.known.run,
+            updated_at=stored.run.updated_at,
+            lease_owner=stored.run.lease_owner,
+            lease_expires_at=stored.run.lease_expires_at,
+        )
+        assert dataclasses.replace(search.known, run=run) == stored
+        compared.append(record.number)
+        return stop
+
+    search.decided = checked  # type: ignore[method-assign]
+    play_turns(ctx, 0, search)
+
+    assert compared == [1, 2, 3, 4, 5, 6]
+    reasons = [t.reason for t in ctx.ledger.turn_snapshot(ctx.run_id, last=10).recent]
+    assert reasons == [
+        Reason.IMPROVED,
+        Reason.NOT_IMPROVED,
+        Reason.AGENT_FAILED,
+        Reason.IMPROVED,
+        Reason.NO_DIFF,
+        Reason.POLICY_VIOLATION,
+    ]
+    run = ctx.ledger.get_run(ctx.run_id)
+    assert (run.champion_value, run.champion_turn, run.tokens) == (12.0, 4, 21 * parallel)

@@ -1,15 +1,17 @@
 """The run loop: baseline, then round 0's search, one turn after another (``play.play_turns`` with the
 ``Search`` planner) until a budget or a failure stops the run.
 
-The loop keeps no state of its own between turns beyond what ``RunContext`` caches; before every turn
-it re-derives the counters (turns done, consecutive failures, cost) from the store, which is what makes
-an interrupted run and a resumed one behave identically.
+The counters the stop rules need (turns done, consecutive failures, cost) are read from the store when
+the search starts (or resumes) and then carried forward from each turn's decision as the store wrote
+it (``after_decision``, ADR-0050): nothing but this loop changes them while it holds the run, so the
+figures are those a read would give, and an interrupted run and a resumed one behave identically. A
+cancel reaches the loop through its lease's renewal (``liveness``), not through these reads.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from controller.domain import events
@@ -35,7 +37,7 @@ from controller.services.execution.keep import notify_champion
 from controller.services.execution.liveness import Heartbeat
 from controller.services.execution.play import TurnPlan, play_turns
 from controller.store.ports import RunLeases
-from controller.store.records import RunRecord, TurnCounts, TurnRecord
+from controller.store.records import RunRecord, TurnCounts, TurnRecord, TurnSnapshot
 from controller.workspace.sandboxpaths import sandbox_hides
 
 
@@ -92,6 +94,32 @@ def _streak_may_go_on(recent: Sequence[TurnRecord], window: int, bound: int) -> 
     decided = [t for t in recent if t.phase == TurnPhase.DECIDED]
     return (
         len(recent) >= window and bound > len(decided) and all(t.reason in FAILURE_REASONS for t in decided)
+    )
+
+
+def after_decision(snapshot: TurnSnapshot, record: TurnRecord, window: int) -> TurnSnapshot:
+    """``snapshot`` as the store holds it once the turn ``record`` (the decided turn of round 0 as
+    ``decide_turn`` returned it) was decided: one more decided turn, none cut off, the turn last of the
+    ``window`` most recent ones, its cost and tokens added to the run's, and the run's champion when
+    the turn was kept (both kinds of turn give the store a champion exactly then, with the turn's
+    value). The lease fields and ``updated_at`` are left as they were read (the loop reads neither).
+    tests/services check it against ``turn_snapshot`` after every turn of a run."""
+    counts = snapshot.counts
+    decided = dict(counts.decided)
+    decided[record.round] = decided.get(record.round, 0) + 1
+    started = tuple(n for n in counts.started if n != record.number)
+    recent = sorted(
+        [t for t in snapshot.recent if t.number != record.number] + [record], key=lambda t: t.number
+    )
+    run = replace(
+        snapshot.run,
+        cost_usd=snapshot.run.cost_usd + record.cost_usd,
+        tokens=snapshot.run.tokens + record.tokens,
+    )
+    if record.outcome is Outcome.ACCEPTED and record.value is not None:
+        run = replace(run, champion_value=record.value, champion_turn=record.number)
+    return TurnSnapshot(
+        run, TurnCounts(decided, max(counts.highest, record.number), started), tuple(recent[-window:])
     )
 
 
@@ -239,14 +267,18 @@ class Search:
         self.budgets, self.hand_over = budgets, hand_over
         self.proposer = knob_proposer(ctx)
         self.known_knobs = KnobHistory()  # the knobs walk so far: each turn reads only new decisions
-        # Per-turn reads stay bounded: aggregates plus the last few turns, however long the run and
-        # whatever max_consecutive_failures is (a longer read only while a longer failure streak runs).
+        # What the store holds: aggregates plus the last few turns, read when the search starts and
+        # carried forward from each decision (``after_decision``), however long the run and whatever
+        # max_consecutive_failures is (a longer read only while a longer failure streak runs).
         self.window = HISTORY_LIMIT + 1
+        self.known: TurnSnapshot | None = None
         self.stop: LoopResult | None = None
 
     def next_turn(self, ctx: RunContext) -> TurnPlan | None:
         budgets = self.budgets
-        snapshot = ctx.ledger.turn_snapshot(ctx.run_id, last=self.window)
+        if self.known is None:
+            self.known = ctx.ledger.turn_snapshot(ctx.run_id, last=self.window)
+        snapshot = self.known
         if _streak_may_go_on(snapshot.recent, self.window, budgets.max_consecutive_failures):
             snapshot = ctx.ledger.turn_snapshot(ctx.run_id, last=budgets.max_consecutive_failures + 1)
         counts, recent, latest = snapshot.counts, list(snapshot.recent), snapshot.run
@@ -281,6 +313,8 @@ class Search:
         return TurnPlan(number, proposals, parallel, recent, sum(counts.decided.values()), latest)
 
     def decided(self, ctx: RunContext, record: TurnRecord) -> bool:
+        if self.known is not None:
+            self.known = after_decision(self.known, record, self.window)
         if sandbox_hides(problem := ctx.executor.last_start_problem):
             # The sandbox hides what a command needs: every later turn would fail the same way.
             cause = ctx.executor.redact(problem or "")
