@@ -183,13 +183,15 @@ class ControlGuard:
     def _stamp(self) -> int | None:
         """Touch the stamp file and return its ctime; None if it cannot be (a command replaced it with
         a directory, a symlink or a FIFO: then every call walks)."""
-        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_NONBLOCK
+        # Written over in place, not truncated: a write sets the ctime as well, and truncating freed and
+        # allocated the file's block on every scan (50 us of CPU against a few on ext4 here, ADR-0050).
+        flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
         try:
             fd = os.open(os.path.join(self.git_dir, STAMP), flags, 0o600)
         except OSError:
             return None
         try:
-            os.write(fd, b"x")
+            os.pwrite(fd, b"x", 0)
             return os.fstat(fd).st_ctime_ns
         except OSError:
             return None
