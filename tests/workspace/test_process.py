@@ -326,3 +326,94 @@ def test_a_pass_over_proc_under_way_when_a_command_ends_is_not_its_own(
         thread.join(30)
     assert got == {"first": 0, "second": 1, "third": 1}
     assert passes == [0, 1]
+
+
+# -- passes that skip what is proven outside (ADR-0050) -------------------------------------------
+
+ME = 100
+
+
+def row(pid: int, parent: int, started: int = 10, sid: int = 1) -> tuple[int, int, int, bytes, int]:
+    return (pid, parent, sid, b"S", started)
+
+
+def test_a_process_is_outside_when_its_parents_reach_the_root_without_this_one() -> None:
+    rows = [
+        row(1, 0, started=1),  # init
+        row(50, 1, started=5),  # this process's parent, and its other child
+        row(51, 50, started=6),
+        row(200, ME),  # this process's child, its child, and an orphan of a daemon it reparented
+        row(201, 200, started=11),
+        row(300, ME, sid=300),
+        row(400, 399),  # a parent that is gone from the pass: not proven
+        row(500, 501, started=5),  # a parent that started after its child: a reused pid
+        row(501, 1, started=9),
+    ]
+    assert escapees.outside_of(ME, rows, set()) == {1, 50, 51, 501}
+
+
+def test_a_parent_proven_outside_by_an_earlier_pass_proves_its_new_children_outside() -> None:
+    rows = [row(60, 50, started=20), row(61, 60, started=21), row(700, 60, started=20)]
+    assert escapees.outside_of(ME, rows, {50}) == {60, 61, 700}
+    assert escapees.outside_of(ME, rows, set()) == set()  # without it, 50's row is missing
+
+
+def test_a_process_is_skipped_once_two_passes_found_it_outside_and_while_its_inode_holds() -> None:
+    outside = escapees._Outside()
+    outside.learn({1: 11, 50: 12, 200: 13}, {1, 50})
+    assert outside.known() == {}  # one pass is not enough: a dying parent may read as a root
+    outside.learn({1: 11, 50: 12, 200: 13}, {1})
+    assert outside.known() == {1: 11}
+    outside.learn({1: 11, 50: 12}, {50})
+    outside.learn({1: 11, 50: 12}, {50})
+    assert outside.known() == {1: 11, 50: 12}
+    outside.learn({1: 11, 50: 99}, set())  # pid 50 is another process now: read and judged again
+    assert outside.known() == {1: 11}
+    outside.learn({}, set())  # gone from /proc: forgotten
+    assert outside.known() == {}
+
+
+def test_a_warm_pass_reads_only_what_descends_from_this_process_and_escapees_are_still_found(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once two passes found a process outside this one (nearly all of a shared machine's), it is
+    skipped; a child, and a daemon a running command left in a session of its own, are read by every
+    pass however many saw them before, and the daemon is killed when its command ends."""
+    real_stat = escapees._stat
+    read: list[str] = []
+
+    def counted(pid: str) -> tuple[int, int, bytes, int] | None:
+        read.append(pid)
+        return real_stat(pid)
+
+    pidfile, go = tmp_path / "escapee.pid", tmp_path / "go"
+    script = (
+        f"setsid sh -c 'echo $$ > {pidfile}.tmp && mv {pidfile}.tmp {pidfile}; exec sleep 60' &"
+        f" while [ ! -f {go} ]; do sleep 0.01; done"
+    )
+    results: list[CommandResult] = []
+    command = threading.Thread(
+        target=lambda: results.append(
+            run_command(["/bin/sh", "-c", script], cwd=tmp_path, env=dict(os.environ), timeout=30)
+        )
+    )
+    with subprocess.Popen(["sleep", "60"], start_new_session=True) as child:
+        try:
+            command.start()
+            wait_until(lambda: pidfile.exists() and pidfile.read_text().strip() != "", "the daemon")
+            daemon = int(pidfile.read_text())
+            for _ in range(3):
+                escapees._walk_proc()
+            monkeypatch.setattr(escapees, "_stat", counted)
+            walk = escapees._walk_proc()
+            monkeypatch.setattr(escapees, "_stat", real_stat)
+            go.touch()
+            command.join(30)
+        finally:
+            child.kill()
+    seen = [pid for pid, *_ in walk.rows]
+    assert child.pid in seen and daemon in seen
+    listed = [name for name in os.listdir("/proc") if name.isdigit()]
+    assert len(read) < len(listed) / 2, (len(read), len(listed))
+    assert results and results[0].returncode == 0 and results[0].survivors == ()
+    assert gone(daemon), "the setsid daemon is still running"
