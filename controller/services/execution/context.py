@@ -27,6 +27,7 @@ from controller.store.ledger import Ledger
 from controller.store.records import Sample
 from controller.workspace.checkout import Checkout
 from controller.workspace.ignored import Fingerprint
+from controller.workspace.treeprint import TreePrint
 
 __all__ = ["Champion", "CopyPrint", "Detached", "Hooks", "Observer", "Parked", "RoundRule", "RunContext"]
 
@@ -45,11 +46,17 @@ class CopyPrint:
     """An arm's copy of one component as crucible left it for the next agent (``champion_copy.settle``,
     ``candidate_copy.settle``): at ``head``, with only the ignored files in ``kept`` (by path, with
     their fingerprints) besides the commit's own; ``commands``: how many commands the executor had run
-    when it was taken (``Executor.commands_run``; the candidate's print holds only while none ran)."""
+    when it was taken (``Executor.commands_run``; the candidate's print holds only while none ran).
+
+    ``tree`` (the champion's, on a small tree): the whole working tree's stat data where crucible left
+    it (``treeprint``), and ``clean`` whether a check proved that tree the commit plus ``kept`` and
+    nothing else: then a walk that finds it unchanged stands in for git's (ADR 0049)."""
 
     head: str
     kept: Mapping[str, Fingerprint]
     commands: int = 0
+    tree: TreePrint | None = None
+    clean: bool = False
 
 
 class Detached(Exception):
@@ -163,6 +170,10 @@ class RunContext:
     # The candidate's copy per component as the last turn left it (``candidate_copy``), taken by the
     # next turn as its fingerprint from before the agent.
     candidate_prints: dict[str, CopyPrint] = field(default_factory=dict)
+    # The (arm, component) checkouts whose measurement changed their tree where a print of it expected
+    # nothing (a metric that writes caches): their trees are left to git for the rest of this context,
+    # so no walk is spent on a print that will not hold (ADR 0049).
+    unprinted: set[tuple[str, str]] = field(default_factory=set)
     # The controller holds the run's lease while a worker executes its round elsewhere (ADR-0014):
     # the round's loop claims none of its own.
     lease_elsewhere: bool = False

@@ -18,7 +18,6 @@ from controller.services.execution.context import RunContext
 from controller.services.execution.parallel import run_all
 from controller.services.execution.work import TurnWork
 from controller.store.records import RunRecord, Sample
-from controller.workspace.checkout import Checkout
 
 CHAMPION_REF = "refs/crucible/champion"
 # Status codes of a tracked file changed in the working tree only (nothing staged, nothing new).
@@ -31,17 +30,22 @@ def champion_refs(turn: int, sha: str) -> dict[str, str]:
     return {CHAMPION_REF: sha, TURN_REF.format(turn=turn): sha}
 
 
-def settle_arms(ctx: RunContext, new_heads: Mapping[str, str] | None) -> None:
+def settle_arms(
+    ctx: RunContext,
+    new_heads: Mapping[str, str] | None,
+    changed: Mapping[str, Sequence[str]] | None = None,
+) -> None:
     """End a turn. After a rejection the candidate is restored exactly; after a keep the champion arm
     moves to the new champion. Either way the champion's copy then loses every file outside its commit
     but ``workspace.keep_ignored`` (the caches its measurement left), so both arms start the next
     measurement alike, and is fingerprinted for the check after the next agent (``champion_copy``).
-    The git work of the arms runs side by side.
+    The git work of the arms runs side by side. ``changed``: the paths each kept commit changed, by
+    component (the turn's ``TurnWork.changed``), which spare the moved copy its listing on a small tree.
     """
     calls: list[Callable[[], None]] = []
     for comp in ctx.components:
         ctx.checkout("candidate", comp.name)
-        champion = ctx.checkout("champion", comp.name)  # created here, not in the threads below
+        ctx.checkout("champion", comp.name)  # created here, not in the threads below
         old = ctx.champion_heads[comp.name]
         if new_heads is None:
             calls.append(partial(candidate_copy.settle, ctx, comp.name, old))
@@ -50,14 +54,9 @@ def settle_arms(ctx: RunContext, new_heads: Mapping[str, str] | None) -> None:
             # After a keep the candidate keeps the caches its own measurement built (fingerprinted
             # already, ``candidate_copy.committed``); the champion moves, touching just the files that
             # differ (the measurement's tidy removes the caches nobody keeps from both arms anyway).
-            calls.append(partial(_advance, ctx, champion, comp.name, new_heads[comp.name]))
+            paths = None if changed is None else changed.get(comp.name)
+            calls.append(partial(champion_copy.move, ctx, comp.name, new_heads[comp.name], paths))
     run_all(calls)
-
-
-def _advance(ctx: RunContext, champion: Checkout, component: str, new: str) -> None:
-    if new != ctx.champion_heads[component]:
-        champion.advance(new)
-    champion_copy.settle(ctx, component, new)
 
 
 def commit_changed(

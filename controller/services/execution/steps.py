@@ -23,7 +23,7 @@ from controller.services.execution.parallel import run_all
 from controller.services.execution.presets import run_preset
 from controller.services.execution.validate import Validation, run_validation
 from controller.services.execution.work import TurnStop, TurnWork
-from controller.workspace import ignored
+from controller.workspace import ignored, treeprint
 
 
 def propose(ctx: RunContext, work: TurnWork, proposal: Proposal | None) -> None:
@@ -97,6 +97,7 @@ def measured_tree_only(ctx: RunContext, work: TurnWork) -> None:
         ignored.remove(root, found.unkept)
         if arm != "candidate":
             return []
+        work.tidied[component] = found.unkept
         changes = ignored.changed(work.kept_before.get(component, {}), found.kept)
         ignored.remove(root, changes)  # the restore keeps these: they must not poison later turns
         return [prefix.format(component) + path for path in changes]
@@ -161,6 +162,8 @@ def check_policy(ctx: RunContext, work: TurnWork) -> None:
             )
             continue
         work.ignored_entries[comp.name] = walk.ignored
+        if walk.tree is not None:
+            work.prints[comp.name] = walk.tree
         work.before[comp.name] = (ctx.champion_heads[comp.name], walk.status, walk.digest)
         paths = sorted(walk.status)
         if paths:
@@ -188,14 +191,19 @@ class _Walk:
     ignored: list[str] = field(default_factory=list)
     digest: dict[str, str | None] = field(default_factory=dict)
     escaping: list[str] = field(default_factory=list)
+    tree: treeprint.TreePrint | None = None
 
 
 def _walk_candidate(ctx: RunContext, component: str) -> _Walk:
+    """The candidate's status walk, and on a small tree its print right after (``TurnWork.prints``):
+    what the walk after the measurement compares against."""
     co = ctx.checkout("candidate", component)
     if co.head() != ctx.champion_heads[component]:
         return _Walk(None)
     status, found = co.status_and_ignored()
-    return _Walk(status, found, co.digest(status), co.escaping_symlinks(sorted(status)))
+    digest = co.digest(status)
+    tree = None if ("candidate", component) in ctx.unprinted else treeprint.take(co.path)
+    return _Walk(status, found, digest, co.escaping_symlinks(sorted(status)), tree)
 
 
 def validate_candidate(ctx: RunContext, work: TurnWork) -> None:

@@ -223,7 +223,7 @@ def _decide(
         settle_arms(ctx, None)
         record = _unconfirmed(ctx, number, decision, payload, work.raw_samples, str(refused))
     if keep:
-        settle_arms(ctx, heads)
+        settle_arms(ctx, heads, work.changed)
         champion_moved(ctx, number, heads, work.raw_samples)
     return record
 

@@ -45,11 +45,11 @@ def evaluate(
     listed: dict[str, list[str]] | None = {} if ctx.spec.workspace.keep_ignored else None
     if metric.interleave:
         after, champion_after = run_all(
-            [partial(snapshot, ctx, "candidate", listed), partial(snapshot, ctx, "champion")]
+            [partial(snapshot, ctx, "candidate", listed, work), partial(snapshot, ctx, "champion")]
         )
         mutated = mutations(work.before, after) + mutations(clean_snapshot(ctx), champion_after)
     else:
-        mutated = mutations(work.before, snapshot(ctx, "candidate", listed))
+        mutated = mutations(work.before, snapshot(ctx, "candidate", listed, work))
     work.ignored_after, work.listed_at = listed, ctx.executor.commands_run
     if mutated:
         raise TurnStop(Reason.EVALUATOR_MUTATED, "the evaluator changed " + ", ".join(mutated[:20]))

@@ -16,7 +16,7 @@ from controller.engine.knobs import Proposal
 from controller.services.execution.progress import TurnProgress
 from controller.services.execution.snapshots import Snapshot
 from controller.stats import KeepVerdict
-from controller.workspace import ignored
+from controller.workspace import ignored, treeprint
 
 EVENT_OF_OUTCOME: dict[Outcome, EventKind] = {
     Outcome.ACCEPTED: EventKind.ACCEPTED,
@@ -48,6 +48,11 @@ class TurnWork:
     kept_before: dict[str, dict[str, ignored.Fingerprint]] = field(default_factory=dict)
     # The candidate's ignored entries per component, from the policy check's status walk.
     ignored_entries: dict[str, list[str]] = field(default_factory=dict)
+    # The candidate's tree per component as the policy check's walk left it (a small tree only), and the
+    # ignored entries the measurement's tidy removed since: the walk after the measurement that finds it
+    # unchanged stands in for git's (``snapshots.snapshot``, ADR 0049).
+    prints: dict[str, treeprint.TreePrint] = field(default_factory=dict)
+    tidied: dict[str, tuple[str, ...]] = field(default_factory=dict)
     # The components whose champion copy the policy check walked and found as crucible left it.
     champion_checked: set[str] = field(default_factory=set)
     # The candidate's ignored entries per component from the walk after the measurement (None: not
