@@ -115,22 +115,25 @@ def _walk_proc() -> _Walk:
     with SPAWN_LOCK:
         running_before = frozenset(active_sessions)
     rows = []
-    listed: dict[int, int] = {}  # pid -> inode of its /proc entry, this pass
+    inodes: dict[int, int] = {}  # of the processes read: pid -> inode of its /proc entry
     skipped: set[int] = set()
     outside = _OUTSIDE.known()
     for entry in os.scandir("/proc"):
-        if not entry.name.isdigit() or int(entry.name) == me:
+        name = entry.name
+        if not name.isdigit():
             continue
-        pid, inode = int(entry.name), entry.inode()
-        listed[pid] = inode
+        pid, inode = int(name), entry.inode()
         if outside.get(pid) == inode:
             skipped.add(pid)  # proven not to descend from this process: nothing it does is a command's
             continue
-        found = _stat(entry.name)
+        if pid == me:
+            continue
+        found = _stat(name)
         if found is not None:
             parent, sid, state, started = found
             rows.append((pid, parent, sid, state, started))
-    _OUTSIDE.learn(listed, outside_of(me, rows, skipped))
+            inodes[pid] = inode
+    _OUTSIDE.learn(skipped, {pid: inodes[pid] for pid in outside_of(me, rows, skipped)})
     return _Walk(running_before, tuple(rows))
 
 
@@ -197,21 +200,19 @@ class _Outside:
         with self._lock:
             return dict(self._known)
 
-    def learn(self, listed: Mapping[int, int], outside: Set[int]) -> None:
-        """After a pass that listed ``listed`` (pid -> inode) and found ``outside`` outside: keep what
-        is still there, skip from now on what the pass before found outside too."""
+    def learn(self, skipped: Set[int], outside: Mapping[int, int]) -> None:
+        """After a pass that skipped ``skipped`` (still there, as they were) and found ``outside`` (pid ->
+        inode) outside: forget what is gone, skip from now on what the pass before found outside too."""
         with self._lock:
-            known = {pid: inode for pid, inode in self._known.items() if listed.get(pid) == inode}
+            for pid in self._known.keys() - skipped:
+                del self._known[pid]
             once = {}
-            for pid in outside:
-                inode = listed.get(pid)
-                if inode is None:
-                    continue
+            for pid, inode in outside.items():
                 if self._once.get(pid) == inode:
-                    known[pid] = inode
+                    self._known[pid] = inode
                 else:
                     once[pid] = inode
-            self._known, self._once = known, once
+            self._once = once
 
 
 _OUTSIDE = _Outside()

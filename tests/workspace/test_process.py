@@ -360,16 +360,16 @@ def test_a_parent_proven_outside_by_an_earlier_pass_proves_its_new_children_outs
 
 def test_a_process_is_skipped_once_two_passes_found_it_outside_and_while_its_inode_holds() -> None:
     outside = escapees._Outside()
-    outside.learn({1: 11, 50: 12, 200: 13}, {1, 50})
+    outside.learn(set(), {1: 11, 50: 12})
     assert outside.known() == {}  # one pass is not enough: a dying parent may read as a root
-    outside.learn({1: 11, 50: 12, 200: 13}, {1})
+    outside.learn(set(), {1: 11})
     assert outside.known() == {1: 11}
-    outside.learn({1: 11, 50: 12}, {50})
-    outside.learn({1: 11, 50: 12}, {50})
+    outside.learn({1}, {50: 12})
+    outside.learn({1}, {50: 12})
     assert outside.known() == {1: 11, 50: 12}
-    outside.learn({1: 11, 50: 99}, set())  # pid 50 is another process now: read and judged again
+    outside.learn({1}, {50: 99})  # pid 50 is another process now (a new inode): judged again
     assert outside.known() == {1: 11}
-    outside.learn({}, set())  # gone from /proc: forgotten
+    outside.learn(set(), {})  # gone from /proc (not skipped by the pass): forgotten
     assert outside.known() == {}
 
 
