@@ -103,7 +103,7 @@ def after_decision(snapshot: TurnSnapshot, record: TurnRecord, window: int) -> T
     ``window`` most recent ones, its cost and tokens added to the run's, and the run's champion when
     the turn was kept (both kinds of turn give the store a champion exactly then, with the turn's
     value). The lease fields and ``updated_at`` are left as they were read (the loop reads neither).
-    tests/services check it against ``turn_snapshot`` after every turn of a run."""
+    tests/rounds check it against ``turn_snapshot`` after every turn of a run."""
     counts = snapshot.counts
     decided = dict(counts.decided)
     decided[record.round] = decided.get(record.round, 0) + 1
