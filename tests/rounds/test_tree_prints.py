@@ -19,10 +19,17 @@ from typing import Any
 import pytest
 
 from controller.domain.enums import Reason
+from controller.services.execution.keep import paths_by_component
+from controller.services.execution.play import play_turns
 from controller.services.execution.turn import run_turn
 from controller.workspace import ignored, treeprint
 from controller.workspace.checkout import Checkout
-from tests.rounds.test_turn_units import Engine, engine, writes  # noqa: F401 (engine: the fixture)
+from tests.rounds.test_turn_units import (  # noqa: F401 (engine: the fixture)
+    Engine,
+    _Parallel,
+    engine,
+    writes,
+)
 from tests.support.scripted_executor import Call, Program, Reply
 
 FILES = {"other.txt": "other\n", ".gitignore": "*.log\nbuild/\n"}
@@ -372,3 +379,27 @@ def test_an_entry_the_measurement_made_again_as_another_kind_is_listed_by_git(
     e = engine(agent, metric=metric, extra=extra, files=files)
     records = [run_turn(e.ctx, n, 0, None) for n in (1, 2, 3)]
     assert [r.reason for r in records] == [Reason.IMPROVED] * 3, [r.detail for r in records]
+
+
+def test_a_kept_hypothesis_moves_the_champions_copy_without_a_listing(
+    engine: Callable[..., Engine],  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A turn of two hypotheses: the champion's copy is listed once, before the first agent; the
+    winner's changed paths (its report's) let the move be checked by the walks."""
+    listings: list[Path] = []
+    original = ignored.others
+    monkeypatch.setattr(ignored, "others", lambda root: listings.append(root) or original(root))
+    e = engine(lambda call: writes("11" if call.env["CRUCIBLE_PARALLEL_INDEX"] == "0" else "12")(call))
+    champion = e.ctx.layout.workspace_root("champion")
+    assert play_turns(e.ctx, 0, _Parallel()).kept
+    assert listings.count(champion) == 1
+    known = e.ctx.champion_prints["app"]
+    assert known.clean and known.head == e.ctx.champion_heads["app"]
+    assert (champion / "src" / "value.txt").read_text() == "12\n"
+
+
+def test_a_decisions_changed_paths_by_component() -> None:
+    assert paths_by_component(["src/a", "b"], ["app"], composite=False) == {"app": ["src/a", "b"]}
+    split = paths_by_component(["api/src/a", "web/b", "api/c"], ["api", "web"], composite=True)
+    assert split == {"api": ["src/a", "c"], "web": ["b"]}

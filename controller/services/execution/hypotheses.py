@@ -30,7 +30,13 @@ from controller.domain.enums import (
 from controller.engine.knobs import Proposal
 from controller.services.execution.context import RunContext
 from controller.services.execution.hypothesis_pods import try_in_pods
-from controller.services.execution.keep import champion_moved, champion_refs, commit_changed, settle_arms
+from controller.services.execution.keep import (
+    champion_moved,
+    champion_refs,
+    commit_changed,
+    paths_by_component,
+    settle_arms,
+)
 from controller.services.execution.progress import TurnProgress
 from controller.services.execution.turn import try_candidate, write_candidate_file
 from controller.services.execution.verdict import base_arm
@@ -230,7 +236,9 @@ def _decide(
     champion: ChampionUpdate | None = None
     if winner is not None:
         heads.update(winner.commits)
-        settle_arms(ctx, heads)  # the champion arm advances to the kept commit
+        names = [comp.name for comp in ctx.components]
+        changed = paths_by_component(winner.changed_paths, names, ctx.layout.composite)
+        settle_arms(ctx, heads, changed)  # the champion arm advances to the kept commit
         for comp in ctx.components:
             if comp.name in winner.commits:
                 co = ctx.checkout("candidate", comp.name)

@@ -59,6 +59,20 @@ def settle_arms(
     run_all(calls)
 
 
+def paths_by_component(
+    paths: Sequence[str], components: Sequence[str], composite: bool
+) -> dict[str, list[str]]:
+    """A decision's changed paths (``TurnWork.changed_paths``: "component/path" in a ``composite``
+    layout, else the one component's own) by component, as ``settle_arms`` takes them."""
+    if not composite:
+        return {components[0]: list(paths)}
+    out: dict[str, list[str]] = {}
+    for path in paths:
+        component, _, rel = path.partition("/")
+        out.setdefault(component, []).append(rel)
+    return out
+
+
 def commit_changed(
     ctx: RunContext,
     work: TurnWork,
