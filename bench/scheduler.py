@@ -12,7 +12,8 @@
    bench always printed); a turn in **steady state** (a run turning many times, which is what a
    thousand runs turning once a minute are), from ``--steady-runs`` runs of ``--steady-turns`` turns
    against the same runs of one turn; and what a **run** costs besides its turns (claim, checkouts,
-   baseline, finish), from the same two.
+   baseline, finish), from the same two. On SQLite files, or with ``--postgres ADMIN_URL`` on
+   PostgreSQL databases made for each drive and dropped after.
 2. **RSS and database statements of an idle server watching PRs.** A local forge holds one
    repository with ``--prs`` open draft PRs (generated once under ``--cache``, reused after).
    ``crucible serve`` (a real process) is started on an empty database: its RSS is the floor. Then on
@@ -30,6 +31,7 @@
     python bench/scheduler.py [--runs 200] [--turns 2] [--concurrent 8] [--prs 1000] [--quick]
                               [--steady-runs 8] [--steady-turns 25] [--idle 60] [--skip-cpu]
                               [--skip-rss] [--only parked|threads] [--settle-limit 3600]
+                              [--postgres ADMIN_URL]
 
 ``--quick``: 20 runs and 100 PRs (about three minutes). ``--settle-limit``: how long to wait for every
 run to watch; past it the server is measured with what watches then, and said so. Exit status 1 if a
@@ -48,12 +50,14 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+import sqlalchemy as sa
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -71,7 +75,7 @@ from controller.localforge.users import add_user  # noqa: E402
 from controller.services.control.scheduler import Scheduler  # noqa: E402
 from controller.store import NewRun, Store  # noqa: E402
 from controller.store.records import ComponentRecord, PullRecord  # noqa: E402
-from controller.wiring import Mode, build  # noqa: E402
+from controller.wiring import Mode, Root, build  # noqa: E402
 
 RSS_TARGET_MB = 300.0
 TOKEN = "bench-scheduler-token-0123456789"
@@ -227,14 +231,44 @@ def spec_repo(work: Path, turns: int) -> Path:
     return repo
 
 
-def drive(work: Path, runs: int, turns: int, concurrent: int) -> Drive:
+@contextmanager
+def database(work: Path, postgres: str | None) -> Iterator[str]:
+    """The URL of a database of one drive's own: a SQLite file in ``work``, or with ``postgres`` (an
+    admin URL) a PostgreSQL database made and migrated here, dropped afterwards."""
+    if postgres is None:
+        yield f"sqlite:///{work / 'cpu.db'}"
+        return
+    name = f"crucible_bench_{uuid.uuid4().hex[:12]}"
+    admin = sa.create_engine(postgres, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as connection:
+            connection.execute(sa.text(f'CREATE DATABASE "{name}"'))
+        url = sa.engine.make_url(postgres).set(database=name).render_as_string(hide_password=False)
+        Store.open(url, upgrade=True).close()
+        yield url
+    finally:
+        with admin.connect() as connection:
+            connection.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+def drive(work: Path, runs: int, turns: int, concurrent: int, postgres: str | None = None) -> Drive:
     """Submit ``runs`` runs of ``turns`` turns to the run service ``crucible serve`` builds and let its
     ``Scheduler`` (ticking as the server does) drive them to the end, in this process, on a database
-    of their own; what that cost (see ``Drive``)."""
+    of their own (``database``); what that cost (see ``Drive``)."""
     work.mkdir()
     repo = spec_repo(work, turns)
-    settings = Settings(home=work / "home", database_url=f"sqlite:///{work / 'cpu.db'}")
-    root = build(dict(os.environ), settings=settings, mode=Mode.SERVE)
+    with database(work, postgres) as url:
+        settings = Settings(home=work / "home", database_url=url)
+        root = build(dict(os.environ), settings=settings, mode=Mode.SERVE)
+        try:
+            return _drive(root, repo, runs, concurrent)
+        finally:
+            root.close()
+
+
+def _drive(root: Root, repo: Path, runs: int, concurrent: int) -> Drive:
+    """``drive``'s runs, on the composition root ``root`` (closed by the caller)."""
     service = root.service()
     spec_path = repo / "crucible.toml"
     spec = parse_spec(spec_path.read_text(), repo)
@@ -258,7 +292,6 @@ def drive(work: Path, runs: int, turns: int, concurrent: int) -> Drive:
     if failed:
         raise SystemExit(f"{len(failed)} runs did not complete, e.g. {failed[0]}: {store.get_run(failed[0])}")
     decided = sum(store.turn_counts(r).decided.get(0, 0) for r in ids)
-    root.close()
     return Drive(runs, decided, own, waited, wall)
 
 
@@ -300,14 +333,20 @@ class CpuPerTurn:
 
 
 def cpu_per_turn(
-    work: Path, runs: int, turns: int, concurrent: int, steady_runs: int, steady_turns: int
+    work: Path,
+    runs: int,
+    turns: int,
+    concurrent: int,
+    steady_runs: int,
+    steady_turns: int,
+    postgres: str | None = None,
 ) -> CpuPerTurn:
     """The three drives of ``CpuPerTurn`` and the commands' own cost, all in this run."""
     if steady_turns < 2:
         raise SystemExit("--steady-turns must be at least 2 (it is compared with a drive of one turn)")
-    mix = drive(work / "mix", runs, turns, concurrent)
-    short = drive(work / "short", steady_runs, 1, concurrent)
-    long = drive(work / "long", steady_runs, steady_turns, concurrent)
+    mix = drive(work / "mix", runs, turns, concurrent, postgres)
+    short = drive(work / "short", steady_runs, 1, concurrent, postgres)
+    long = drive(work / "long", steady_runs, steady_turns, concurrent, postgres)
     repo = work / "mix" / f"app-{turns}"
     commands = Commands(command_cpu(AGENT, repo), command_cpu(METRIC, repo))
     return CpuPerTurn(commands, mix, long, short)
@@ -564,7 +603,8 @@ def report_cpu(cpu: CpuPerTurn, args: argparse.Namespace) -> None:
     turn = cpu.commands.turn
     mix = cpu.mix
     print(
-        f"cpu of the served path (scheduler, threaded local broker, {args.concurrent} runs at once; "
+        f"cpu of the served path (scheduler, threaded local broker, {args.concurrent} runs at once, "
+        f"{'PostgreSQL' if args.postgres else 'SQLite'}; "
         f"load {os.getloadavg()[0]:.1f}); the turn's own commands: {turn * 1000:.2f} ms "
         f"(agent {cpu.commands.agent * 1000:.2f}, metric {cpu.commands.metric * 1000:.2f})"
     )
@@ -616,6 +656,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="20 runs and 100 PRs")
     parser.add_argument("--strict", action="store_true", help="exit 1 when RSS is over the target")
     parser.add_argument("--keep", action="store_true", help="keep the work directory (printed) for a look")
+    parser.add_argument(
+        "--postgres",
+        metavar="ADMIN_URL",
+        help="drive the CPU runs on PostgreSQL databases made through this admin URL (dropped after)",
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.runs, args.prs = 20, 100
@@ -627,7 +672,13 @@ def main(argv: list[str] | None = None) -> int:
         if not args.skip_cpu:
             (work / "cpu").mkdir()
             cpu = cpu_per_turn(
-                work / "cpu", args.runs, args.turns, args.concurrent, args.steady_runs, args.steady_turns
+                work / "cpu",
+                args.runs,
+                args.turns,
+                args.concurrent,
+                args.steady_runs,
+                args.steady_turns,
+                args.postgres,
             )
             report_cpu(cpu, args)
         if args.skip_rss:
