@@ -68,34 +68,31 @@ def _key(info: os.stat_result) -> Key:
 
 def _walk(root: Path, limit: int) -> dict[str, Key] | None:
     """``lstat`` data of every entry below ``root`` but ``.git`` (symlinks not followed), and of
-    ``.git/index``; None past ``limit`` entries or if a directory cannot be listed."""
+    ``.git/index``; None past ``limit`` entries (counted as they come: a ``node_modules`` of 50,000
+    is given up after ``limit``, not listed first) or if a directory cannot be listed."""
     base = os.fspath(root) + "/"
     found: dict[str, Key] = {}
     pending = [""]
     isdir = stat.S_ISDIR
-    while pending:
-        current = pending.pop()
-        try:
+    try:
+        while pending:
+            current = pending.pop()
             with os.scandir(base + current) as listing:
-                entries = list(listing)
-        except OSError:
-            return None
-        for entry in entries:
-            rel = current + entry.name
-            if rel == ".git":
-                continue
-            try:
-                info = entry.stat(follow_symlinks=False)
-            except OSError:
-                return None
-            mode = info.st_mode
-            if isdir(mode):
-                found[rel] = (mode, 0, 0, 0, info.st_ino)
-                pending.append(rel + "/")
-            else:
-                found[rel] = (mode, info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino)
-        if len(found) > limit:
-            return None
+                for entry in listing:
+                    rel = current + entry.name
+                    if rel == ".git":
+                        continue
+                    info = entry.stat(follow_symlinks=False)
+                    mode = info.st_mode
+                    if isdir(mode):
+                        found[rel] = (mode, 0, 0, 0, info.st_ino)
+                        pending.append(rel + "/")
+                    else:
+                        found[rel] = (mode, info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino)
+                    if len(found) > limit:
+                        return None
+    except OSError:
+        return None
     try:
         found[INDEX] = _key(os.lstat(base + INDEX))
     except FileNotFoundError:

@@ -154,16 +154,23 @@ def test_a_kept_turn_on_a_small_tree_walks_with_git_once(
 def test_a_large_tree_is_walked_by_git_as_before(
     engine: Callable[..., Engine],  # noqa: F811
     walks: list[Path],
+    prints: list[Path],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """Past ``MAX_ENTRIES`` every check is git's, as before, and once a print could not be taken none is
+    tried again in the context."""
     monkeypatch.setattr(treeprint, "MAX_ENTRIES", 3)  # the repository has 4 files
     tamper, named = TAMPERING["same size, mtime restored"]
     e = engine(_improving(3, tamper), extra=ONE_ARM, files=FILES)
     walks.clear()  # the baseline's
-    records = [run_turn(e.ctx, n, 0, None) for n in (1, 2, 3, 4)]
-    assert [r.reason for r in records] == KEPT_BUT_TURN_3
-    assert named in (records[2].detail or "")
+    assert run_turn(e.ctx, 1, 0, None).reason is Reason.IMPROVED
+    assert e.ctx.unprinted == {("candidate", "app"), ("champion", "app")}
+    prints.clear()
+    records = [run_turn(e.ctx, n, 0, None) for n in (2, 3, 4)]
+    assert [r.reason for r in records] == KEPT_BUT_TURN_3[1:]
+    assert named in (records[1].detail or "")
     assert e.ctx.champion_prints["app"].tree is None
+    assert prints == [], "no walk tried again"
     champion = e.ctx.layout.workspace_root("champion")
     candidate = e.ctx.layout.workspace_root("candidate")
     assert walks.count(champion) == 4, "the check after each agent, by git"

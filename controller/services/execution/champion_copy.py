@@ -90,6 +90,8 @@ def _list(ctx: RunContext, component: str, head: str) -> None:
     found = ignored.classify(co.path, ignored.others(co.path), ctx.spec.workspace.keep_ignored)
     ignored.remove(co.path, found.unkept)
     tree = None if ("champion", component) in ctx.unprinted else treeprint.take(co.path)
+    if tree is None:  # too large, or unreadable: git's from now on
+        ctx.unprinted.add(("champion", component))
     ctx.champion_prints[component] = CopyPrint(head, found.kept, tree=tree)
 
 

@@ -171,8 +171,8 @@ class RunContext:
     # next turn as its fingerprint from before the agent.
     candidate_prints: dict[str, CopyPrint] = field(default_factory=dict)
     # The (arm, component) checkouts whose measurement changed their tree where a print of it expected
-    # nothing (a metric that writes caches): their trees are left to git for the rest of this context,
-    # so no walk is spent on a print that will not hold (ADR 0049).
+    # nothing (a metric that writes caches), or whose tree was too large for one: their trees are left
+    # to git for the rest of this context, so no walk is spent on a print that will not hold (ADR 0049).
     unprinted: set[tuple[str, str]] = field(default_factory=set)
     # The controller holds the run's lease while a worker executes its round elsewhere (ADR-0014):
     # the round's loop claims none of its own.

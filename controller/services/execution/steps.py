@@ -203,6 +203,8 @@ def _walk_candidate(ctx: RunContext, component: str) -> _Walk:
     status, found = co.status_and_ignored()
     digest = co.digest(status)
     tree = None if ("candidate", component) in ctx.unprinted else treeprint.take(co.path)
+    if tree is None:  # too large (an installed node_modules, say), or unreadable: git's from now on
+        ctx.unprinted.add(("candidate", component))
     return _Walk(status, found, digest, co.escaping_symlinks(sorted(status)), tree)
 
 
