@@ -11,6 +11,7 @@ started by program name, and the SQL statements by verb (the engine's hook). The
 included; with 100 turns a run it is a few percent of a turn.
 
     python bench/turn_profile.py [--runs 8] [--turns 100] [--wrap MODULE:QUALNAME ...]
+                                 [--postgres ADMIN_URL]
 
 The wrappers cost about 2 us a call: a function called a hundred times a turn reads 0.2 ms high. No
 target: a profile, not a benchmark (``bench/scheduler.py`` prints the ratio).
@@ -119,6 +120,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=8)
     parser.add_argument("--turns", type=int, default=100)
     parser.add_argument("--wrap", action="append", help="module:qualname (repeatable)")
+    parser.add_argument(
+        "--postgres", metavar="ADMIN_URL", help="on a PostgreSQL database made through this admin URL"
+    )
     args = parser.parse_args(argv)
     tally = Tally()
     targets = args.wrap or TURN_PATH
@@ -142,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     sa.event.listen(sa.engine.Engine, "before_cursor_execute", statement)
     work = Path(tempfile.mkdtemp(prefix="crucible-turn-profile-"))
     try:
-        done = drive(work / "drive", args.runs, args.turns, args.runs)
+        done = drive(work / "drive", args.runs, args.turns, args.runs, args.postgres)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     turns = done.decided
