@@ -12,10 +12,10 @@ decide what ``git status`` reports): type and mode, size, mtime, ctime and inode
 file's mtime back (``os.utime``), not its ctime; a write, a chmod, a rename or a new link sets it, and a
 file put in another's place by rename has another inode. The catch is git's "racy" one: the kernel
 stamps files from a coarse clock (a jiffy, several milliseconds), so a file rewritten within the tick
-it was recorded in can keep every field, size included. So ``take`` first writes a stamp file in
+it was recorded in can keep every field, size included. So ``take`` first touches a stamp file in
 ``.git`` (its ctime is the filesystem's own "now") and hashes the content of every entry whose ctime
 is not older than the stamp (a symlink: its target); ``holds`` hashes those again. Files crucible just
-wrote or checked out are exactly those, and there are few of them.
+wrote or checked out are the ones that can be, and there are few of them.
 
 A directory is compared on its type, mode and inode: entries added to or removed from it are seen by
 their names, not by its times. Past ``MAX_ENTRIES`` entries a walk costs more than git's own (git's
@@ -36,7 +36,7 @@ from pathlib import Path
 # file; a turn makes five walks in place of three git processes, which breaks even near 550 entries.
 MAX_ENTRIES = 500
 STAMP = "crucible-tree-stamp"
-"""A file in ``.git`` (not a control entry: ``gitguard``) written before each walk ``take`` makes."""
+"""A file in ``.git`` (not a control entry: ``gitguard``) touched before each walk."""
 
 Key = tuple[int, int, int, int, int]
 """``lstat`` data of an entry: mode, size, mtime, ctime (ns), inode; a directory's is (mode, 0, 0, 0,
