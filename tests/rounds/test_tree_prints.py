@@ -410,3 +410,21 @@ def test_a_decisions_changed_paths_by_component() -> None:
     assert paths_by_component(["src/a", "b"], ["app"], composite=False) == {"app": ["src/a", "b"]}
     split = paths_by_component(["api/src/a", "web/b", "api/c"], ["api", "web"], composite=True)
     assert split == {"api": ["src/a", "c"], "web": ["b"]}
+
+
+def test_a_print_taken_at_another_head_is_not_used(engine: Callable[..., Engine]) -> None:  # noqa: F811
+    """The champion moves without its copy (a round taken over, say: the copy is still at the old head
+    and unchanged, so a walk would find it as recorded): the check is git's, and names the HEAD."""
+    e = engine(_improving(0), extra=ONE_ARM, files=FILES)
+    assert [run_turn(e.ctx, n, 0, None).reason for n in (1, 2)] == [Reason.IMPROVED] * 2
+    old = e.ctx.champion_heads["app"]
+    candidate = Checkout.open(e.ctx.layout.workspace_root("candidate"))
+    tree = subprocess.run(
+        ["git", "-C", str(candidate.path), "rev-parse", f"{old}^{{tree}}"], capture_output=True, check=True
+    )
+    moved = candidate.commit_tree(tree.stdout.decode().strip(), [old], "elsewhere")
+    e.ctx.champion.move({"app": moved})
+    record = run_turn(e.ctx, 3, 0, None)
+    assert record.reason is Reason.POLICY_VIOLATION
+    assert "champion's copy (restored): HEAD moved" in (record.detail or "")
+    assert Checkout.open(e.ctx.layout.workspace_root("champion")).head() == moved
