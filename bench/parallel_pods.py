@@ -190,6 +190,8 @@ class Turn:
     in_pod: float = 0.0  # taken -> reported
     decide: float = 0.0  # its report -> the turn's decision
     pod: Mapping[str, float] = field(default_factory=dict)
+    kept: bool = False
+    by_index: Mapping[int, int] = field(default_factory=dict)  # N = 4: each hypothesis's samples
 
 
 @dataclass
@@ -201,6 +203,8 @@ class Arm:
     turns: int
     tried_null: int = 0  # do-nothing hypotheses tried: the false-keep rate's denominator
     breakdown: list[Turn] = field(default_factory=list)
+    ahead: int = 0  # N = 4, speculative turns (ADR-0051): recorded hypotheses taken before their turn began
+    voided: int = 0  # hypotheses taken ahead and withdrawn (the turn before kept, or the run stopped)
 
 
 def k8s_env() -> dict[str, str]:
@@ -289,7 +293,34 @@ def run_arm(
         tried_null = sum(not is_true(h.hypothesis, good) for h in store.list_hypotheses(run_id))
     logs = pod_logs(run_id) if pod_logs is not None and spec.broker.parallel > 1 else {}
     breakdown = timeline(store, db, run_id, logs)
-    return Arm(spec.broker.parallel, wall, kept_true, kept_null, len(turns), tried_null, breakdown)
+    arm = Arm(spec.broker.parallel, wall, kept_true, kept_null, len(turns), tried_null, breakdown)
+    if spec.broker.parallel > 1:
+        arm.ahead, arm.voided = speculation(store, db, run_id)
+    return arm
+
+
+def speculation(store: Store, db_path: Path, run_id: str) -> tuple[int, int]:
+    """(recorded hypotheses whose pod took them before their turn started, grants withdrawn): what
+    speculative turns (ADR-0051) ran ahead and kept, and what they ran ahead for nothing."""
+    db = sqlite3.connect(db_path)
+    try:
+        taken: dict[tuple[int, int], float] = {}
+        voided = 0
+        for job, created, outcome in db.execute(
+            "SELECT job, created_at, outcome FROM worker_rounds WHERE run_id = ? ORDER BY id", (run_id,)
+        ):
+            scope = json.loads(job).get("hypothesis")
+            if scope is None:
+                continue
+            taken[(scope["turn"], scope["index"])] = _at(created)  # the last grant: the one that reported
+            if outcome is not None and "withdrawn" in (json.loads(outcome) or {}):
+                voided += 1
+    finally:
+        db.close()
+    started = {t.number: _at(t.started_at) for t in store.list_turns(run_id)}
+    recorded = [(h.turn, h.index) for h in store.list_hypotheses(run_id)]
+    ahead = sum(1 for key in recorded if key in taken and taken[key] < started[key[0]])
+    return ahead, voided
 
 
 def _at(value: datetime | str) -> float:
@@ -335,6 +366,8 @@ def timeline(
             continue
         started, decided = _at(turn.started_at), _at(turn.decided_at)
         row = Turn(turn.number, decided - started, started - previous, samples.get(turn.number, 0))
+        row.kept = turn.outcome is Outcome.ACCEPTED
+        row.by_index = dict(hypotheses.get(turn.number, {}))
         previous = decided
         mine = {i: at for (t, i), at in reported.items() if t == turn.number}
         if mine:
@@ -342,10 +375,10 @@ def timeline(
             offered = grants.get((turn.number, slowest), [])
             row.samples = hypotheses.get(turn.number, {}).get(slowest, 0)
             row.decide = decided - mine[slowest]
-            if len(offered) >= 2:  # the offer, then the pod's take (a restart would add more)
-                row.launch = offered[0] - started
-                row.hand_out = offered[1] - offered[0]
-                row.in_pod = mine[slowest] - offered[1]
+            if len(offered) >= 2:  # the last offer, then the pod's take (a void or restart adds more)
+                row.launch = offered[-2] - started  # < 0: taken ahead of its turn (ADR-0051)
+                row.hand_out = offered[-1] - offered[-2]
+                row.in_pod = mine[slowest] - offered[-1]
             row.pod = dict(logs.get((turn.number, slowest), {}))
         out.append(row)
     return out
@@ -393,6 +426,12 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--metric", choices=sorted(METRICS), default="sleep", help="see the docstring")
     parser.add_argument("--profile", type=Path, default=None, help="a cProfile file per pod in this folder")
+    parser.add_argument(
+        "--speculate",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="N = 4: free pods start the next turn's hypotheses before a turn is decided (ADR-0051)",
+    )
     args = parser.parse_args()
     print(f"load average at the start: {os.getloadavg()[0]:.1f}", flush=True)
     env = k8s_env()
@@ -451,6 +490,7 @@ def measure(tmp: Path, api: Any, ns: str, args: argparse.Namespace) -> list[Arm]
                 slots=remote.slots,
                 spec_for=spec_for,
                 command=worker,
+                speculative=args.speculate,
             )
             one = compose_service(settings, store, environ={}, forge_for=_no_forge, broker=lambda _r: rounds)
             four = compose_service(
@@ -512,7 +552,34 @@ def report(arms: list[Arm], args: argparse.Namespace) -> None:
     turns = sum(a.turns for a in fours)
     if turns:
         print(f"N = 4: {w4 / turns:.1f} s a turn (baseline included)")
+    ahead, voided = sum(a.ahead for a in fours), sum(a.voided for a in fours)
+    recorded = 4 * turns
+    print(
+        f"speculative turns {'on' if getattr(args, 'speculate', True) else 'off'}: {ahead} recorded "
+        f"hypotheses were taken before their turn began (of about {recorded}), {voided} taken ahead were void"
+    )
     breakdown(arms, args.sleep)
+
+
+def speculative_floor(turns: list[Turn], sleep: float, ahead: bool = True) -> float:
+    """The metric's sleep alone for these turns' decisions with speculative turns (ADR-0051): slot ``i``
+    starts hypothesis ``i`` of turn k when its hypothesis of turn k - 1 ended, once turn k - 2 is
+    decided (one turn ahead); after a keep in turn k - 1 its hypotheses of turn k start again at that
+    decision (the void work cancelled at once); a turn is decided when all of its hypotheses ended,
+    not before the turn before. Time in seconds of sleep. ``ahead=False``: every hypothesis of turn k
+    starts at turn k - 1's decision (no speculation), the same schedule otherwise."""
+    free: dict[int, float] = {}
+    decided = [0.0, 0.0]  # the decisions of turns k - 2 and k - 1
+    kept_before = False
+    for turn in sorted(turns, key=lambda t: t.number):
+        ends = []
+        for index, samples in turn.by_index.items():
+            start = max(free.get(index, 0.0), decided[-1] if kept_before or not ahead else decided[-2])
+            free[index] = start + samples * sleep
+            ends.append(free[index])
+        decided = [decided[-1], max([decided[-1], *ends])]
+        kept_before = turn.kept
+    return decided[-1]
 
 
 def breakdown(arms: list[Arm], sleep: float) -> None:
@@ -559,8 +626,16 @@ def breakdown(arms: list[Arm], sleep: float) -> None:
             )
     if floors[1] and floors[4]:
         print(
-            f"with nothing but the metric's sleep (no crucible cost, perfect parallelism): ratio "
-            f"{floors[4] / floors[1]:.2f}"
+            f"with nothing but the metric's sleep (no crucible cost, perfect parallelism, a turn waiting "
+            f"for its slowest hypothesis, no speculation): ratio {floors[4] / floors[1]:.2f}"
+        )
+        fours = [a for a in arms if a.parallel == 4]
+        kept4 = sum(a.kept_true for a in fours)
+        without = sum(speculative_floor(a.breakdown, sleep, ahead=False) for a in fours) / kept4
+        ahead = sum(speculative_floor(a.breakdown, sleep) for a in fours) / kept4
+        print(
+            f"  with each N = 4 turn's hypotheses side by side (the same decisions): without speculation "
+            f"{without / floors[1]:.2f}, one turn ahead {ahead / floors[1]:.2f}"
         )
 
 

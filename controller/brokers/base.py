@@ -122,7 +122,14 @@ class HypothesisLauncher(Protocol):
     - ``warm(job, count)``: start the pods of indices ``0..count-1`` for the round's first turn
       (``job.first_turn``) now, offering nothing, so they start up while the controller measures the
       baseline; the turn's launches then find them running (ADR-0040).
+    - ``speculative``: whether a slot whose hypothesis reported may be offered the next turn's
+      before the turn is decided (ADR-0051); ``withdraw(job, turn, count, wanted)``: revoke every
+      hypothesis of ``turn`` on offer or running that the turn will not be played with (its index
+      not in ``wanted``, its heads not ``job.heads``, its proposal not ``wanted[index]``), before
+      the turn starts.
     """
+
+    speculative: bool
 
     def launch_hypothesis(
         self, job: RoundJob, turn: int, index: int, proposal: Mapping[str, Any] | None
@@ -135,6 +142,10 @@ class HypothesisLauncher(Protocol):
     def wait_for_reports(self, timeout: float) -> None: ...
 
     def warm(self, job: RoundJob, count: int) -> None: ...
+
+    def withdraw(
+        self, job: RoundJob, turn: int, count: int, wanted: Mapping[int, Mapping[str, Any] | None]
+    ) -> None: ...
 
 
 class ConfirmLauncher(Protocol):
@@ -159,8 +170,13 @@ class HypothesisSlots(Protocol):
     it out): ``offer(job, turn, index, proposal)`` offers hypothesis ``index`` of ``turn`` to slot
     ``index``, unless it is on offer or taken already (a restarted controller offers again);
     ``wait_for_reports(timeout)`` returns when a hypothesis report arrived through this process's
-    worker routes, or after ``timeout``."""
+    worker routes, or after ``timeout``; ``withdraw(job, turn, count, wanted)`` revokes the offers
+    and grants of ``turn`` the turn will not be played with (ADR-0051), how many."""
 
     def offer(self, job: RoundJob, turn: int, index: int, proposal: Mapping[str, Any] | None) -> None: ...
 
     def wait_for_reports(self, timeout: float) -> None: ...
+
+    def withdraw(
+        self, job: RoundJob, turn: int, count: int, wanted: Mapping[int, Mapping[str, Any] | None]
+    ) -> int: ...

@@ -71,16 +71,32 @@ class WorkerRounds:
         raise NotImplementedError
 
     def add_worker_round(
-        self, run_id: str, round: int, *, token_hash: str, job: Mapping[str, Any], expires_at: datetime
+        self,
+        run_id: str,
+        round: int,
+        *,
+        token_hash: str,
+        job: Mapping[str, Any],
+        expires_at: datetime,
+        replacing: str | None = None,
     ) -> WorkerRoundRecord:
         """A new attempt of ``round`` (attempts count from 1); earlier attempts of it are revoked, so
         only the newest worker of a round may write. A hypothesis grant (``job["hypothesis"]``, one
         pod per parallel hypothesis, ADR-0018) revokes only earlier grants of its own turn and index:
         the N pods of a turn hold N live tokens; a slot grant (``job["slot"]``, ADR-0034) only earlier
-        grants of its own slot. ConflictError for a token hash already used."""
+        grants of its own slot. ``replacing``: the token hash of the grant this one takes over (a
+        warm pod taking an offer, ADR-0034); ConflictError, nothing written, when that grant is no
+        longer live, so an offer withdrawn meanwhile (ADR-0051) is never handed out under a new token.
+        ConflictError for a token hash already used."""
         with self._session() as s:
             lock_run(s, run_id)
             now = self._now()
+            if replacing is not None:
+                old = s.scalars(
+                    sa.select(WorkerRoundRow).where(WorkerRoundRow.token_hash == replacing)
+                ).one_or_none()
+                if old is None or old.revoked_at is not None:
+                    raise ConflictError(f"the grant this one replaces in run {run_id} is no longer live")
             of_round = (WorkerRoundRow.run_id == run_id, WorkerRoundRow.round == round)
             # Only the live grants and the highest attempt: a parallel round mints two grants per
             # hypothesis, and reading every earlier one would grow each mint with the run's length.

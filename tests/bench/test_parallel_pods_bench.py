@@ -89,3 +89,20 @@ def test_the_breakdown_averages_the_turns_and_gives_the_sleep_only_ratio(
     assert "first turns (pods starting): 12.00 s, of which hand out 5.00" in out
     # Sleep per kept improvement: N = 1, 4 turns x 20 samples x 0.25 s / 2; N = 4, 2 x 20 x 0.25 / 2.
     assert "ratio 0.50" in out
+
+
+def test_the_speculative_floor_starts_a_free_slots_next_hypothesis_unless_the_turn_before_kept() -> None:
+    bench = load_bench("parallel_pods")
+
+    def turn(number: int, kept: bool, *samples: int) -> object:
+        return bench.Turn(number, 0.0, 0.0, max(samples), kept=kept, by_index=dict(enumerate(samples)))
+
+    # Sleep 1 s a sample. Turn 1: slots end at 2 and 8 (decided at 8). Turn 2 (2 and 4 samples): slot 0
+    # starts at 2, ends at 4; slot 1 at 8, ends at 12. Turn 2 kept, so turn 3 (6, 1) starts at 12: 18.
+    turns = [turn(1, False, 2, 8), turn(2, True, 2, 4), turn(3, False, 6, 1)]
+    assert bench.speculative_floor(turns, 1.0) == 18.0
+    assert bench.speculative_floor(turns, 1.0, ahead=False) == 8 + 4 + 6
+    # Without the keep, turn 3's slot 0, free at 4, starts once turn 1 is decided (8: one turn ahead),
+    # ends at 14; slot 1 starts at 12, ends at 13.
+    turns[1] = turn(2, False, 2, 4)
+    assert bench.speculative_floor(turns, 1.0) == 14.0

@@ -88,15 +88,29 @@ def metric_gate() -> int | None:
 
 
 @pytest.fixture
+def speculative() -> bool:
+    """Whether the pods take the next turn's hypotheses before a turn is decided (ADR-0051)."""
+    return True
+
+
+@pytest.fixture
+def repo_files() -> dict[str, str]:
+    """The repository's files besides the spec: the knobs round's."""
+    return {"conf.json": json.dumps({"a": 1}), "bench.py": BENCH}
+
+
+@pytest.fixture
 def sides(
     metric_gate: int | None,
+    speculative: bool,
+    repo_files: dict[str, str],
     tmp_path: Path,
     database_url: str,
     control_plane: ControlPlane,
     namespace: Callable[..., str],
 ) -> Iterator[Sides]:
     ns = namespace(labels=RESTRICTED)
-    files = {"conf.json": json.dumps({"a": 1}), "bench.py": BENCH}
+    files = dict(repo_files)
     gate = tmp_path / "gate-open"
     if metric_gate is not None:
         files["gate.txt"] = f"{metric_gate} {gate}"
@@ -126,6 +140,7 @@ def sides(
                 slots=remote.slots,
                 spec_for=lambda run_id: stored_spec(store, run_id).broker,
                 command=WORKER,
+                speculative=speculative,
             )
             service = compose_service(
                 settings,
@@ -229,8 +244,8 @@ def test_a_pod_deleted_mid_hypothesis_fails_that_hypothesis_and_the_turn_is_deci
     victim = f"crucible-{run_id}-0-t1-h1"  # index 1's warm pod, started in turn 1
 
     def measuring_turn_two() -> bool:
-        scopes = [g.get("hypothesis", {}) for g in _grants(sides, run_id)]
-        return sum((h.get("turn"), h.get("index")) == (2, 1) for h in scopes) == 2  # offered, taken
+        scopes = [g["hypothesis"] for g in _played(sides, run_id, 2)]
+        return sum(h["index"] == 1 for h in scopes) == 2  # offered, taken
 
     wait_until(measuring_turn_two, what="index 1's pod took its hypothesis of turn 2", timeout=240)
     (pod,) = core.list_namespaced_pod(sides.namespace, label_selector=f"job-name={victim}").items
@@ -269,8 +284,7 @@ def test_a_restarted_controller_adopts_the_hypothesis_pods_and_decides_each_turn
     batch = client.BatchV1Api(control_plane.api)
 
     def turn_two_in_pods() -> bool:
-        turns = [g.get("hypothesis", {}).get("turn") for g in _grants(sides, run_id)]
-        return turns.count(2) == 4  # both hypotheses of turn 2 offered (a grant each) and taken (another)
+        return len(_played(sides, run_id, 2)) == 4  # both of turn 2 offered (a grant each) and taken
 
     with (sides.settings.home.parent / "controller.log").open("wb") as log:
         first = subprocess.Popen(driver, stdout=log, stderr=subprocess.STDOUT)
@@ -315,6 +329,16 @@ def _grants(sides: Sides, run_id: str) -> list[dict[str, Any]]:
             return [dict(job) for job in db.scalars(query)]
     finally:
         engine.dispose()
+
+
+def _played(sides: Sides, run_id: str, turn: int) -> list[dict[str, Any]]:
+    """The grants of hypotheses of ``turn`` once it started, against the champion it is played
+    against: not those a free pod took ahead of it and the turn before voided (ADR-0051)."""
+    if not any(t.number == turn for t in sides.store.list_turns(run_id)):
+        return []
+    heads = {c.name: c.head_sha for c in sides.store.list_components(run_id)}
+    grants = [g for g in _grants(sides, run_id) if g.get("hypothesis", {}).get("turn") == turn]
+    return [g for g in grants if g["heads"] == heads]
 
 
 def _uids(sides: Sides, control_plane: ControlPlane, turn: int) -> dict[str, str]:

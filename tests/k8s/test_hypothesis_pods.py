@@ -54,6 +54,11 @@ class Offers:
     def wait_for_reports(self, timeout: float) -> None:
         raise AssertionError("the launcher waits only when a turn follows its pods")
 
+    def withdraw(
+        self, job: RoundJob, turn: int, count: int, wanted: Mapping[int, Mapping[str, Any] | None]
+    ) -> int:
+        raise AssertionError("only a turn that starts withdraws what it is not played with")
+
 
 def _pods(
     control_plane: ControlPlane,

@@ -140,6 +140,15 @@ def test_the_live_hypotheses_of_an_index_are_its_unrevoked_grants_oldest_first(h
     grant("t1-again", {"hypothesis": {"turn": 1, "index": 1}})  # revokes "t1"
     assert [g.token_hash for g in workers.live_hypotheses("r1", 0, 1)] == ["t2", "t1-again"]
     assert workers.live_hypotheses("r1", 1, 1) == []
+    # A grant that takes another over (a pod taking its offer) only while that one is live (ADR-0051).
+    taken = {"hypothesis": {"turn": 2, "index": 1}}
+    workers.add_worker_round("r1", 0, token_hash="t2-taken", job=taken, expires_at=expires, replacing="t2")
+    with pytest.raises(ConflictError):  # "t2" was revoked by that take: nothing written
+        workers.add_worker_round("r1", 0, token_hash="t2-late", job=taken, expires_at=expires, replacing="t2")
+    with pytest.raises(ConflictError):
+        workers.add_worker_round("r1", 0, token_hash="t2-x", job=taken, expires_at=expires, replacing="nope")
+    assert workers.worker_round_by_token("t2-late") is None
+    assert [g.token_hash for g in workers.live_hypotheses("r1", 0, 1)] == ["t1-again", "t2-taken"]
 
 
 def test_process_groups_are_remembered_until_cleared(harness: PortHarness) -> None:

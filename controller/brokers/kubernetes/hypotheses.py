@@ -17,7 +17,9 @@ do (its run stopped, or it idled past ``worker.IDLE_S``), and the next offer sta
 exited 0 holding an offer it never took (it idled out just as the offer came), the offer gets one
 new pod before the hypothesis counts as lost. Cancel deletes the Job (foreground). A fresh run's
 pods are started before its baseline is measured (``warm``, ADR-0040), so their start-up runs beside
-it instead of in the first turn.
+it instead of in the first turn. ``speculative`` (ADR-0051): the turn may offer a slot whose
+hypothesis reported the next turn's before the turn is decided; ``withdraw`` revokes, before a turn
+starts, whatever was offered or taken for it that the turn is not played with.
 """
 
 from __future__ import annotations
@@ -51,7 +53,9 @@ class HypothesisPods:
         spec_for: SpecFor,
         namespace: str = "default",
         command: tuple[str, ...] = manifest.DEFAULT_COMMAND,
+        speculative: bool = True,
     ) -> None:
+        self.speculative = speculative  # a free slot may take the next turn's hypothesis (ADR-0051)
         self._batch = client.BatchV1Api(api)
         self._core = client.CoreV1Api(api)
         self._mint = mint_slot_env
@@ -127,6 +131,13 @@ class HypothesisPods:
         for index in range(count):
             if self._slot_job((job.run_id, job.round, index), namespace) is None:
                 self._start(job, job.first_turn, index, namespace)
+
+    def withdraw(
+        self, job: RoundJob, turn: int, count: int, wanted: Mapping[int, Mapping[str, Any] | None]
+    ) -> None:
+        """Revoke the offers and grants of ``turn`` it will not be played with (``Slots.withdraw``):
+        a pod measuring one sees its token revoked and stops it; its Job goes on for the slot."""
+        self._slots.withdraw(job, turn, count, wanted)
 
     def close(self) -> None:
         self._pods.close()

@@ -64,13 +64,15 @@ def run_parallel_turn(
     turns: Sequence[TurnRecord] | None = None,
     decided_total: int | None = None,
     run: RunRecord | None = None,
+    ahead: Sequence[Proposal] = (),
 ) -> TurnRecord:
     """Run search turn ``number`` with ``count`` hypotheses (fewer when the knobs ``proposals`` ran
     short) and write its decision exactly once. Round 0 only: refinement rounds keep the first turn
-    that holds the score, which is not a comparison of several candidates."""
+    that holds the score, which is not a comparison of several candidates. ``ahead``: the next
+    turn's proposals, which pods free before this turn ends start on (ADR-0051; unused locally)."""
     if ctx.hooks.hypothesis_pods is not None:  # one pod per hypothesis; the controller decides (ADR-0018)
         started = time.monotonic()
-        reports = try_in_pods(ctx, number, count, proposals, _started(number, count), turns)
+        reports = try_in_pods(ctx, number, count, proposals, _started(number, count), turns, ahead)
         return _decide(ctx, number, reports, len(reports), time.monotonic() - started)
     ctx.ledger.start_turn(ctx.run_id, number, 0, event=_started(number, count))
     write_candidate_file(ctx, 0, turns, decided_total, run)

@@ -14,6 +14,14 @@ The caller then decides the turn exactly as the local path does (``hypotheses._d
 Restarts: a turn found STARTED is not started again (that would forget the reports already in);
 hypotheses already reported are not launched again, and a launch whose Job exists adopts it.
 A cancel deletes every pod still running; a detach (SIGTERM) leaves them running for the resume.
+
+Speculative turns (ADR-0051, knobs proposer only): with ``ahead`` (the next turn's proposals as the
+walk gives them if this turn keeps nothing), a slot whose hypothesis reported while others still
+measure is offered its hypothesis of the next turn at once, against the current champion, instead
+of idling until the slowest one ends. Nothing of it is recorded: the next turn starts after this one
+is decided, as ever, and its pod reports only once it sees that. Before a turn starts, every offer
+or grant of it that the turn will not be played with is withdrawn (``HypothesisLauncher.withdraw``:
+the champion moved, or a failure changed the walk's proposals), which stops the pods measuring them.
 """
 
 from __future__ import annotations
@@ -40,23 +48,69 @@ def try_in_pods(
     proposals: Sequence[Proposal] | None,
     started: tuple[EventKind, Mapping[str, Any]],
     turns: Sequence[TurnRecord] | None,
+    ahead: Sequence[Proposal] = (),
 ) -> list[HypothesisReport]:
     """Start turn ``number`` (unless a resume finds it started), run its hypotheses in pods and
-    return one report per hypothesis, by index, once every pod reported or ended."""
+    return one report per hypothesis, by index, once every pod reported or ended. ``ahead``: the
+    next turn's knobs proposals, offered to the slots that are free before this turn ends."""
     pods = ctx.hooks.hypothesis_pods
     assert pods is not None
-    if not any(t.number == number and t.phase is TurnPhase.STARTED for t in turns or ()):
-        ctx.ledger.start_turn(ctx.run_id, number, 0, event=started)
     job = RoundJob(run_id=ctx.run_id, round=0, turns=1, first_turn=number, heads=dict(ctx.champion_heads))
     indices = range(count if proposals is None else len(proposals))
+    wanted = {i: proposal_json(proposals[i]) if proposals is not None else None for i in indices}
+    # Before the turn exists, so no hypothesis offered ahead of it that it is not played with reports.
+    pods.withdraw(job, number, ctx.spec.broker.parallel, wanted)
+    if not any(t.number == number and t.phase is TurnPhase.STARTED for t in turns or ()):
+        ctx.ledger.start_turn(ctx.run_id, number, 0, event=started)
     reported = _reported(ctx, number)
     for index in indices:
         if index not in reported:
-            proposal = proposal_json(proposals[index]) if proposals is not None else None
-            pods.launch_hypothesis(job, number, index, proposal)
+            pods.launch_hypothesis(job, number, index, wanted[index])
     ctx.observer.step(f"turn {number}: {len(indices)} hypotheses in pods")
-    _follow(ctx, pods, number, [i for i in indices if i not in reported])
+    _follow(ctx, pods, number, [i for i in indices if i not in reported], _Ahead(ctx, pods, number, ahead))
     return [report_of(h) for h in sorted(_reported(ctx, number).values(), key=lambda h: h.index)]
+
+
+class _Ahead:
+    """The next turn's hypotheses, offered slot by slot as this turn's reports free them (module
+    docstring). Not once a report came without its proposal (a lost pod: the walk will propose that
+    value again, so the next turn's proposals are not these), nor to the last slot to report (the
+    decision follows at once), nor after a cancel."""
+
+    def __init__(
+        self, ctx: RunContext, pods: HypothesisLauncher, number: int, ahead: Sequence[Proposal]
+    ) -> None:
+        self.ctx, self.pods, self.turn = ctx, pods, number + 1
+        self.proposals = list(ahead)
+        self.offered: set[int] = set()
+        self.off = not self.proposals
+
+    def offer(self, reported: Mapping[int, HypothesisRecord], waiting: set[int]) -> None:
+        if self.off or not waiting:
+            return
+        if any(h.proposal is None for h in reported.values()):
+            self.off = True
+            return
+        ctx = self.ctx
+        job = RoundJob(
+            run_id=ctx.run_id, round=0, turns=1, first_turn=self.turn, heads=dict(ctx.champion_heads)
+        )
+        for index in sorted(set(reported) - self.offered):
+            if index < len(self.proposals):
+                self.pods.launch_hypothesis(job, self.turn, index, proposal_json(self.proposals[index]))
+            self.offered.add(index)
+
+
+def withdraw_ahead(ctx: RunContext) -> None:
+    """The search is over: no hypothesis offered ahead for a turn after the last one stays live
+    (its pod stops measuring it). A turn still STARTED keeps its own (a resume plays it)."""
+    pods = ctx.hooks.hypothesis_pods
+    if pods is None or ctx.spec.broker.parallel < 2:
+        return
+    counts = ctx.ledger.turn_snapshot(ctx.run_id, last=1).counts
+    number = counts.highest + 1
+    job = RoundJob(run_id=ctx.run_id, round=0, turns=1, first_turn=number, heads=dict(ctx.champion_heads))
+    pods.withdraw(job, number, ctx.spec.broker.parallel, {})
 
 
 def warm_pods(ctx: RunContext) -> None:
@@ -71,8 +125,11 @@ def warm_pods(ctx: RunContext) -> None:
     pods.warm(job, ctx.spec.broker.parallel)
 
 
-def _follow(ctx: RunContext, pods: HypothesisLauncher, number: int, pending: list[int]) -> None:
-    """Until each pending hypothesis reported or its pod ended (then reported failed here)."""
+def _follow(
+    ctx: RunContext, pods: HypothesisLauncher, number: int, pending: list[int], ahead: _Ahead
+) -> None:
+    """Until each pending hypothesis reported or its pod ended (then reported failed here); the
+    slots freed meanwhile take the next turn's hypotheses (``ahead``)."""
     waiting = set(pending)
     cancelled = False
     while waiting:
@@ -81,7 +138,7 @@ def _follow(ctx: RunContext, pods: HypothesisLauncher, number: int, pending: lis
                 raise Detached(f"run {ctx.run_id} detached from this process; it goes on when resumed")
             for index in sorted(waiting):
                 pods.cancel_hypothesis(ctx.run_id, 0, number, index)
-            cancelled = True
+            cancelled = ahead.off = True
         reported = _reported(ctx, number)
         for index in sorted(waiting):
             if index in reported:
@@ -94,6 +151,8 @@ def _follow(ctx: RunContext, pods: HypothesisLauncher, number: int, pending: lis
                 _report_lost(ctx, number, index, state, cancelled)
             waiting.discard(index)
         if waiting:
+            if not ahead.off:
+                ahead.offer(_reported(ctx, number), waiting)
             pods.wait_for_reports(POLL_S)
 
 

@@ -32,7 +32,7 @@ from controller.engine.stopping import Budgets, Progress, check_stop, explain_st
 from controller.services.execution.baseline import run_baseline
 from controller.services.execution.context import Detached, RunContext
 from controller.services.execution.execute import disk_usage
-from controller.services.execution.hypothesis_pods import warm_pods
+from controller.services.execution.hypothesis_pods import warm_pods, withdraw_ahead
 from controller.services.execution.keep import notify_champion
 from controller.services.execution.liveness import Heartbeat
 from controller.services.execution.play import TurnPlan, play_turns
@@ -253,8 +253,25 @@ def _drive(ctx: RunContext, budgets: Budgets, *, hand_over: bool = False) -> Loo
         ctx.champion.measured(ctx.arm_from_store(turn, arm))
     search = Search(ctx, budgets, hand_over=hand_over)
     play_turns(ctx, 0, search)
+    # No hypothesis offered ahead outlives the search (ADR-0051). A detach or a lost lease leaves
+    # them for whoever continues the run, which withdraws what it does not play.
+    withdraw_ahead(ctx)
     assert search.stop is not None  # the search plays turns until it stops
     return search.stop
+
+
+def _speculates(ctx: RunContext, budgets: Budgets, progress: Progress) -> bool:
+    """Whether the next turn's hypotheses may start before this one is decided (ADR-0051): N > 1 in
+    pods that speculate, and the turn budget leaves a turn after this one. Only the knobs proposer
+    asks (its proposals are the controller's and checked before the next turn starts; an agent's
+    would be made from a history missing this turn)."""
+    pods = ctx.hooks.hypothesis_pods
+    return (
+        ctx.spec.broker.parallel > 1
+        and pods is not None
+        and pods.speculative
+        and progress.turns_done + 2 <= budgets.turns
+    )
 
 
 class Search:
@@ -300,17 +317,22 @@ class Search:
             return None
         parallel = ctx.spec.broker.parallel
         proposals: list[Proposal] | None = None
+        ahead: list[Proposal] = []
         if self.proposer is not None:
             knobs_proposer, knobs = self.proposer
             current = current_values(knobs, ctx.layout.workspace_root("champion"))
             history = knob_history(ctx, knobs, self.known_knobs)
-            proposals = knobs_proposer.next_proposals(current, history, parallel)
+            # The walk's next N after this turn's N are the next turn's if this one keeps nothing.
+            wanted = parallel * (2 if _speculates(ctx, budgets, progress) else 1)
+            found = knobs_proposer.next_proposals(current, history, wanted)
+            proposals, ahead = found[:parallel], found[parallel:]
             if not proposals:
                 exhausted = explain_stop(StopReason.EXHAUSTED, budgets, progress)
                 self.stop = self._end(ctx, StopReason.EXHAUSTED, exhausted)
                 return None
         number = counts.started[0] if counts.started else counts.highest + 1
-        return TurnPlan(number, proposals, parallel, recent, sum(counts.decided.values()), latest)
+        decided = sum(counts.decided.values())
+        return TurnPlan(number, proposals, parallel, recent, decided, latest, ahead)
 
     def decided(self, ctx: RunContext, record: TurnRecord) -> bool:
         if self.known is not None:

@@ -28,7 +28,8 @@ class TurnPlan:
     """The next turn of a round as its planner wants it played: its number, the knobs ``proposals``
     (None: the agent proposes), how many hypotheses (``parallel`` > 1: a turn of N, round 0 only),
     and the planner's reads of the record (``recent`` turns, ``decided_total``, ``run``), passed on so
-    the turn does not read them again (None: the turn reads them)."""
+    the turn does not read them again (None: the turn reads them). ``ahead``: the next turn's knobs
+    proposals if this turn keeps nothing, for hypothesis pods that finish early (ADR-0051)."""
 
     number: int
     proposals: Sequence[Proposal] | None = None
@@ -36,6 +37,7 @@ class TurnPlan:
     recent: Sequence[TurnRecord] | None = None
     decided_total: int | None = None
     run: RunRecord | None = None
+    ahead: Sequence[Proposal] = ()
 
 
 class Planner(Protocol):
@@ -93,7 +95,14 @@ def play_turn(
     (``turn.run_turn``); its decision is written exactly once."""
     if plan.parallel > 1:
         return run_parallel_turn(
-            ctx, plan.number, plan.parallel, plan.proposals, plan.recent, plan.decided_total, plan.run
+            ctx,
+            plan.number,
+            plan.parallel,
+            plan.proposals,
+            plan.recent,
+            plan.decided_total,
+            plan.run,
+            plan.ahead,
         )
     proposal = plan.proposals[0] if plan.proposals else None
     return run_turn(

@@ -7,6 +7,8 @@
   running turn's progress (``turn_step``, ``sample``, about a turn of its own round); every other
   event it causes comes with its write, of that write's kind and about that turn, so it cannot draft a
   reply, finish a round or complete the run in the stream.
+- ``require_champion``: a hypothesis counts only against the champion its grant was measured
+  against (ADR-0051): one taken ahead of a turn whose predecessor kept is void (its grant ended, 401).
 - ``add_baseline_samples`` / ``set_baseline``: the baseline is the one measurement stored apart
   from a decision. Its samples come first (only baseline samples, only before the baseline is set:
   samples added to a decided turn would change the arm later turns are compared with), then its
@@ -21,19 +23,21 @@ once a report did not match, so an honest one costs no extra query).
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from controller.config.spec import Spec
 from controller.domain.enums import EventKind, SampleArm, TurnPhase
-from controller.domain.errors import ConflictError, ForbiddenError
+from controller.domain.errors import ConflictError, ForbiddenError, UnauthenticatedError
 from controller.domain.jobs import RoundJob
 from controller.services.remote.recount import Reference, recount_baseline, stored_arm
 from controller.services.remote.refusals import refuse_report
 from controller.stats import Arm
 from controller.store.ports import RemoteRoundStore
 from controller.store.records import Sample, WorkerRoundRecord
+from controller.store.worker_rounds import hypothesis_scope
 
 
 def reference(store: RemoteRoundStore, spec: Spec, run_id: str) -> Reference:
@@ -145,3 +149,17 @@ def _no_baseline_yet(store: RemoteRoundStore, run_id: str) -> None:
 
 def _stored(store: RemoteRoundStore, run_id: str, turn: int) -> list[Sample]:
     return [(s.arm, s.index, s.values, s.valid) for s in store.list_samples(run_id, turn)]
+
+
+def require_champion(store: RemoteRoundStore, grant: WorkerRoundRecord) -> None:
+    """UnauthenticatedError, its grant ended, for a hypothesis whose grant names other heads than
+    the run's champion (ADR-0051): a warm pod took it ahead of its turn, and the turn before kept.
+    The controller withdraws such grants before the turn starts (so their tokens are refused
+    already); this is the report route's own check of it. The pod drops a hypothesis on a 401."""
+    if hypothesis_scope(grant.job) is None:
+        return
+    heads = {c.name: c.head_sha for c in store.list_components(grant.run_id)}
+    if dict(grant.job.get("heads") or {}) != heads:
+        with contextlib.suppress(ConflictError):  # ended meanwhile: refused all the same
+            store.finish_worker_round(grant.token_hash, {"withdrawn": "the champion moved"})
+        raise UnauthenticatedError("this hypothesis was measured against a champion that is no longer one")

@@ -98,6 +98,8 @@ from controller.workspace.checkout import CRUCIBLE_REF_PREFIX
 TOKEN_BYTES = 32
 MAX_BUNDLE_BYTES = 512 * 1024 * 1024  # a round's own commits; the start bundle goes the other way
 
+Json = Mapping[str, Any]
+
 WORKER_ENV = ("CRUCIBLE_CONTROLLER_URL", "CRUCIBLE_WORKER_TOKEN", "CRUCIBLE_RUN_ID", "CRUCIBLE_ROUND")
 
 
@@ -144,13 +146,15 @@ class RemoteRounds:
         return self._mint(job, job.to_json(), {})
 
     def mint_hypothesis_env(
-        self, job: RoundJob, turn: int, index: int, proposal: Mapping[str, Any] | None
+        self, job: RoundJob, turn: int, index: int, proposal: Json | None, replacing: str | None = None
     ) -> dict[str, str]:
         """The environment of a hypothesis pod (ADR-0018): ``crucible worker`` runs hypothesis
         ``index`` of ``turn`` from ``job.heads`` (the champion) and reports it; the token is scoped
-        to that one hypothesis (``hypothesis_scope``), and earlier grants of it are revoked."""
+        to that one hypothesis (``hypothesis_scope``), and earlier grants of it are revoked.
+        ``replacing``: the offer a warm pod takes (ConflictError once it was withdrawn, ADR-0051)."""
         data = {**job.to_json(), "hypothesis": {"turn": turn, "index": index, "proposal": proposal}}
-        return self._mint(job, data, {"CRUCIBLE_TURN": str(turn), "CRUCIBLE_PARALLEL_INDEX": str(index)})
+        extra = {"CRUCIBLE_TURN": str(turn), "CRUCIBLE_PARALLEL_INDEX": str(index)}
+        return self._mint(job, data, extra, replacing)
 
     def mint_slot_env(self, job: RoundJob, index: int) -> dict[str, str]:
         """The environment of a warm hypothesis pod holding slot ``index`` of ``job``'s round
@@ -165,11 +169,14 @@ class RemoteRounds:
         """The environment of a confirmation of ``turn``'s claimed keep (module docstring)."""
         return self._mint(job, confirm_grant(job, turn, champion, candidate), {"CRUCIBLE_TURN": str(turn)})
 
-    def _mint(self, job: RoundJob, data: Mapping[str, Any], extra: Mapping[str, str]) -> dict[str, str]:
+    def _mint(
+        self, job: RoundJob, data: Json, extra: Mapping[str, str], replacing: str | None = None
+    ) -> dict[str, str]:
         token = secrets.token_urlsafe(TOKEN_BYTES)
         expires = self._clock() + timedelta(seconds=self.token_ttl_s)
+        hashed = token_hash(token)
         record = self.store.add_worker_round(
-            job.run_id, job.round, token_hash=token_hash(token), job=data, expires_at=expires
+            job.run_id, job.round, token_hash=hashed, job=data, expires_at=expires, replacing=replacing
         )
         return {
             "CRUCIBLE_CONTROLLER_URL": self.controller_url,
@@ -373,6 +380,7 @@ class RemoteRounds:
         """The ledger's report of one parallel hypothesis, refusing commits no verified bundle brought
         (and, for a hypothesis pod's token, any other turn or index than its own)."""
         self._require_scope(grant, turn, report.index)
+        referee.require_champion(self.store, grant)
         spec = self._spec(grant.run_id)
         problem = recount_hypothesis(spec, report, referee.reference(self.store, spec, grant.run_id))
         if problem is not None:

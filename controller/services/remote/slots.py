@@ -37,6 +37,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from controller.domain.errors import ConflictError
 from controller.domain.jobs import RoundJob
 from controller.store.records import HypothesisRecord, WorkerRoundRecord
 from controller.store.worker_rounds import hypothesis_scope
@@ -44,15 +45,30 @@ from controller.store.worker_rounds import hypothesis_scope
 WAIT_S = 10.0  # how long one ``next`` request waits for an offer before answering "nothing yet"
 POLL_S = 1.0  # between reads of the grants while a ``next`` waits (offers of other processes)
 
-MintHypothesisEnv = Callable[[RoundJob, int, int, Mapping[str, Any] | None], dict[str, str]]
+
+class MintHypothesisEnv(Protocol):
+    """``RemoteRounds.mint_hypothesis_env``: a hypothesis grant and its worker environment."""
+
+    def __call__(
+        self,
+        job: RoundJob,
+        turn: int,
+        index: int,
+        proposal: Mapping[str, Any] | None,
+        *,
+        replacing: str | None = None,
+    ) -> dict[str, str]: ...
 
 
 class SlotStore(Protocol):
-    """What the slots read: the live hypothesis grants of an index, and the turn's reports."""
+    """What the slots read: the live hypothesis grants of an index, and the turn's reports; and how
+    they withdraw an offer (its grant ended, which revokes it)."""
 
     def live_hypotheses(self, run_id: str, round: int, index: int) -> list[WorkerRoundRecord]: ...
 
     def list_hypotheses(self, run_id: str, turn: int | None = None) -> list[HypothesisRecord]: ...
+
+    def finish_worker_round(self, token_hash: str, outcome: Mapping[str, Any]) -> WorkerRoundRecord: ...
 
 
 @dataclass(frozen=True)
@@ -120,7 +136,10 @@ class Slots:
                 scope = grant.job["hypothesis"]
                 job = RoundJob.from_json({k: v for k, v in grant.job.items() if k != "hypothesis"})
                 turn = int(scope["turn"])
-                env = self._mint(job, turn, index, scope.get("proposal"))
+                try:  # only while the offer is live: one withdrawn meanwhile is not handed out
+                    env = self._mint(job, turn, index, scope.get("proposal"), replacing=grant.token_hash)
+                except ConflictError:
+                    continue
                 return Taken(turn=turn, index=index, env=env)
             left = deadline - self._clock()
             if left <= 0 or self._closed:
@@ -130,6 +149,34 @@ class Slots:
                     self._offered.wait(min(left, self.poll_s))
             if stopped is not None and stopped():
                 return Taken(done=True)
+
+    def withdraw(
+        self, job: RoundJob, turn: int, count: int, wanted: Mapping[int, Mapping[str, Any] | None]
+    ) -> int:
+        """Revoke every live grant of ``turn`` (indices ``0..count-1``) that is not what the turn will
+        be played as: its index not in ``wanted``, its heads not ``job.heads`` (the champion moved),
+        or its proposal not ``wanted[index]`` (ADR-0051: a speculative hypothesis offered before the
+        previous turn was decided, and voided by that decision). The caller withdraws before it starts
+        the turn, so no voided hypothesis can report into it; a pod measuring one sees its token
+        revoked and stops. ``take`` mints only while the offer it replaces is live, so re-reading
+        until nothing stale is live leaves none behind. How many were revoked."""
+        revoked = 0
+        while True:
+            stale = [
+                grant
+                for index in range(count)
+                for grant in self._store.live_hypotheses(job.run_id, job.round, index)
+                if (hypothesis_scope(grant.job) or (None, None))[0] == turn
+                and not _wanted(grant, job, wanted)
+            ]
+            if not stale:
+                return revoked
+            for grant in stale:
+                try:
+                    self._store.finish_worker_round(grant.token_hash, {"withdrawn": f"turn {turn} replanned"})
+                except ConflictError:  # taken or ended meanwhile: the next read finds what replaced it
+                    continue
+                revoked += 1
 
     def close(self) -> None:
         """The server is stopping: every waiting ``take`` answers "nothing yet" now, and every later one
@@ -160,3 +207,13 @@ class Slots:
             if index not in reported:
                 return grant
         return None
+
+
+def _wanted(grant: WorkerRoundRecord, job: RoundJob, wanted: Mapping[int, Mapping[str, Any] | None]) -> bool:
+    """Whether a live hypothesis grant is the one the turn will be played with (``Slots.withdraw``)."""
+    scope = grant.job["hypothesis"]
+    index = int(scope["index"])
+    if index not in wanted or dict(grant.job.get("heads") or {}) != dict(job.heads):
+        return False
+    want = wanted[index]
+    return bool(scope.get("proposal") == (None if want is None else dict(want)))

@@ -56,3 +56,8 @@ class WarmContext:
             ctx.champion.move(heads)
         self._ctx = ctx
         return ctx
+
+    def forget(self) -> None:
+        """The next hypothesis builds its context afresh: the last one stopped where its arms may be
+        anything (its token was refused mid-way, ADR-0051)."""
+        self._ctx, self._key = None, None

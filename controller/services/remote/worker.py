@@ -37,7 +37,7 @@ from controller.brokers.base import RoundOutcome
 from controller.config.settings import Settings
 from controller.config.spec import Spec, parse_spec
 from controller.domain.enums import RunStatus, SampleArm, StopReason
-from controller.domain.errors import CrucibleError, RetryLaterError, SpecError
+from controller.domain.errors import CrucibleError, RetryLaterError, SpecError, UnauthenticatedError
 from controller.domain.jobs import RoundJob
 from controller.engine.knobs import Proposal
 from controller.services.execution.context import Observer, RunContext
@@ -47,6 +47,7 @@ from controller.services.execution.runs import build_context
 from controller.services.execution.turn import write_candidate_file
 from controller.services.feedback.rounds import play_job
 from controller.services.remote.confirming import confirm_claim
+from controller.services.remote.turn_watch import HypothesisVoid, TurnWatch
 from controller.services.remote.warm import WarmContext
 from controller.store.http_ledger import BeforeKeep, HttpLedger, WorkerApi
 from controller.store.worker_protocol import HypothesisScope, JobInputs, RoundEnd, RoundFeedback, SlotNext
@@ -243,7 +244,12 @@ def _run_hypothesis(
     A warm pod's hypotheses share one context (``warm``, ADR-0047), keyed by what a context fixes."""
     lap: Callable[[str], None] = laps.lap if laps is not None else lambda _name: None
     number, index = scope.turn, scope.index
-    spec = _fetch_components(api, config.workdir, inputs)
+    watch = TurnWatch(ledgers(), config.run_id, number)  # its first look runs beside the fetch
+    try:
+        spec = _fetch_components(api, config.workdir, inputs)
+    except BaseException:
+        watch.stop()
+        raise
     lap("fetch")
     uploads = _Uploads(api, config.workdir / "outgoing", job)
     ledger = ledgers()
@@ -259,23 +265,33 @@ def _run_hypothesis(
             ctx = warm.context((config.run_id, job.round, inputs.spec, bases), build, ledger, job.heads)
         spent = ctx.executor.command_seconds  # a warm context counts every hypothesis's commands
         uploads.ctx = ctx
-        run = ledger.get_run(config.run_id)
-        if not spec.metric.interleave:  # the champion's stored samples are its arm
-            turn = run.champion_turn or 0
-            arm = SampleArm.BASELINE if turn == 0 else SampleArm.CANDIDATE
-            ctx.champion.measured(ctx.arm_from_store(turn, arm))
-        write_candidate_file(ctx, 0, run=run)
-        lap("context")
-        report = try_hypothesis(ctx, number, index, _proposal(ctx, scope.proposal))
-        report = with_base_samples(ctx, number, report)
+        outer = ctx.executor.cancel
+        watch.follow(outer)
+        ctx.executor.cancel = watch.cancel  # the pod's cancel, or the hypothesis withdrawn
+        try:
+            run = ledger.get_run(config.run_id)
+            if not spec.metric.interleave:  # the champion's stored samples are its arm
+                turn = run.champion_turn or 0
+                arm = SampleArm.BASELINE if turn == 0 else SampleArm.CANDIDATE
+                ctx.champion.measured(ctx.arm_from_store(turn, arm))
+            write_candidate_file(ctx, 0, run=run)
+            lap("context")
+            report = try_hypothesis(ctx, number, index, _proposal(ctx, scope.proposal))
+            report = with_base_samples(ctx, number, report)
+        finally:
+            ctx.executor.cancel = outer
         lap("tried")
         if laps is not None:
             laps.add("commands", ctx.executor.command_seconds - spent)
+        # Taken ahead of its turn (ADR-0051): sent only once the turn started, dropped if withdrawn.
+        if not watch.wait_started():
+            raise HypothesisVoid(f"hypothesis {index} of turn {number} was withdrawn before its turn started")
         if report.commits:
             uploads(config.run_id, number, report.commits)
         ledger.report_hypothesis(config.run_id, number, report)
         lap("report")
     finally:
+        watch.stop()
         ledger.close()
     message = f"hypothesis {index} of turn {number}: {report.reason}"
     outcome = RoundOutcome(RunStatus.RUNNING, None, message)
@@ -322,7 +338,21 @@ def run_slot(
             laps.lap("waited")
             one = dataclasses.replace(config, slot=False, parallel_index=offered.index, token=offered.token)
             ledgers = ledgers_for(offered.token)
-            run_worker(one, environ, ledgers=ledgers, cancel=cancel, observer=observer, laps=laps, warm=warm)
+            try:
+                run_worker(
+                    one, environ, ledgers=ledgers, cancel=cancel, observer=observer, laps=laps, warm=warm
+                )
+            except (HypothesisVoid, UnauthenticatedError) as void:
+                # Withdrawn (ADR-0051), or its token no longer good: nothing of it counts. It asks
+                # again after the same turn as before, so the turn's replanned hypothesis is its next.
+                # A token refused mid-way may have left the arms anywhere: the next builds afresh.
+                if not isinstance(void, HypothesisVoid):
+                    warm.forget()
+                if log is not None:
+                    log(f"slot {config.parallel_index} void turn {offered.turn}: {laps.line()}")
+                laps = Laps()
+                idle_since = time.monotonic()
+                continue
             if log is not None:
                 log(f"slot {config.parallel_index} turn {offered.turn}: {laps.line()}")
             laps = Laps()

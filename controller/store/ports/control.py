@@ -48,9 +48,17 @@ class WorkerRoundRecords(Protocol):
     Expiry is the caller's to check (``worker_round_by_token`` returns ``expires_at``)."""
 
     def add_worker_round(
-        self, run_id: str, round: int, *, token_hash: str, job: Mapping[str, Any], expires_at: datetime
+        self,
+        run_id: str,
+        round: int,
+        *,
+        token_hash: str,
+        job: Mapping[str, Any],
+        expires_at: datetime,
+        replacing: str | None = None,
     ) -> WorkerRoundRecord:
-        """A new attempt of ``round`` (attempts count from 1), revoking earlier ones of its scope."""
+        """A new attempt of ``round`` (attempts count from 1), revoking earlier ones of its scope;
+        ConflictError when ``replacing`` (a token hash) names a grant that is no longer live."""
         ...
 
     def worker_round_by_token(self, token_hash: str) -> WorkerRoundRecord | None:
