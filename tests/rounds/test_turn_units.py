@@ -35,7 +35,7 @@ from controller.services.execution.context import Detached, Hooks, RoundRule, Ru
 from controller.services.execution.loop import Search, budgets_of
 from controller.services.execution.play import Refinement, TurnPlan, play_turns
 from controller.services.execution.runs import build_context
-from controller.services.execution.turn import run_turn
+from controller.services.execution.turn import _write_over, run_turn
 from controller.services.execution.work import EVENT_OF_OUTCOME
 from controller.store.records import ComponentRecord, NewRun
 from controller.workspace.git import resolve_ref
@@ -476,3 +476,14 @@ def test_a_command_between_turns_is_not_blamed_on_the_next_agent(engine: Callabl
     root = e.ctx.layout.workspace_root("candidate")
     e.executor.run("rebuild", cwd=root, timeout=5, writable=[root], protocol={})
     assert run_turn(e.ctx, 2, 0, None).reason is Reason.IMPROVED  # writes 11, cache untouched by it
+
+
+def test_candidate_md_is_written_over_in_place_and_cut_to_its_length(tmp_path: Path) -> None:
+    """CANDIDATE.md is rewritten each turn in place (ADR-0050): a shorter brief after a longer one
+    leaves nothing of the longer, and a multi-byte text arrives whole."""
+    path = tmp_path / "CANDIDATE.md"
+    _write_over(path, ("long line\n" * 500).encode())
+    inode = path.stat().st_ino
+    _write_over(path, "short é\n".encode())
+    assert path.read_text(encoding="utf-8") == "short é\n"
+    assert path.stat().st_ino == inode

@@ -110,6 +110,27 @@ def test_set_refs_writes_only_crucible_refs(pair: tuple[Checkout, Checkout, str]
         fast.set_refs({"refs/heads/main": base})
 
 
+def test_refs_to_one_commit_share_a_file_and_move_apart(pair: tuple[Checkout, Checkout, str]) -> None:
+    """A kept turn's two refs are one file, created once and hard-linked (ADR-0050): moving one later
+    replaces its file and leaves the other where it was, even past a crash's leftover temporary
+    still linked to a live ref."""
+    fast, _, base = pair
+    new = fast.commit_tree(git(fast.path, "rev-parse", f"{base}^{{tree}}"), [base], "next")
+    refs = fast.git_dir / "refs" / "crucible"
+    fast.set_refs({"refs/crucible/champion": base, "refs/crucible/turns/1": base})
+    assert os.stat(refs / "champion").st_ino == os.stat(refs / "turns" / "1").st_ino
+    os.link(refs / "turns" / "1", refs / ".champion.tmp")  # as a crash after the link would leave it
+    fast.set_refs({"refs/crucible/champion": new, "refs/crucible/turns/2": new})
+    shown = git(fast.path, "for-each-ref", "--format=%(refname) %(objectname)").splitlines()
+    assert sorted(shown) == [
+        f"refs/crucible/champion {new}",
+        f"refs/crucible/turns/1 {base}",
+        f"refs/crucible/turns/2 {new}",
+    ]
+    assert sorted(os.listdir(refs)) == ["champion", "turns"]
+    assert sorted(os.listdir(refs / "turns")) == ["1", "2"]
+
+
 def test_many_turn_refs_are_packed_and_restore_keeps_them(pair: tuple[Checkout, Checkout, str]) -> None:
     """One ref per kept turn would make the .git guard's scans grow with the run: past
     LOOSE_REFS_MAX loose ones they are packed, and a restore neither loses them nor needs to ask git
