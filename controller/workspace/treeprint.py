@@ -235,6 +235,25 @@ def holds(
     return TreePrint(found, hashes, expected_head)
 
 
+def added(root: Path, print_: TreePrint) -> list[str] | None:
+    """The entries at ``root`` now whose names ``print_`` does not have, as ``git ls-files --others
+    --directory`` lists untracked ones: a new directory as one entry ending in "/", nothing below it.
+    Only names are compared. None if the tree cannot be walked or grew past ``SLACK`` more entries."""
+    found = _walk(root, len(print_.entries) + SLACK)
+    if found is None:
+        return None
+    known = print_.entries
+    out: list[str] = []
+    for rel, key in found.items():
+        if rel in known:
+            continue
+        parent = rel.rpartition("/")[0]
+        if parent and parent not in known:
+            continue  # below a new directory, which is listed instead
+        out.append(f"{rel}/" if stat.S_ISDIR(key[0]) else rel)
+    return sorted(out)
+
+
 def at(print_: TreePrint, sha: str) -> bool:
     """Whether ``print_`` was taken with HEAD detached at ``sha``."""
     return print_.head == f"{sha}\n".encode()

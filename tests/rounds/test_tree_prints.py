@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from controller.domain.enums import Reason
+from controller.services.execution import candidate_copy
 from controller.services.execution.keep import paths_by_component
 from controller.services.execution.play import play_turns
 from controller.services.execution.turn import run_turn
@@ -170,9 +171,10 @@ def test_a_large_tree_is_walked_by_git_as_before(
     assert [r.reason for r in records] == KEPT_BUT_TURN_3[1:]
     assert named in (records[1].detail or "")
     assert e.ctx.champion_prints["app"].tree is None
-    assert prints == [], "no walk tried again"
     champion = e.ctx.layout.workspace_root("champion")
     candidate = e.ctx.layout.workspace_root("candidate")
+    assert prints == [candidate], "none tried again but the rejected turn's settle's, once"
+    assert (candidate_copy.SETTLED, "app") in e.ctx.unprinted
     assert walks.count(champion) == 4, "the check after each agent, by git"
     assert walks.count(candidate) == 7, "the policy check's and the one after each measurement (not turn 3's)"
 
@@ -428,3 +430,57 @@ def test_a_print_taken_at_another_head_is_not_used(engine: Callable[..., Engine]
     assert record.reason is Reason.POLICY_VIOLATION
     assert "champion's copy (restored): HEAD moved" in (record.detail or "")
     assert Checkout.open(e.ctx.layout.workspace_root("champion")).head() == moved
+
+
+def _leaves(turn: int) -> Callable[[Path], object]:
+    """What the agent of a rejected turn leaves in the candidate, turn by turn."""
+
+    def untracked(root: Path) -> None:
+        (root / "src" / "notes.txt").write_text("x\n")
+        (root / "empty" / "deeper").mkdir(parents=True)
+
+    def ignored_files(root: Path) -> None:
+        (root / "debug.log").write_text("x\n")
+        (root / "build").mkdir(exist_ok=True)
+        (root / "build" / "out.o").write_text(f"{turn}\n")
+
+    def deleted_leaving_its_directory(root: Path) -> None:
+        (root / "docs" / "guide.md").unlink()  # outside mutable: a policy violation, settled all the same
+        (root / "src" / "new").mkdir()
+        (root / "src" / "new" / "f.txt").write_text("x\n")
+
+    return [untracked, ignored_files, deleted_leaving_its_directory][turn % 3]
+
+
+def test_a_rejected_turns_listing_is_the_names_the_last_settle_did_not_leave(
+    engine: Callable[..., Engine],  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Rejected turns (the agent writes the base's value) that leave untracked files, empty directories,
+    ignored files and a deleted tracked file, beside a kept cache the metric builds (``node_modules``,
+    kept by default): after the first, each settle lists the copy from the last one's print, not with
+    git, and leaves it as git's listing would (the commit and the kept files only)."""
+    listings: list[Path] = []
+    original = ignored.others
+    monkeypatch.setattr(ignored, "others", lambda root: listings.append(root) or original(root))
+
+    def agent(call: Call) -> Reply:
+        turn = int(call.env["CRUCIBLE_TURN"])
+        writes("10" if turn > 1 else "9")(call)
+        _leaves(turn)(call.cwd)
+        return Reply(stdout="HYPOTHESIS: same\n")
+
+    files = {**FILES, "docs/guide.md": "g\n", ".gitignore": "*.log\nbuild/\nnode_modules/\n"}
+    e = engine(agent, metric=_building_metric("node_modules/pkg/index.js"), extra=ONE_ARM, files=files)
+    candidate = e.ctx.layout.workspace_root("candidate")
+    assert run_turn(e.ctx, 1, 0, None).reason is Reason.NOT_IMPROVED
+    listings.clear()
+    for n in range(2, 8):
+        record = run_turn(e.ctx, n, 0, None)
+        assert record.reason in (Reason.NOT_IMPROVED, Reason.NO_DIFF, Reason.POLICY_VIOLATION), record.detail
+        assert Checkout.open(candidate).status() == {}
+        left = ignored.classify(candidate, original(candidate), e.ctx.spec.workspace.keep_ignored)
+        assert left.unkept == (), f"turn {n}"
+        assert dict(left.kept) == dict(e.ctx.candidate_prints["app"].kept), f"turn {n}"
+    assert candidate not in listings
+    assert (candidate / "node_modules" / "pkg" / "index.js").exists(), "the kept cache stays"

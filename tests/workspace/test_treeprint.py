@@ -194,3 +194,19 @@ def test_a_stamp_that_cannot_be_touched_costs_the_shortcut_only(tmp_path: Path) 
     os.mkfifo(repo / ".git" / treeprint.STAMP)
     assert treeprint.take(repo) is None
     assert treeprint.holds(repo, recorded) is None
+
+
+def test_added_lists_new_names_as_git_lists_untracked_ones(tmp_path: Path) -> None:
+    """A new directory is one entry ending in "/" (nothing below it), a new file in a known directory
+    its own; rewritten or removed entries are not new."""
+    repo = _repo(tmp_path)
+    recorded = treeprint.take(repo)
+    assert recorded is not None
+    assert treeprint.added(repo, recorded) == []
+    (repo / "new" / "deep").mkdir(parents=True)
+    (repo / "new" / "deep" / "x").write_text("x\n")
+    (repo / "empty").mkdir()
+    (repo / "src" / "c.txt").write_text("c\n")
+    (repo / "a.txt").write_text("rewritten\n")
+    (repo / "src" / "b.txt").unlink()
+    assert treeprint.added(repo, recorded) == ["empty/", "new/", "src/c.txt"]

@@ -15,22 +15,56 @@ change through: it holds the ctime and the inode, which no process sets back.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 
 from controller.services.execution.context import CopyPrint, RunContext
 from controller.services.execution.work import TurnWork
-from controller.workspace import ignored
+from controller.workspace import ignored, treeprint
+
+# ``RunContext.unprinted``'s key for the candidate's print at a settle: only the names count there, so a
+# measurement that writes into the copy does not make it useless, a tree too large for one does.
+SETTLED = "candidate settled"
 
 
 def settle(ctx: RunContext, component: str, head: str) -> None:
     """Leave ``component``'s candidate copy at commit ``head`` after a rejected turn: its tracked files
     put back, every file outside the commit removed but the kept ignored ones, which are fingerprinted.
-    ``Checkout.restore`` with one listing in place of its ``git clean``."""
+    ``Checkout.restore`` with one listing in place of its ``git clean``; on a small tree the listing is
+    the names the last settle's print does not have (``_outside``), and this one's is recorded."""
     co = ctx.checkout("candidate", component)
     co.reset(head)
-    found = ignored.classify(co.path, ignored.others(co.path), ctx.spec.workspace.keep_ignored)
+    keep = ctx.spec.workspace.keep_ignored
+    entries = _outside(ctx, component, head)
+    found = ignored.classify(co.path, ignored.others(co.path) if entries is None else entries, keep)
     ignored.remove(co.path, found.unkept)
     ctx.candidate_prints[component] = CopyPrint(head, found.kept, ctx.executor.commands_run)
+    left = any(os.path.lexists(co.path / path.rstrip("/")) for path in found.unkept)  # not removable
+    if left or (SETTLED, component) in ctx.unprinted:
+        return
+    tree = treeprint.take(co.path)
+    if tree is None:  # too large (a kept node_modules, say): git lists it from now on
+        ctx.unprinted.add((SETTLED, component))
+    else:
+        ctx.candidate_settled[component] = CopyPrint(head, found.kept, tree=tree, clean=True)
+
+
+def _outside(ctx: RunContext, component: str, head: str) -> list[str] | None:
+    """What ``git ls-files --others --directory`` would list in the candidate's copy just reset to
+    ``head``, from the print the last settle took there (``ADR 0049``): that copy was the commit plus
+    its kept files, and the reset put the commit back, so what is outside it now is the names the print
+    does not have, plus the kept files it had (still kept, fingerprinted again). None (ask git) without
+    such a print, or when a kept file became a directory (git would list what is in it instead)."""
+    last = ctx.candidate_settled.pop(component, None)
+    if last is None or last.tree is None or last.head != head or not treeprint.at(last.tree, head):
+        return None
+    root = ctx.checkout("candidate", component).path
+    new = treeprint.added(root, last.tree)
+    if new is None or any(
+        os.path.isdir(root / path) and not os.path.islink(root / path) for path in last.kept
+    ):
+        return None
+    return [*new, *last.kept]
 
 
 def committed(ctx: RunContext, work: TurnWork, heads: Mapping[str, str]) -> None:

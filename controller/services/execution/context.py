@@ -170,6 +170,9 @@ class RunContext:
     # The candidate's copy per component as the last turn left it (``candidate_copy``), taken by the
     # next turn as its fingerprint from before the agent.
     candidate_prints: dict[str, CopyPrint] = field(default_factory=dict)
+    # The candidate's copy per component as a rejected turn's settle left it (the commit plus its kept
+    # files, ``CopyPrint.tree`` on a small tree): the next settle's listing (``candidate_copy``).
+    candidate_settled: dict[str, CopyPrint] = field(default_factory=dict)
     # The (arm, component) checkouts whose measurement changed their tree where a print of it expected
     # nothing (a metric that writes caches), or whose tree was too large for one: their trees are left
     # to git for the rest of this context, so no walk is spent on a print that will not hold (ADR 0049).
