@@ -90,7 +90,10 @@ def _write_loose_refs(sha: str, targets: Sequence[Path]) -> None:
         target.parent.mkdir(parents=True, exist_ok=True)
         linked = target.with_name(f".{target.name}.tmp")
         linked.unlink(missing_ok=True)
-        os.link(temporary, linked)
+        try:
+            os.link(temporary, linked)
+        except OSError:  # a filesystem without hard links: a file of its own
+            linked.write_text(sha + "\n")
         os.replace(linked, target)
     os.replace(temporary, first)
 

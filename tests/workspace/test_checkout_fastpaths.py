@@ -131,6 +131,22 @@ def test_refs_to_one_commit_share_a_file_and_move_apart(pair: tuple[Checkout, Ch
     assert sorted(os.listdir(refs / "turns")) == ["1", "2"]
 
 
+def test_refs_are_written_where_hard_links_are_refused(
+    pair: tuple[Checkout, Checkout, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a filesystem without hard links each ref gets a file of its own."""
+    fast, _, base = pair
+
+    def refuse(*_: object, **__: object) -> None:
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(checkout_module.os, "link", refuse)
+    fast.set_refs({"refs/crucible/champion": base, "refs/crucible/turns/1": base})
+    shown = git(fast.path, "for-each-ref", "--format=%(refname) %(objectname)").splitlines()
+    assert sorted(shown) == [f"refs/crucible/champion {base}", f"refs/crucible/turns/1 {base}"]
+    assert sorted(os.listdir(fast.git_dir / "refs" / "crucible" / "turns")) == ["1"]
+
+
 def test_many_turn_refs_are_packed_and_restore_keeps_them(pair: tuple[Checkout, Checkout, str]) -> None:
     """One ref per kept turn would make the .git guard's scans grow with the run: past
     LOOSE_REFS_MAX loose ones they are packed, and a restore neither loses them nor needs to ask git
