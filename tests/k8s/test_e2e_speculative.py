@@ -93,17 +93,29 @@ def _drive(sides: Sides, run_id: str) -> tuple[threading.Thread, list[RunStatus]
     return driver, results
 
 
-@SQLITE_ONLY
-def test_a_turn_that_keeps_nothing_records_the_next_turns_hypotheses_its_free_pods_measured_ahead(
-    sides: Sides, control_plane: ControlPlane
-) -> None:
+def _local_then_remote(
+    sides: Sides, *, hold_next: bool = False
+) -> tuple[Path, str, str, threading.Thread, list[RunStatus]]:
+    """The spec run to its end locally (the decisions the pods must match), then the same spec started
+    on the control plane, its driver in a thread: the control directory, both run ids, the driver and
+    its result. ``hold_next``: turn 2's runs wait until killed (the metric script's ``hold-next``)."""
     ctl = _ctl(sides)
     local_id = _create(sides.local, sides.spec_path)
     assert sides.local.drive(local_id).status is RunStatus.COMPLETED
     remote_id = _create(sides.remote, sides.spec_path)
     (ctl / "run").write_text(remote_id)
     (ctl / "log").unlink()  # the local run's lines
+    if hold_next:
+        (ctl / "hold-next").touch()
     driver, results = _drive(sides, remote_id)
+    return ctl, local_id, remote_id, driver, results
+
+
+@SQLITE_ONLY
+def test_a_turn_that_keeps_nothing_records_the_next_turns_hypotheses_its_free_pods_measured_ahead(
+    sides: Sides, control_plane: ControlPlane
+) -> None:
+    ctl, local_id, remote_id, driver, results = _local_then_remote(sides)
 
     def measured_ahead() -> bool:  # turn 2 is 2 and 1 (the walk's last values), three runs each
         runs = _runs(ctl)
@@ -130,14 +142,7 @@ def test_a_turn_that_keeps_nothing_records_the_next_turns_hypotheses_its_free_po
 def test_a_keep_voids_the_next_turns_hypotheses_taken_ahead_and_their_pods_stop_them(
     sides: Sides, control_plane: ControlPlane
 ) -> None:
-    ctl = _ctl(sides)
-    local_id = _create(sides.local, sides.spec_path)
-    assert sides.local.drive(local_id).status is RunStatus.COMPLETED
-    remote_id = _create(sides.remote, sides.spec_path)
-    (ctl / "run").write_text(remote_id)
-    (ctl / "log").unlink()  # the local run's lines
-    (ctl / "hold-next").touch()
-    driver, results = _drive(sides, remote_id)
+    ctl, local_id, remote_id, driver, results = _local_then_remote(sides, hold_next=True)
 
     def held_ahead() -> bool:  # the free slots run turn 2's 5 and 6 (held) while turn 1 waits for 4
         return (ctl / "seen-2-5").exists() and (ctl / "seen-2-6").exists()
