@@ -47,6 +47,7 @@ import dataclasses
 import random
 import statistics
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -500,6 +501,22 @@ def _effect(proposal: Proposal, good: set[str]) -> str:
     return "3% better" if proposal.new == 1 else "3% worse"
 
 
+BENCH_SEED = 7  # ``bench/parallel_pods.py``'s configuration of ADR-0040 (``--seed 7``)
+
+
+def _good_knobs(label: str, knobs: int) -> set[str]:
+    """The quarter of ``knobs`` (10 of 40) that are a true improvement, drawn from ``label``'s stream
+    so every simulation of the same set or bench configuration draws the same ones."""
+    return set(random.Random(label).sample([f"k{i}" for i in range(knobs)], 10))
+
+
+def _batch_error(batches: Sequence[Sequence[float]], pairs: int, keeps: int) -> float:
+    """Monte-Carlo error of the ratio (pairs per keep at N over pairs per keep at N = 1, whose pairs and
+    keeps are columns 0 and 1) from its batches: their ratios' standard error."""
+    per_batch = [(b[pairs] / b[keeps]) / (b[0] / b[1]) for b in batches if b[1] and b[keeps]]
+    return float(statistics.stdev(per_batch) / len(per_batch) ** 0.5)
+
+
 def run_pods_walk(
     runs: int, seed: int, noise: float, n: int = 4, overheads: tuple[float, ...] = (0.0, 1.0, 2.0)
 ) -> dict[str, float]:
@@ -520,15 +537,14 @@ def run_pods_walk(
         name = "the turn ends at the first early keep (what-if)" if early_end else "the loop's rule"
         batches: list[list[int]] = [[0] * 8 for _ in range(20)]
         for r in range(runs):
-            good = set(random.Random(f"good {seed} {r}").sample([f"k{i}" for i in range(knobs)], 10))
+            good = _good_knobs(f"good {seed} {r}", knobs)
             one = _walk_arm(rng, seed + r, 1, hypotheses, knobs, good, noise)
             many = _walk_arm(rng, seed + r, n, hypotheses, knobs, good, noise, early_end)
             for j, v in enumerate(one + many):
                 batches[r % 20][j] += v
         totals = [sum(b[j] for b in batches) for j in range(8)]
         ratio = (totals[4] / totals[5]) / (totals[0] / totals[1])
-        per_batch = [(b[4] / b[5]) / (b[0] / b[1]) for b in batches if b[1] and b[5]]
-        error = statistics.stdev(per_batch) / len(per_batch) ** 0.5
+        error = _batch_error(batches, 4, 5)
         out[name] = ratio
         print(
             f"  {name:50} ratio {ratio:.3f} ± {error:.3f}; pairs a turn N = 1 "
@@ -536,8 +552,8 @@ def run_pods_walk(
             f"keeps an arm {totals[1] / runs:.2f} / {totals[5] / runs:.2f}; do-nothing kept "
             f"{totals[2] / totals[3]:.3f} / {totals[6] / totals[7]:.3f}"
         )
-    bench_seed = 7
-    good = set(random.Random(f"good knobs {bench_seed}").sample([f"k{i}" for i in range(knobs)], 10))
+    bench_seed = BENCH_SEED
+    good = _good_knobs(f"good knobs {bench_seed}", knobs)
     ratios: list[float] = []
     for _ in range(max(2, runs // 3)):
         sums = [0] * 8
@@ -675,7 +691,7 @@ def run_speculative_walk(
     )
     batches: dict[Speculation, list[list[float]]] = {}
     for r in range(runs):
-        good = set(random.Random(f"good {seed} {r}").sample([f"k{i}" for i in range(knobs)], 10))
+        good = _good_knobs(f"good {seed} {r}", knobs)
         rows = _speculative_set(f"set {seed} {r}", seed + r, n, hypotheses, knobs, good, noise, overheads)
         for variant, row in rows.items():
             acc = batches.setdefault(variant, [[0.0] * 10 for _ in range(20)])[r % 20]
@@ -684,8 +700,7 @@ def run_speculative_walk(
         name = speculation.name
         t = [sum(b[j] for b in batch) for j in range(10)]
         ratio = (t[2] / t[3]) / (t[0] / t[1])
-        per_batch = [(b[2] / b[3]) / (b[0] / b[1]) for b in batch if b[1] and b[3]]
-        error = statistics.stdev(per_batch) / len(per_batch) ** 0.5
+        error = _batch_error(batch, 2, 3)
         out[name] = ratio
         out[f"{name}, void"] = t[6] / t[7]
         print(
@@ -694,8 +709,8 @@ def run_speculative_walk(
             f"{t[8] / runs:.2f} / {t[4] / runs:.2f} ({t[8] / t[9]:.3f} / {t[4] / t[5]:.3f} of those tried); "
             f"slot time void {t[6] / t[7]:.1%}"
         )
-    bench_seed = 7
-    good = set(random.Random(f"good knobs {bench_seed}").sample([f"k{i}" for i in range(knobs)], 10))
+    bench_seed = BENCH_SEED
+    good = _good_knobs(f"good knobs {bench_seed}", knobs)
     ratios: dict[Speculation, list[float]] = {}
     for q in range(max(2, runs // 3)):
         sums: dict[Speculation, list[float]] = {}
