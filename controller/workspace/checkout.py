@@ -27,6 +27,7 @@ from pathlib import Path
 from controller.domain.errors import CrucibleError, GitError, NotFoundError
 from controller.workspace.clone import make_clone
 from controller.workspace.git import git_env, run_git, run_git_bytes
+from controller.workspace.looserefs import write_loose_refs
 
 COMMIT_IDENTITY = ("crucible", "crucible@localhost")
 CRUCIBLE_REF_PREFIX = "refs/crucible/"
@@ -71,31 +72,6 @@ def _commit_env(identity: Identity | None = None) -> dict[str, str]:
 
 def _split_z(raw: bytes) -> list[str]:
     return [os.fsdecode(item) for item in raw.split(b"\0") if item]
-
-
-def _write_loose_refs(sha: str, targets: Sequence[Path]) -> None:
-    """Point the loose refs at ``targets`` at ``sha``, each replaced atomically (a new file renamed
-    over it), all of them one file: created once, hard-linked under the other names.
-
-    Creating a file costs 100-450 us of CPU on this ext4, a link about 17 (ADR-0050), and a kept
-    turn points two refs at its commit. Sharing the file is safe because nothing writes a loose ref in
-    place: git replaces one by renaming a new file over it or deletes it, the `.git` guard's restore
-    deletes before it writes, and so does this."""
-    first = targets[0]
-    first.parent.mkdir(parents=True, exist_ok=True)
-    temporary = first.with_name(f".{first.name}.tmp")
-    temporary.unlink(missing_ok=True)  # a crash's leftover may be linked under another ref's name
-    temporary.write_text(sha + "\n")
-    for target in targets[1:]:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        linked = target.with_name(f".{target.name}.tmp")
-        linked.unlink(missing_ok=True)
-        try:
-            os.link(temporary, linked)
-        except OSError:  # a filesystem without hard links: a file of its own
-            linked.write_text(sha + "\n")
-        os.replace(linked, target)
-    os.replace(temporary, first)
 
 
 def _file_digest(full: Path) -> str | None:
@@ -381,15 +357,7 @@ class Checkout:
         # Only crucible writes refs/crucible/* in its own clone (gc is off), so loose ref files written
         # atomically are all update-ref would do here, minus a process. A loose ref wins over a packed
         # one of the same name, so writing one after ``pack-refs`` is fine.
-        by_sha: dict[str, list[Path]] = {}
-        for name, sha in refs.items():
-            if len(sha) not in (40, 64) or any(c not in "0123456789abcdef" for c in sha):
-                raise ValueError(f"not a full object id: {sha!r}")
-            by_sha.setdefault(sha, []).append(self.git_dir / name)
-        folders: set[Path] = set()
-        for sha, targets in by_sha.items():
-            _write_loose_refs(sha, targets)
-            folders.update(target.parent for target in targets)
+        folders = write_loose_refs(self.git_dir, refs)
         # One ref per kept turn would make every scan of refs/ (the .git guard runs one before and
         # after each command) grow with the run: past a few dozen, they go into packed-refs, one file.
         if any(len(os.listdir(folder)) > LOOSE_REFS_MAX for folder in folders):
