@@ -38,9 +38,10 @@ MAX_ENTRIES = 500
 STAMP = "crucible-tree-stamp"
 """A file in ``.git`` (not a control entry: ``gitguard``) touched before each walk."""
 
-Key = tuple[int, int, int, int, int]
-"""``lstat`` data of an entry: mode, size, mtime, ctime (ns), inode; a directory's is (mode, 0, 0, 0,
-inode)."""
+Key = tuple[int, int, int, int, int, int, int]
+"""``lstat`` data of an entry: mode, size, mtime, ctime (ns), inode, owner and group; a directory's is
+(mode, 0, 0, 0, inode, 0, 0). The owner is there for ``trackedstatus``, which compares what git's
+index caches (a ``chown`` within the clock tick of a recorded ctime keeps the ctime)."""
 
 _HEAD = ".git/HEAD"
 INDEX = ".git/index"
@@ -62,8 +63,9 @@ class TreePrint:
 
 def _key(info: os.stat_result) -> Key:
     if stat.S_ISDIR(info.st_mode):
-        return (info.st_mode, 0, 0, 0, info.st_ino)
-    return (info.st_mode, info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino)
+        return (info.st_mode, 0, 0, 0, info.st_ino, 0, 0)
+    mode, size, ino = info.st_mode, info.st_size, info.st_ino
+    return (mode, size, info.st_mtime_ns, info.st_ctime_ns, ino, info.st_uid, info.st_gid)
 
 
 def _walk(root: Path, limit: int) -> dict[str, Key] | None:
@@ -85,10 +87,18 @@ def _walk(root: Path, limit: int) -> dict[str, Key] | None:
                     info = entry.stat(follow_symlinks=False)
                     mode = info.st_mode
                     if isdir(mode):
-                        found[rel] = (mode, 0, 0, 0, info.st_ino)
+                        found[rel] = (mode, 0, 0, 0, info.st_ino, 0, 0)
                         pending.append(rel + "/")
                     else:
-                        found[rel] = (mode, info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino)
+                        found[rel] = (
+                            mode,
+                            info.st_size,
+                            info.st_mtime_ns,
+                            info.st_ctime_ns,
+                            info.st_ino,
+                            info.st_uid,
+                            info.st_gid,
+                        )
                     if len(found) > limit:
                         return None
     except OSError:
@@ -165,6 +175,28 @@ def take(root: Path, limit: int | None = None) -> TreePrint | None:
                 return None
             hashes[rel] = content
     return TreePrint(found, hashes, head)
+
+
+def with_index(root: Path, print_: TreePrint) -> TreePrint | None:
+    """``print_`` with ``.git/index`` as it is now, for a print taken just before a git command that
+    rewrites nothing but the index (``git status`` writes back the stat data it refreshed): the print
+    stands for the tree that command saw, walked once. The index's content is recorded too (as ``take``
+    records an entry written after its stamp). None if the index cannot be read."""
+    entries = dict(print_.entries)
+    hashes = dict(print_.hashes)
+    try:
+        key = _key(os.lstat(os.path.join(root, INDEX)))
+    except FileNotFoundError:
+        entries.pop(INDEX, None)
+        hashes.pop(INDEX, None)
+        return TreePrint(entries, hashes, print_.head)
+    except OSError:
+        return None
+    content = _content(root, INDEX, key)
+    if content is None:
+        return None
+    entries[INDEX], hashes[INDEX] = key, content
+    return TreePrint(entries, hashes, print_.head)
 
 
 def holds(

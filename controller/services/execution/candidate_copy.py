@@ -20,7 +20,7 @@ from collections.abc import Mapping
 
 from controller.services.execution.context import CopyPrint, RunContext
 from controller.services.execution.work import TurnWork
-from controller.workspace import ignored, treeprint
+from controller.workspace import ignored, trackedstatus, treeprint
 
 # ``RunContext.unprinted``'s key for the candidate's print at a settle: only the names count there, so a
 # measurement that writes into the copy does not make it useless, a tree too large for one does.
@@ -34,6 +34,7 @@ def settle(ctx: RunContext, component: str, head: str) -> None:
     the names the last settle's print does not have (``_outside``), and this one's is recorded."""
     co = ctx.checkout("candidate", component)
     co.reset(head)
+    index_matches(ctx, component, head)
     keep = ctx.spec.workspace.keep_ignored
     entries = _outside(ctx, component, head)
     found = ignored.classify(co.path, ignored.others(co.path) if entries is None else entries, keep)
@@ -91,3 +92,14 @@ def kept_before(ctx: RunContext, component: str) -> dict[str, ignored.Fingerprin
     if fresh and known is not None and known.head == ctx.champion_heads[component]:
         return dict(known.kept)
     return ignored.scan(ctx.checkout("candidate", component).path, keep).kept
+
+
+def index_matches(ctx: RunContext, component: str, head: str) -> None:
+    """Record ``component``'s candidate index as one that matches commit ``head`` (after crucible's reset
+    or commit there, or a status walk that found nothing staged), if ``trackedstatus`` reads it: the next
+    policy check may then read the agent's change in this process (``RunContext.clean_indexes``)."""
+    checksum = trackedstatus.index_checksum(ctx.checkout("candidate", component).path)
+    if checksum is None:
+        ctx.clean_indexes.pop(component, None)
+    else:
+        ctx.clean_indexes[component] = (head, checksum)

@@ -177,6 +177,10 @@ class RunContext:
     # nothing (a metric that writes caches), or whose tree was too large for one: their trees are left
     # to git for the rest of this context, so no walk is spent on a print that will not hold (ADR 0049).
     unprinted: set[tuple[str, str]] = field(default_factory=set)
+    # The candidate's index per component as crucible's reset or commit left it, or a status walk found
+    # nothing staged in: (the commit it matches, its checksum). With it, the policy check may read the
+    # agent's change in this process (``trackedstatus``, ADR 0052).
+    clean_indexes: dict[str, tuple[str, bytes]] = field(default_factory=dict)
     # The controller holds the run's lease while a worker executes its round elsewhere (ADR-0014):
     # the round's loop claims none of its own.
     lease_elsewhere: bool = False

@@ -97,6 +97,7 @@ def commit_changed(
         codes = work.before[comp.name][1]  # the policy check's status of these paths
         tracked = all(codes.get(p) in TRACKED_CHANGES for p in paths)
         sha = co.commit_paths(paths, message, author_identity(ctx.spec.publish), tracked_only=tracked)
+        candidate_copy.index_matches(ctx, comp.name, sha)  # a commit leaves the index as it committed
         co.set_refs(refs(sha))
         out[comp.name] = sha
     return out

@@ -23,7 +23,7 @@ from controller.services.execution.parallel import run_all
 from controller.services.execution.presets import run_preset
 from controller.services.execution.validate import Validation, run_validation
 from controller.services.execution.work import TurnStop, TurnWork
-from controller.workspace import ignored, treeprint
+from controller.workspace import ignored, trackedstatus, treeprint
 
 
 def propose(ctx: RunContext, work: TurnWork, proposal: Proposal | None) -> None:
@@ -195,16 +195,30 @@ class _Walk:
 
 
 def _walk_candidate(ctx: RunContext, component: str) -> _Walk:
-    """The candidate's status walk, and on a small tree its print right after (``TurnWork.prints``):
-    what the walk after the measurement compares against."""
+    """The candidate's status walk, and on a small tree its print (``TurnWork.prints``): what the walk
+    after the measurement compares against. The print is taken first; where the tree holds tracked
+    files only and the index is one crucible knows to match HEAD, the status is read from that print
+    and the index in this process, as git would report it (``trackedstatus``, ADR 0052); else git walks
+    and the print is brought up to the index its walk rewrote, so it stands for the tree git saw."""
     co = ctx.checkout("candidate", component)
-    if co.head() != ctx.champion_heads[component]:
+    head = ctx.champion_heads[component]
+    if co.head() != head:
         return _Walk(None)
-    status, found = co.status_and_ignored()
+    printed = ("candidate", component) not in ctx.unprinted
+    tree = treeprint.take(co.path) if printed else None
+    clean = ctx.clean_indexes.get(component)
+    status = None
+    if tree is not None and clean is not None and clean[0] == head and treeprint.at(tree, head):
+        status = trackedstatus.derive(co.path, tree, clean[1])
+    found: list[str] = []
+    if status is None:
+        status, found = co.status_and_ignored()
+        tree = None if tree is None else treeprint.with_index(co.path, tree)
+        if all(code[0] in " ?!" for code in status.values()):  # nothing staged: the index is HEAD's
+            candidate_copy.index_matches(ctx, component, head)
+    if printed and tree is None:  # too large (an installed node_modules, say), or unreadable
+        ctx.unprinted.add(("candidate", component))  # git's from now on
     digest = co.digest(status)
-    tree = None if ("candidate", component) in ctx.unprinted else treeprint.take(co.path)
-    if tree is None:  # too large (an installed node_modules, say), or unreadable: git's from now on
-        ctx.unprinted.add(("candidate", component))
     return _Walk(status, found, digest, co.escaping_symlinks(sorted(status)), tree)
 
 

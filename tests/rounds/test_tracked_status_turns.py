@@ -1,0 +1,131 @@
+"""The candidate's policy check read in this process (ADR 0052), in real turns.
+
+On a small tree of tracked files only, after crucible's own commit or reset, the check reads the
+agent's change from the index and a walk, with no ``git status``. Each turn below must end exactly
+as it did when git always looked: the same reason, the same paths, the same commit. The engine is
+``test_turn_units``'s (real checkouts, commands played by Python functions).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from controller.domain.enums import Reason
+from controller.services.execution.turn import run_turn
+from controller.workspace import trackedstatus
+from controller.workspace.checkout import Checkout
+from tests.rounds.test_turn_units import Engine, engine  # noqa: F401 (engine: the fixture)
+from tests.support.scripted_executor import Call, Program, Reply
+
+ONE_ARM = "interleave = false"
+
+
+@pytest.fixture
+def walks(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Path]]:
+    """The checkouts git's status walk ran in, in order (a spy: git still runs)."""
+    seen: list[Path] = []
+    original = Checkout.status_and_ignored
+
+    def spy(self: Checkout, *, ignored: bool = True) -> tuple[dict[str, str], list[str]]:
+        seen.append(self.path)
+        return original(self, ignored=ignored)
+
+    monkeypatch.setattr(Checkout, "status_and_ignored", spy)
+    yield seen
+
+
+def _agent(extra: Callable[[Path, int], object] | None = None) -> Program:
+    """Turn n writes 10 + n (each turn improves, so each is kept), then applies ``extra``."""
+
+    def agent(call: Call) -> Reply:
+        turn = int(call.env["CRUCIBLE_TURN"])
+        (call.cwd / "src" / "value.txt").write_text(f"{10 + turn}\n")
+        if extra is not None:
+            extra(call.cwd, turn)
+        return Reply(stdout="HYPOTHESIS: higher\n")
+
+    return agent
+
+
+def test_a_kept_turns_check_runs_no_git_walk_and_decides_as_git(
+    engine: Callable[..., Engine],  # noqa: F811
+    walks: list[Path],
+) -> None:
+    """After the first turn (git's walk; the index is recorded at its commit) every check is this
+    process's, and what it found is what git commits."""
+    e = engine(_agent(), extra=ONE_ARM, files={"src/tool.sh": "#!/bin/sh\n"})
+    candidate = e.ctx.layout.workspace_root("candidate")
+    walks.clear()
+    records = [run_turn(e.ctx, n, 0, None) for n in (1, 2, 3, 4)]
+    assert [r.reason for r in records] == [Reason.IMPROVED] * 4
+    assert walks.count(candidate) == 1, "turn 1's only"
+    assert [r.changed_paths for r in records] == [("src/value.txt",)] * 4
+    co = Checkout.open(candidate)
+    recorded = e.ctx.clean_indexes["app"]  # the index the last commit left, recorded as matching it
+    assert recorded == (records[3].commits["app"], trackedstatus.index_checksum(candidate))
+    staged = subprocess.run(["git", "-C", str(candidate), "diff", "--cached", "--quiet", "HEAD"])
+    assert staged.returncode == 0, "the recorded index is HEAD's"
+    assert co.status() == {}
+    assert (candidate / "src" / "value.txt").read_text() == "14\n"
+    assert co.changed_files(records[2].commits["app"], records[3].commits["app"]) == ["src/value.txt"]
+
+
+# What the agent does besides its change at turn 3, how the turn ends, and whether git walks for it.
+CHANGES: dict[str, tuple[Callable[[Path], object], Reason, str | None, bool]] = {
+    "a file outside the mutable paths": (
+        lambda r: (r / "README").write_text("HELLO\n"),
+        Reason.POLICY_VIOLATION,
+        "README",
+        False,
+    ),
+    "deletes a file outside them": (
+        lambda r: (r / "README").unlink(),
+        Reason.POLICY_VIOLATION,
+        "README",
+        False,
+    ),
+    "chmod +x of a mutable file": (
+        lambda r: (r / "src" / "tool.sh").chmod(0o755),
+        Reason.IMPROVED,
+        None,
+        False,
+    ),
+    "a tracked symlink out of the tree": (
+        lambda r: ((r / "src" / "link").unlink(), os.symlink("/etc/passwd", r / "src" / "link")),
+        Reason.POLICY_VIOLATION,
+        "src/link: symlink leaving the repository",
+        False,
+    ),
+    "a new file": (lambda r: (r / "src" / "new.txt").write_text("x\n"), Reason.IMPROVED, None, True),
+}
+
+
+@pytest.mark.parametrize("change", list(CHANGES.values()), ids=list(CHANGES))
+def test_the_check_read_in_process_decides_as_git_would(
+    engine: Callable[..., Engine],  # noqa: F811
+    walks: list[Path],
+    change: tuple[Callable[[Path], object], Reason, str | None, bool],
+) -> None:
+    act, reason, named, by_git = change
+
+    def extra(root: Path, turn: int) -> None:
+        if turn == 1:
+            os.symlink("value.txt", root / "src" / "link")
+        if turn == 3:
+            act(root)
+
+    e = engine(_agent(extra), extra=ONE_ARM, files={"src/tool.sh": "#!/bin/sh\n"})
+    candidate = e.ctx.layout.workspace_root("candidate")
+    records = [run_turn(e.ctx, n, 0, None) for n in (1, 2)]
+    walks.clear()
+    records += [run_turn(e.ctx, n, 0, None) for n in (3, 4)]
+    assert [r.reason for r in records] == [Reason.IMPROVED] * 2 + [reason, Reason.IMPROVED], records[2].detail
+    if named is not None:
+        assert named in (records[2].detail or "")
+    assert walks.count(candidate) == (1 if by_git else 0)
+    assert Checkout.open(candidate).status() == {}
