@@ -314,3 +314,28 @@ def test_an_index_past_the_print_limit_is_not_read(repo: Repo, monkeypatch: pyte
     monkeypatch.setattr(treeprint, "MAX_ENTRIES", len(FILES))  # the repository has one more: the link
     assert trackedstatus.read_index(repo.root) is None
     assert trackedstatus.index_checksum(repo.root) is None
+
+
+def test_names_git_quotes_or_does_not_decode_are_read_as_git_lists_them(tmp_path: Path) -> None:
+    """A newline, a byte that is not UTF-8, a space: the index's names and the walk's meet as git's
+    ``-z`` listing decodes them (``os.fsdecode``)."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    names = [b"new\nline.txt", b"caf\xe9.txt", b"d\xff/f.txt", b"sp ace.txt"]
+    _git(root, "init", "-q", "-b", "main")
+    for name in names:
+        path = os.path.join(os.fsencode(root), name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        Path(os.fsdecode(path)).write_bytes(b"x\n")
+    _git(root, "add", "-A")
+    _git(root, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "base")
+    clean = trackedstatus.index_checksum(root)
+    assert clean is not None
+    for name in names[:3]:
+        Path(os.fsdecode(os.path.join(os.fsencode(root), name))).write_bytes(b"changed\n")
+    Path(os.fsdecode(os.path.join(os.fsencode(root), names[3]))).unlink()
+    tree = treeprint.take(root)
+    assert tree is not None
+    mine = trackedstatus.derive(root, tree, clean)
+    assert mine is not None and len(mine) == 4
+    assert mine == Checkout(root).status_and_ignored()[0]
