@@ -13,6 +13,8 @@ from datetime import datetime
 from typing import Any, cast
 
 import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection, CursorResult
 from sqlalchemy.orm import Session
 
@@ -79,6 +81,7 @@ _LOCK_RUN_ID = (
     sa.select(_RUNS.c.id).where(_RUNS.c.id == sa.bindparam("run_id")).with_for_update(key_share=True)
 )
 _READ_RUN = sa.select(_RUNS).where(_RUNS.c.id == sa.bindparam("run_id"))
+_READ_RUN_ID = sa.select(_RUNS.c.id).where(_RUNS.c.id == sa.bindparam("run_id"))
 _INSERT_EVENT = sa.insert(_EVENTS)
 _INSERT_SAMPLES = sa.insert(_SAMPLES)
 _SET_HEAD = (
@@ -89,7 +92,15 @@ _SET_HEAD = (
 _GET_TURN = sa.select(_TURNS).where(
     _TURNS.c.run_id == sa.bindparam("run_id"), _TURNS.c.number == sa.bindparam("number")
 )
-_INSERT_TURN = sa.insert(_TURNS)
+# A turn's start: inserted unless it exists (a resumed turn's), one statement where a read came first;
+# the PRIMARY KEY (run_id, number) is the conflict, per dialect (the clause is not standard SQL).
+# RETURNING says whether a row went in: psycopg's rowcount reads -1 for an INSERT through SQLAlchemy.
+_INSERT_NEW_TURN = {
+    name: insert(_TURNS)
+    .on_conflict_do_nothing(index_elements=["run_id", "number"])
+    .returning(_TURNS.c.number)
+    for name, insert in (("sqlite", sqlite_insert), ("postgresql", postgresql_insert))
+}
 # A decision: the SET clause is the parameters' column names (``decision_values`` and ``decided_at``),
 # the WHERE clause's names are not columns'.
 # It returns the decided row (SQLite >= 3.35 and PostgreSQL both have RETURNING): no read after it.
@@ -133,6 +144,10 @@ _COUNT_TURNS = sa.union_all(
         _TURNS.c.run_id == sa.bindparam("run_id"), _TURNS.c.phase == TurnPhase.STARTED.value
     ),
 )
+
+
+def run_exists(db: Connection, run_id: str) -> bool:
+    return db.execute(_READ_RUN_ID, {"run_id": run_id}).first() is not None
 
 
 def lock_run_id(db: Session | Connection, run_id: str) -> None:
@@ -201,11 +216,12 @@ def get_turn_row(s: Session, run_id: str, number: int, *, fresh: bool = False) -
     return row
 
 
-def insert_turn(db: Session | Connection, run_id: str, number: int, round: int, now: datetime) -> TurnRecord:
+def insert_new_turn(db: Connection, run_id: str, number: int, round: int, now: datetime) -> TurnRecord | None:
     """Turn ``number`` inserted as STARTED with one Core statement, and its record (no ORM unit of
-    work: this runs once per turn of every served run)."""
-    db.execute(
-        _INSERT_TURN,
+    work: this runs once per turn of every served run); None, and nothing written, when the run has a
+    turn ``number`` already."""
+    done = db.execute(
+        _INSERT_NEW_TURN[db.dialect.name],
         {
             "run_id": run_id,
             "number": number,
@@ -220,6 +236,8 @@ def insert_turn(db: Session | Connection, run_id: str, number: int, round: int, 
             "detail": "",
         },
     )
+    if done.first() is None:
+        return None
     return TurnRecord(
         run_id=run_id,
         number=number,

@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy.engine import Connection
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from controller.domain.enums import EventKind, Reason, TurnPhase
@@ -30,14 +31,15 @@ from controller.store.queries import (
     get_turn_row,
     insert_event,
     insert_events,
+    insert_new_turn,
     insert_samples,
-    insert_turn,
     list_sample_records,
     list_turn_records,
     lock_run,
     lock_run_id,
     read_run,
     require_finite,
+    run_exists,
     sample_row,
     sample_values,
     set_component_head,
@@ -87,12 +89,17 @@ class TurnsAndSamples:
             raise ValueError(f"turn numbers start at 1 (0 is the baseline), got {number}")
         # Core statements on a connection, no session: a served turn's first transaction (ADR-0048,
         # ADR-0050).
+        # The turn is inserted unless it exists, in one statement; only a resumed turn's start reads it.
+        # On PostgreSQL the run's row is locked first, as every writer of a run does; SQLite's BEGIN
+        # IMMEDIATE serialises writers anyway, and there a missing run is the insert's foreign key
+        # failing (ADR-0053).
         with self._connection() as db:
-            lock_run_id(db, run_id)
-            record = find_turn(db, run_id, number)
+            if db.dialect.name != "sqlite":
+                lock_run_id(db, run_id)
+            record = self._insert_new_turn(db, run_id, number, round)
             if record is None:
-                record = insert_turn(db, run_id, number, round, self._now())
-            else:
+                record = find_turn(db, run_id, number)
+                assert record is not None  # it exists (the insert found it), and the lock holds it
                 if record.phase == TurnPhase.DECIDED:
                     raise ConflictError(f"turn {number} of run {run_id} is already decided")
                 if record.round != round:
@@ -102,6 +109,16 @@ class TurnsAndSamples:
             if event is not None:
                 insert_event(db, run_id, event[0], event[1], self._now())
             return record
+
+    def _insert_new_turn(self, db: Connection, run_id: str, number: int, round: int) -> TurnRecord | None:
+        """``insert_new_turn``; NotFoundError for a run that does not exist (on SQLite the foreign key's
+        refusal tells it: no lock read came first)."""
+        try:
+            return insert_new_turn(db, run_id, number, round, self._now())
+        except IntegrityError:
+            if not run_exists(db, run_id):
+                raise NotFoundError(f"no run {run_id}") from None
+            raise
 
     def decide_turn(
         self,

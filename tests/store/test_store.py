@@ -269,6 +269,18 @@ def test_start_turn_again_returns_it_and_drops_the_cut_off_samples(store: Store)
     assert store.list_samples("r1", 1)[0].values == {"p50_ms": 99.0}
 
 
+def test_a_new_turns_start_sends_its_insert_and_its_event_and_no_read(store: Store) -> None:
+    """ADR-0053: the turn is inserted unless it exists, in one statement; PostgreSQL locks the run's
+    row first, SQLite sends its BEGIN IMMEDIATE as a statement. Three either way, where a read of the
+    turn made it four."""
+    running_run(store)
+    before = store.statements
+    started = store.start_turn("r1", 1, 0, event=(EventKind.TURN_STARTED, {"turn": 1}))
+    assert store.statements - before == 3
+    assert store.get_turn("r1", 1) == started
+    assert [e.kind for e in store.list_events("r1")][-1] is EventKind.TURN_STARTED
+
+
 def test_start_turn_conflicts_once_decided_or_in_another_round(store: Store) -> None:
     running_run(store)
     store.start_turn("r1", 1, 0)
