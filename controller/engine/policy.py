@@ -17,6 +17,7 @@ which command words name existing files.
 
 from __future__ import annotations
 
+import functools
 import os
 import posixpath
 import shlex
@@ -46,6 +47,14 @@ class PolicyVerdict:
     evaluator: tuple[str, ...] = ()
 
 
+@functools.lru_cache(maxsize=64)
+def _spec(patterns: tuple[str, ...]) -> pathspec.GitIgnoreSpec:
+    """``patterns`` compiled, once per list: a served turn checked its paths against the same spec's
+    lists every turn, and compiling them cost more than matching (ADR-0053). A compiled spec is only
+    read (``match_file``), so threads share it."""
+    return pathspec.GitIgnoreSpec.from_lines(patterns)
+
+
 def check_paths(
     changed: Iterable[str],
     *,
@@ -58,8 +67,8 @@ def check_paths(
     Each offending path gets one violation, the first that applies of: outside the repository
     (absolute, or climbing out with ``..``), outside mutable, evaluator file, protected.
     """
-    mutable_spec = pathspec.GitIgnoreSpec.from_lines(mutable)
-    protected_spec = pathspec.GitIgnoreSpec.from_lines(protected)
+    mutable_spec = _spec(tuple(mutable))
+    protected_spec = _spec(tuple(protected))
     evaluator = {_normalise(path) for path in evaluator_paths if path}
     violations: list[str] = []
     evaluator_hits: list[str] = []

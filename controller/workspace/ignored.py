@@ -14,6 +14,7 @@ mtime (``os.utime``), but not its ctime, and replacing a file changes its inode.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shutil
 from collections.abc import Mapping, Sequence
@@ -92,6 +93,12 @@ def scan(root: Path, keep_ignored: Sequence[str]) -> IgnoredScan:
     return classify(root, list_ignored(root), keep_ignored)
 
 
+@functools.lru_cache(maxsize=64)
+def _spec(patterns: tuple[str, ...]) -> pathspec.GitIgnoreSpec:
+    """``keep_ignored`` compiled once per list (twice a served turn before, ADR-0053); only ever read."""
+    return pathspec.GitIgnoreSpec.from_lines(patterns)
+
+
 def classify(root: Path, entries: Sequence[str], keep_ignored: Sequence[str]) -> IgnoredScan:
     """The ignored ``entries`` of ``root`` (from ``list_ignored``, or the "!!" lines of a status walk
     that also listed them, so one walk serves the policy check and this), split by ``keep_ignored``.
@@ -99,7 +106,7 @@ def classify(root: Path, entries: Sequence[str], keep_ignored: Sequence[str]) ->
     A wholly ignored directory that a pattern matches is kept as a whole and fingerprinted file by
     file; one that no pattern matches is unkept as a whole, unless a pattern may match inside it
     (``target/cache`` in an ignored ``target/``), in which case its files are matched one by one."""
-    keep = pathspec.GitIgnoreSpec.from_lines(keep_ignored)
+    keep = _spec(tuple(keep_ignored))
     kept: dict[str, Fingerprint] = {}
     unkept: list[str] = []
     for entry in entries:

@@ -153,3 +153,17 @@ def test_evaluator_paths_feed_the_check(tmp_path: Path) -> None:
         ["src/a.py", "src/bench.py"], mutable=["src/"], protected=[], evaluator_paths=evaluator
     )
     assert verdict.violations == ("src/bench.py: evaluator file",)
+
+
+def test_specs_compiled_once_per_list_still_answer_for_their_own_list() -> None:
+    """ADR-0053: a list's compiled spec is kept and reused, by the list's content (not its length or
+    identity): each of these answers only if its own list was matched."""
+    assert check(["src/a.py"], ["src/**"]).ok
+    assert not check(["src/a.py"], ["doc/**"]).ok  # as long, other patterns
+    assert check(["doc/a.md"], ["doc/**"]).ok
+    patterns = ["src/**"]
+    assert check(["src/a.py"], patterns).ok
+    patterns[0] = "lib/**"  # a list changed in place is its new content next time
+    assert check(["src/a.py"], patterns).violations == ("src/a.py: outside mutable",)
+    assert check(["src/a.py"], ["src/**"], ["src/a.py"]).violations == ("src/a.py: protected",)
+    assert check(["src/a.py"], ["src/**"], ["src/b.py"]).ok

@@ -54,3 +54,13 @@ def test_a_rewritten_kept_file_is_seen_even_with_its_mtime_forged(tmp_path: Path
 
     assert ignored.changed(before, after) == [".venv/lib/mod.py"]
     assert ignored.changed(before, before) == []
+
+
+def test_classify_keeps_by_each_calls_own_patterns(tmp_path: Path) -> None:
+    """ADR-0053: the patterns' compiled spec is reused by content; each call still keeps what its own
+    patterns match."""
+    _write(tmp_path, {"cache/a": "1", "build/b": "2"})
+    entries = ["cache/a", "build/b"]
+    assert sorted(ignored.classify(tmp_path, entries, ["cache/"]).kept) == ["cache/a"]
+    assert sorted(ignored.classify(tmp_path, entries, ["build/"]).kept) == ["build/b"]
+    assert ignored.classify(tmp_path, entries, []).unkept == ("cache/a", "build/b")
