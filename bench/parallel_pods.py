@@ -192,6 +192,8 @@ class Turn:
     pod: Mapping[str, float] = field(default_factory=dict)
     kept: bool = False
     by_index: Mapping[int, int] = field(default_factory=dict)  # N = 4: each hypothesis's samples
+    after_keep: bool = False  # the turn before kept: what was taken ahead of this one was void
+    held: float | None = None  # N = 4: started -> the first report of a hypothesis taken ahead of it
 
 
 @dataclass
@@ -361,15 +363,19 @@ def timeline(
         samples[sample.turn] = samples.get(sample.turn, 0) + 1
     out: list[Turn] = []
     previous = _at(started_run)
+    kept_before = False
     for turn in store.list_turns(run_id):
         if turn.number == 0 or turn.decided_at is None:
             continue
         started, decided = _at(turn.started_at), _at(turn.decided_at)
         row = Turn(turn.number, decided - started, started - previous, samples.get(turn.number, 0))
         row.kept = turn.outcome is Outcome.ACCEPTED
+        row.after_keep, kept_before = kept_before, row.kept
         row.by_index = dict(hypotheses.get(turn.number, {}))
         previous = decided
         mine = {i: at for (t, i), at in reported.items() if t == turn.number}
+        held = [at - started for i, at in mine.items() if grants.get((turn.number, i), [started])[-1] < started]
+        row.held = min(held) if held else None
         if mine:
             slowest = max(mine, key=lambda i: mine[i])
             offered = grants.get((turn.number, slowest), [])
@@ -619,6 +625,13 @@ def breakdown(arms: list[Arm], sleep: float) -> None:
         if logged:
             parts = ", ".join(f"{name} {mean([p.get(name, 0.0) for p in logged]):.2f}" for name in PARTS)
             print(f"  in its pod ({len(logged)} logged): {parts}")
+        after = [t.wall for t in turns if t.after_keep]
+        held = [t.held for t in turns if not t.after_keep and t.held is not None]
+        print(
+            f"  after a keep ({len(after)} turns): a turn {mean(after):.2f} s; after none "
+            f"({len(turns) - len(after)}): {mean([t.wall for t in turns if not t.after_keep]):.2f} s, "
+            f"its first report of a hypothesis taken ahead {mean(held):.2f} s after its start"
+        )
         if first:
             print(
                 f"  first turns (pods starting): {mean([t.wall for t in first]):.2f} s, of which hand out "

@@ -91,6 +91,26 @@ def test_the_breakdown_averages_the_turns_and_gives_the_sleep_only_ratio(
     assert "ratio 0.50" in out
 
 
+def test_the_breakdown_shows_turns_after_a_keep_apart_and_when_the_held_hypotheses_reported(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    bench = load_bench("parallel_pods")
+    one = [bench.Turn(n, wall=3.0, between=0.1, samples=10) for n in range(1, 5)]
+    four = [
+        bench.Turn(1, wall=12.0, between=1.0, samples=20),
+        bench.Turn(2, wall=4.0, between=0.0, samples=16, held=0.3),
+        bench.Turn(3, wall=5.0, between=0.0, samples=16, after_keep=True, held=0.9),
+        bench.Turn(4, wall=3.0, between=0.0, samples=16, held=0.1),
+        bench.Turn(5, wall=4.0, between=0.0, samples=16),
+    ]
+    arms = [bench.Arm(1, 12.0, 2, 0, 4, breakdown=one), bench.Arm(4, 28.0, 2, 0, 5, breakdown=four)]
+    bench.breakdown(arms, 0.25)
+    out = capsys.readouterr().out
+    # The held reports of the turns after none (0.3, 0.1); turn 3's were void, its 0.9 a new hypothesis's.
+    assert "after a keep (1 turns): a turn 5.00 s; after none (3): 3.67 s" in out
+    assert "its first report of a hypothesis taken ahead 0.20 s after its start" in out
+
+
 def test_the_speculative_floor_starts_a_free_slots_next_hypothesis_unless_the_turn_before_kept() -> None:
     bench = load_bench("parallel_pods")
 
