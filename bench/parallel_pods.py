@@ -374,7 +374,8 @@ def timeline(
         row.by_index = dict(hypotheses.get(turn.number, {}))
         previous = decided
         mine = {i: at for (t, i), at in reported.items() if t == turn.number}
-        held = [at - started for i, at in mine.items() if grants.get((turn.number, i), [started])[-1] < started]
+        ahead = [i for i in mine if grants.get((turn.number, i), [started])[-1] < started]
+        held = [mine[i] - started for i in ahead]
         row.held = min(held) if held else None
         if mine:
             slowest = max(mine, key=lambda i: mine[i])

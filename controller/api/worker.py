@@ -14,6 +14,8 @@ against ``CRUCIBLE_API_TOKEN`` only). Every request and answer is a schema of
   but for the run's status, which the controller records from the round's outcome (ADR-0031); a
   worker appends only progress events (``turn_step``, ``sample``), the rest come with the write they
   belong to (a started turn, a decision, the baseline), each of the kind that write makes.
+  ``ledger/snapshot?wait_for_turn=T`` is a long poll (``turn_wait.await_turn``): a warm pod holding a
+  hypothesis taken ahead of turn T waits in it for T's start or its withdrawal (ADR-0051).
 - ``POST outcome``: how the round ended; the token is revoked with it.
 - ``POST confirmation``: a confirmation's samples of a claimed keep (ADR-0043), with its own token
   (good for ``job``, the start bundles, the ledger's reads and this); the controller's conclusion.
@@ -46,6 +48,7 @@ from starlette.background import BackgroundTask
 from controller.api.uploads import stream_to_file
 from controller.domain.enums import EventKind
 from controller.services.remote.remote_rounds import RemoteRounds
+from controller.services.remote.turn_wait import await_turn
 from controller.store.records import (
     EventRecord,
     HypothesisRecord,
@@ -227,8 +230,20 @@ def _ledger_reads(router: APIRouter, remote: RemoteRounds, grant: Any) -> None:
         return store.get_run(g.run_id)
 
     @router.get("/ledger/snapshot")
-    def snapshot(last: int, g: WorkerRoundRecord = grant) -> TurnSnapshot:
-        return store.turn_snapshot(g.run_id, last=last)
+    def snapshot(
+        last: int,
+        g: WorkerRoundRecord = grant,
+        wait_for_turn: Annotated[
+            int | None,
+            Query(
+                description="wait (up to 10 s) until the run's highest turn is at least this one, the run "
+                "stops or the token is revoked (401): a hypothesis taken ahead of its turn (ADR-0051)"
+            ),
+        ] = None,
+    ) -> TurnSnapshot:
+        if wait_for_turn is None:
+            return store.turn_snapshot(g.run_id, last=last)
+        return await_turn(store, remote.slots, g, wait_for_turn, last=last)
 
     @router.get("/ledger/samples")
     def list_samples(turn: int | None = None, g: WorkerRoundRecord = grant) -> list[SampleRecord]:

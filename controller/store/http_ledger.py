@@ -154,6 +154,12 @@ class HttpLedger:
     def turn_snapshot(self, run_id: str, *, last: int) -> TurnSnapshot:
         return _SNAPSHOT.validate_python(self._call("GET", run_id, "snapshot", params={"last": last}))
 
+    def await_turn(self, run_id: str, turn: int) -> TurnSnapshot:
+        """``turn_snapshot(last=1)`` once the run's highest turn is at least ``turn`` or it stopped, or
+        after the controller's wait (``turn_wait.WAIT_S``): a long poll (ADR-0051's addendum)."""
+        params = {"last": 1, "wait_for_turn": turn}
+        return _SNAPSHOT.validate_python(self._call("GET", run_id, "snapshot", params=params))
+
     def start_baseline(self, run_id: str) -> None:
         self._call("POST", run_id, "baseline/start", body=Done())
 

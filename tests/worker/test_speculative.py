@@ -15,14 +15,16 @@ from typing import Any
 
 import pytest
 
-from controller.domain.errors import ConflictError
+from controller.domain.enums import RunStatus, StopReason
+from controller.domain.errors import ConflictError, UnauthenticatedError
 from controller.domain.jobs import RoundJob
 from controller.services.remote.remote_rounds import token_hash
 from controller.services.remote.slots import Slots, Taken
+from controller.services.remote.turn_wait import await_turn
 from controller.services.remote.turn_watch import TurnWatch
 from controller.store import Store
 from controller.store.http_ledger import HttpLedger
-from controller.store.records import WorkerRoundRecord
+from controller.store.records import TurnSnapshot, WorkerRoundRecord
 from tests.worker.conftest import Controller
 from tests.worker.test_hypothesis_tokens import _report
 
@@ -146,3 +148,84 @@ def test_a_pods_watch_waits_for_its_turn_and_cancels_a_withdrawn_hypothesis(slot
     finally:
         started.stop()
         withdrawn.stop()
+
+
+class _Asked:
+    """``await_turn`` in a thread of its own: what it answered (a snapshot or the error it raised);
+    ``waiting`` is set once it waits for news (so the news a test makes next is what wakes it)."""
+
+    def __init__(
+        self,
+        slotted: Controller,
+        grant: WorkerRoundRecord,
+        *,
+        turn: int = 2,
+        wait_s: float,
+        poll_s: float = 0.5,
+    ) -> None:
+        self.answer: object = None
+        self.waiting = threading.Event()
+        slots = slotted.remote.slots
+        asked = self
+
+        class News:
+            def news(self) -> int:
+                return slots.news()
+
+            def wait_news(self, seen: int, timeout: float) -> bool:
+                asked.waiting.set()
+                return slots.wait_news(seen, timeout)
+
+        def ask() -> None:
+            try:
+                self.answer = await_turn(slotted.store, News(), grant, turn, wait_s=wait_s, poll_s=poll_s)
+            except UnauthenticatedError as exc:
+                self.answer = exc
+
+        self._thread = threading.Thread(target=ask, daemon=True)
+        self._thread.start()
+
+    def done(self) -> object:
+        """Its answer. A look the news did not wake would wait out ``ASLEEP_S`` (past this join)."""
+        self._thread.join(ASLEEP_S / 4)
+        assert not self._thread.is_alive(), "the look was not woken"
+        return self.answer
+
+
+ASLEEP_S = 120.0  # the looks below re-read only this rarely: only news answers them within the test
+
+
+def test_a_look_for_the_turn_is_answered_by_its_start_and_a_withdrawal_at_once(slotted: Controller) -> None:
+    """ADR-0051's addendum: a pod holding a hypothesis taken ahead of turn 2 waits in its look until
+    the turn starts (the controller then offers the turn's unreported hypotheses: news) or the
+    hypothesis is withdrawn (401), not until its next re-read."""
+    slots = slotted.remote.slots
+    for index in (0, 1):
+        slots.offer(JOB, 2, index, None)
+    held = [_live(slotted, index)[0] for index in (0, 1)]
+    played = _Asked(slotted, held[0], wait_s=ASLEEP_S, poll_s=ASLEEP_S)
+    void = _Asked(slotted, held[1], wait_s=ASLEEP_S, poll_s=ASLEEP_S)
+    assert played.waiting.wait(60) and void.waiting.wait(60)
+    slots.withdraw(JOB, 2, 2, {0: None, 1: _proposal(3)})  # index 1 is played with another value
+    assert isinstance(void.done(), UnauthenticatedError)
+    slotted.store.start_turn("r1", 2, 0)
+    slots.offer(JOB, 2, 0, None)  # what ``try_in_pods`` does right after the start
+    answer = played.done()
+    assert isinstance(answer, TurnSnapshot) and answer.counts.highest == 2
+    # A turn already started, a run that stopped: answered at once; nothing new: after the wait.
+    assert _Asked(slotted, held[0], wait_s=ASLEEP_S, poll_s=ASLEEP_S).done() == answer
+    quick = _Asked(slotted, held[0], turn=3, wait_s=0.0).done()
+    assert isinstance(quick, TurnSnapshot) and quick.counts.highest == 2
+    slotted.store.set_run_status("r1", RunStatus.COMPLETED, stop_reason=StopReason.MAX_TURNS)
+    stopped = _Asked(slotted, held[0], turn=3, wait_s=ASLEEP_S, poll_s=ASLEEP_S).done()
+    assert isinstance(stopped, TurnSnapshot) and stopped.run.status is RunStatus.COMPLETED
+
+
+def test_a_look_waiting_for_its_turn_answers_when_the_server_stops(slotted: Controller) -> None:
+    slotted.remote.slots.offer(JOB, 2, 0, None)
+    (grant,) = _live(slotted, 0)
+    look = _Asked(slotted, grant, wait_s=ASLEEP_S, poll_s=ASLEEP_S)
+    assert look.waiting.wait(60)
+    slotted.remote.slots.close()
+    answer = look.done()
+    assert isinstance(answer, TurnSnapshot) and answer.counts.highest < 2, "what it read: a look again"

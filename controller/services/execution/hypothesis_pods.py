@@ -64,8 +64,8 @@ def try_in_pods(
         ctx.ledger.start_turn(ctx.run_id, number, 0, event=started)
     reported = _reported(ctx, number)
     for index in indices:
-        if index not in reported:
-            pods.launch_hypothesis(job, number, index, wanted[index])
+        if index not in reported:  # the ones held ahead of the turn too: the offer, news in ``Slots``,
+            pods.launch_hypothesis(job, number, index, wanted[index])  # answers their pods' long poll
     ctx.observer.step(f"turn {number}: {len(indices)} hypotheses in pods")
     _follow(ctx, pods, number, [i for i in indices if i not in reported], _Ahead(ctx, pods, number, ahead))
     return [report_of(h) for h in sorted(_reported(ctx, number).values(), key=lambda h: h.index)]

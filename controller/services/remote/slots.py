@@ -27,6 +27,12 @@ its shutdown for up to ``WAIT_S``; the pod asks again, reaching whichever replic
 pods only wait between turns, while the controller decides. The controller's turn waits for its
 reports the same way (``wait_for_reports``): woken by a report that arrives here, re-reading otherwise
 only every ``hypothesis_pods.POLL_S``.
+
+A pod holding a hypothesis taken ahead of its turn (ADR-0051) waits for that turn to start the same
+way (``turn_wait.await_turn``, a long poll with its hypothesis token): every offer and withdrawal made
+here is news for it (``news`` / ``wait_news``). The controller starts a turn and then offers each of its
+unreported hypotheses (``hypothesis_pods.try_in_pods``), the held ones included, so a turn's start is
+news here at once; so is a withdrawal (a voided hypothesis, or the run's stop: ``withdraw_ahead``).
 """
 
 from __future__ import annotations
@@ -98,8 +104,8 @@ class Slots:
         self.poll_s = poll_s
         self._clock = clock
         self._offered = threading.Condition()
-        # Counts offers made in this process: ``take`` waits only if none came since it last looked,
-        # so an offer made between its look and its wait is not slept through (a lost wake-up).
+        # Counts offers and withdrawals made in this process: a waiter waits only if none came since
+        # it last looked, so news between its look and its wait is not slept through (a lost wake-up).
         self._offers = 0
         self._closed = False
         self._reports = threading.Condition()
@@ -110,9 +116,7 @@ class Slots:
         live = self._store.live_hypotheses(job.run_id, job.round, index)
         if not any(hypothesis_scope(g.job) == (turn, index) for g in live):
             self._mint(job, turn, index, proposal)  # its token is thrown away: ``take`` mints the pod's
-        with self._offered:
-            self._offers += 1
-            self._offered.notify_all()
+        self._news()
 
     def take(
         self,
@@ -170,6 +174,8 @@ class Slots:
                 and not _wanted(grant, job, wanted)
             ]
             if not stale:
+                if revoked:
+                    self._news()  # a pod holding one stops now, not at its next re-read
                 return revoked
             for grant in stale:
                 try:
@@ -184,6 +190,26 @@ class Slots:
         long poll would otherwise hold the shutdown for the rest of its ``wait_s``."""
         with self._offered:
             self._closed = True
+            self._offered.notify_all()
+
+    def news(self) -> int:
+        """How many offers and withdrawals this process made so far: a waiter reads it before it
+        looks at the record, then waits with it (``wait_news``)."""
+        with self._offered:
+            return self._offers
+
+    def wait_news(self, seen: int, timeout: float) -> bool:
+        """Until an offer or a withdrawal made here after ``seen`` (``news``), the server's stop or
+        ``timeout`` (news through another replica is seen by the caller's next read). False once the
+        server is stopping: a long poll answers then."""
+        with self._offered:
+            if self._offers == seen and not self._closed:
+                self._offered.wait(timeout)
+            return not self._closed
+
+    def _news(self) -> None:
+        with self._offered:
+            self._offers += 1
             self._offered.notify_all()
 
     def reported(self) -> None:
