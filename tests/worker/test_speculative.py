@@ -229,3 +229,22 @@ def test_a_look_waiting_for_its_turn_answers_when_the_server_stops(slotted: Cont
     slotted.remote.slots.close()
     answer = look.done()
     assert isinstance(answer, TurnSnapshot) and answer.counts.highest < 2, "what it read: a look again"
+
+
+def test_a_report_that_arrives_while_the_turn_reads_its_reports_is_not_slept_through(
+    slotted: Controller,
+) -> None:
+    """``wait_for_reports`` after a read: a report stored since the previous wait returned (while the
+    turn read the record, checked its pods and offered ahead) makes the next wait return at once,
+    not after its timeout (the decision, or a free slot's next offer, up to a second late)."""
+    slots = slotted.remote.slots
+
+    def turn() -> None:
+        slots.wait_for_reports(0.0)  # the turn reads the record after this
+        slots.reported()  # a report arrives while it reads
+        slots.wait_for_reports(ASLEEP_S)
+
+    follower = threading.Thread(target=turn, daemon=True)
+    follower.start()
+    follower.join(ASLEEP_S / 4)
+    assert not follower.is_alive(), "the report was slept through"

@@ -109,6 +109,10 @@ class Slots:
         self._offers = 0
         self._closed = False
         self._reports = threading.Condition()
+        # Counts the reports that arrived here; each waiting thread remembers the count it last
+        # returned with, so a report that came while it was reading the record is not slept through.
+        self._arrived = 0
+        self._seen = threading.local()
 
     def offer(self, job: RoundJob, turn: int, index: int, proposal: Mapping[str, Any] | None) -> None:
         """Hypothesis ``index`` of ``turn`` (from ``job.heads``) for slot ``index`` of ``job``'s round,
@@ -215,13 +219,19 @@ class Slots:
     def reported(self) -> None:
         """A hypothesis report arrived through this process's worker routes: wake the waiters."""
         with self._reports:
+            self._arrived += 1
             self._reports.notify_all()
 
     def wait_for_reports(self, timeout: float) -> None:
         """Until a report arrives through this process's worker routes, or ``timeout`` passed (a
-        report through another replica's routes is seen by the caller's next read)."""
+        report through another replica's routes is seen by the caller's next read). It returns at
+        once when a report arrived since this thread's previous call returned: the caller read the
+        record after that return, and a report stored after its read would otherwise wait for the
+        ``timeout`` (the turn's decision, or a free slot's next offer, up to a second late)."""
         with self._reports:
-            self._reports.wait(timeout)
+            if getattr(self._seen, "arrived", None) == self._arrived:
+                self._reports.wait(timeout)
+            self._seen.arrived = self._arrived
 
     def _next(self, run_id: str, round: int, index: int, after: int) -> WorkerRoundRecord | None:
         """The newest live grant of the index for a turn after ``after`` that has no report yet."""
