@@ -622,10 +622,11 @@ def breakdown(arms: list[Arm], sleep: float) -> None:
             f"{mean([t.hand_out for t in turns]):.2f}, in its pod {mean([t.in_pod for t in turns]):.2f}, "
             f"its report to the decision {mean([t.decide for t in turns]):.2f}"
         )
-        logged = [t.pod for t in turns if t.pod]
-        if logged:
-            parts = ", ".join(f"{name} {mean([p.get(name, 0.0) for p in logged]):.2f}" for name in PARTS)
-            print(f"  in its pod ({len(logged)} logged): {parts}")
+        for label, which in (("", turns), (", after a keep", [t for t in turns if t.after_keep])):
+            logged = [t.pod for t in which if t.pod]
+            if logged:
+                parts = ", ".join(f"{name} {mean([p.get(name, 0.0) for p in logged]):.2f}" for name in PARTS)
+                print(f"  in its pod ({len(logged)} logged{label}): {parts}")
         after = [t.wall for t in turns if t.after_keep]
         held = [t.held for t in turns if not t.after_keep and t.held is not None]
         print(
