@@ -112,11 +112,12 @@ class TurnsAndSamples:
 
     def _insert_new_turn(self, db: Connection, run_id: str, number: int, round: int) -> TurnRecord | None:
         """``insert_new_turn``; NotFoundError for a run that does not exist (on SQLite the foreign key's
-        refusal tells it: no lock read came first)."""
+        refusal tells it: no lock read came first). Elsewhere the lock read found the run, and a failed
+        statement ends PostgreSQL's transaction: the error is raised as it is."""
         try:
             return insert_new_turn(db, run_id, number, round, self._now())
         except IntegrityError:
-            if not run_exists(db, run_id):
+            if db.dialect.name == "sqlite" and not run_exists(db, run_id):
                 raise NotFoundError(f"no run {run_id}") from None
             raise
 
