@@ -59,7 +59,7 @@ _MASK = 0xFFFFFFFF
 # Flags git gives an entry apart: assume-valid, extended (skip-worktree, intent-to-add), a merge stage.
 _SPECIAL = 0x8000 | 0x4000 | 0x3000
 _REGULAR = frozenset({0o100644, 0o100755})
-_SYMLINK = 0o120000
+SYMLINK = 0o120000
 _EMPTY_BLOB = hashlib.sha1(b"blob 0\0").digest()
 _CHUNK = 1 << 20
 
@@ -138,7 +138,7 @@ def read_index(root: Path) -> Index | None:
         if offset + _ENTRY.size > end:
             return None
         cs, cns, ms, mns, _dev, ino, mode, uid, gid, size, blob, flags = _ENTRY.unpack_from(body, offset)
-        if flags & _SPECIAL or (mode not in _REGULAR and mode != _SYMLINK):
+        if flags & _SPECIAL or (mode not in _REGULAR and mode != SYMLINK):
             return None
         start = offset + _ENTRY.size
         length = flags & 0x0FFF
@@ -203,7 +203,7 @@ def derive(root: Path, tree: treeprint.TreePrint, clean: bytes) -> dict[str, str
 def _code(root: Path, rel: str, key: treeprint.Key, entry: Entry, index_mtime: tuple[int, int]) -> str | None:
     """A tracked path's worktree code: "" unchanged, " M" changed, None for git to decide."""
     mode = key[0]
-    if entry.mode == _SYMLINK:
+    if entry.mode == SYMLINK:
         if not stat.S_ISLNK(mode):
             return None  # a type change
     elif not stat.S_ISREG(mode):
@@ -214,7 +214,7 @@ def _code(root: Path, rel: str, key: treeprint.Key, entry: Entry, index_mtime: t
     if not with_ns and not without_ns:
         return ""  # git trusts the stat data it cached, whichever way it was built
     full = os.path.join(root, rel)
-    blob = _link_blob(full) if entry.mode == _SYMLINK else _blob(full)
+    blob = _link_blob(full) if entry.mode == SYMLINK else _blob(full)
     if blob is None:
         return None
     if blob == entry.blob:
@@ -254,7 +254,12 @@ def _link_blob(path: str) -> bytes | None:
         target = os.readlink(os.fsencode(path))
     except OSError:
         return None
-    return hashlib.sha1(b"blob %d\0%s" % (len(target), target)).digest()
+    return blob_id(target)
+
+
+def blob_id(content: bytes) -> bytes:
+    """Git's id of a blob holding ``content`` (SHA-1)."""
+    return hashlib.sha1(b"blob %d\0%s" % (len(content), content)).digest()
 
 
 def _blob(path: str) -> bytes | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -129,3 +129,50 @@ def test_the_check_read_in_process_decides_as_git_would(
         assert named in (records[2].detail or "")
     assert walks.count(candidate) == (1 if by_git else 0)
     assert Checkout.open(candidate).status() == {}
+
+
+def test_a_kept_turn_moves_the_champions_copy_without_a_checkout(
+    engine: Callable[..., Engine],  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """From the second keep on, the champion's copy is moved by copying the candidate's checked files
+    (ADR 0052, decision 6): no ``git checkout``, and git finds the copy exactly at the kept commit."""
+    checkouts: list[Path] = []
+    original = Checkout.advance
+
+    def advance(self: Checkout, sha: str, keep_ignored: Sequence[str] | None = None) -> None:
+        checkouts.append(self.path)
+        original(self, sha, keep_ignored)
+
+    monkeypatch.setattr(Checkout, "advance", advance)
+
+    def extra(root: Path, turn: int) -> None:
+        if turn == 2:
+            (root / "src" / "deep").mkdir()
+            (root / "src" / "deep" / "new.txt").write_text("new\n")
+        if turn == 3:
+            (root / "src" / "tool.sh").chmod(0o755)
+            os.symlink("value.txt", root / "src" / "link")
+        if turn == 4:
+            (root / "src" / "deep" / "new.txt").unlink()
+
+    e = engine(_agent(extra), extra=ONE_ARM, files={"src/tool.sh": "#!/bin/sh\n"})
+    champion = e.ctx.layout.workspace_root("champion")
+    assert run_turn(e.ctx, 1, 0, None).reason is Reason.IMPROVED
+    checkouts.clear()
+    records = [run_turn(e.ctx, n, 0, None) for n in (2, 3, 4)]
+    assert [r.reason for r in records] == [Reason.IMPROVED] * 3
+    assert checkouts == []
+    co = Checkout.open(champion)
+    assert co.head() == records[2].commits["app"]
+    assert co.status_and_ignored() == ({}, [])
+    assert not (champion / "src" / "deep").exists(), "the emptied directory is gone, as git leaves it"
+    assert os.readlink(champion / "src" / "link") == "value.txt"
+    assert (champion / "src" / "tool.sh").stat().st_mode & 0o100
+    tree = subprocess.run(["git", "-C", str(champion), "ls-files", "-s"], capture_output=True, check=True)
+    cand = subprocess.run(
+        ["git", "-C", str(e.ctx.layout.workspace_root("candidate")), "ls-files", "-s"],
+        capture_output=True,
+        check=True,
+    )
+    assert tree.stdout == cand.stdout

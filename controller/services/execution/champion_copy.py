@@ -32,7 +32,7 @@ import dataclasses
 from collections.abc import Sequence
 
 from controller.services.execution.context import CopyPrint, RunContext
-from controller.workspace import ignored, treeprint
+from controller.workspace import ignored, treecopy, treeprint
 
 
 def settle(ctx: RunContext, component: str, head: str) -> None:
@@ -64,9 +64,14 @@ def move(ctx: RunContext, component: str, new: str, changed: Sequence[str] | Non
         return
     known = _clean_print(ctx, component, old) if changed is not None else None
     before = None if known is None or known.tree is None else treeprint.holds(co.path, known.tree)
-    co.advance(new)
+    copied = None
+    clean = ctx.clean_indexes.get(component)
+    if before is not None and clean is not None and clean[0] == new:
+        copied = treecopy.advance(co.path, ctx.checkout("candidate", component).path, clean[1], new)
+    if copied is None:
+        co.advance(new)
     if known is not None and before is not None and changed is not None:
-        paths = frozenset(changed)
+        paths = frozenset((*changed, *(copied or ())))
         after = treeprint.holds(co.path, before, changed=[*paths, treeprint.INDEX], head=new)
         if after is not None:
             kept = {p: f for p, f in known.kept.items() if p not in paths}
