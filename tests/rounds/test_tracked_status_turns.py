@@ -56,14 +56,14 @@ def test_a_kept_turns_check_runs_no_git_walk_and_decides_as_git(
     engine: Callable[..., Engine],  # noqa: F811
     walks: list[Path],
 ) -> None:
-    """After the first turn (git's walk; the index is recorded at its commit) every check is this
-    process's, and what it found is what git commits."""
+    """Every check is this process's (the candidate's index is recorded where git made the checkout,
+    then at each commit), and what it found is what git commits."""
     e = engine(_agent(), extra=ONE_ARM, files={"src/tool.sh": "#!/bin/sh\n"})
     candidate = e.ctx.layout.workspace_root("candidate")
     walks.clear()
     records = [run_turn(e.ctx, n, 0, None) for n in (1, 2, 3, 4)]
     assert [r.reason for r in records] == [Reason.IMPROVED] * 4
-    assert walks.count(candidate) == 1, "turn 1's only"
+    assert walks.count(candidate) == 0
     assert [r.changed_paths for r in records] == [("src/value.txt",)] * 4
     co = Checkout.open(candidate)
     recorded = e.ctx.clean_indexes["app"]  # the index the last commit left, recorded as matching it

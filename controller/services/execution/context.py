@@ -25,6 +25,7 @@ from controller.services.views.layout import RunLayout
 from controller.stats import Arm, GuardRule, KeepRule
 from controller.store.ledger import Ledger
 from controller.store.records import Sample
+from controller.workspace import trackedstatus
 from controller.workspace.checkout import Checkout
 from controller.workspace.ignored import Fingerprint
 from controller.workspace.treeprint import TreePrint
@@ -238,6 +239,10 @@ class RunContext:
             source = self.checkout("candidate", component).path
         made = Checkout.create(source, self.layout.checkout(arm, component), sha)
         self._checkouts[key] = made
+        if arm == "candidate":  # created or restored at ``sha`` by git: its index is that commit's
+            checksum = trackedstatus.index_checksum(made.path)
+            if checksum is not None:
+                self.clean_indexes[component] = (sha, checksum)
         # Every checkout's .git (its config above all: core.fsmonitor, hooks, filters) stays read-only
         # to sandboxed commands, or kept code could plant a command that crucible's own git runs.
         for path in [*made.sandbox_readonly_paths(), made.path / ".git"]:
