@@ -194,6 +194,7 @@ class Turn:
     by_index: Mapping[int, int] = field(default_factory=dict)  # N = 4: each hypothesis's samples
     after_keep: bool = False  # the turn before kept: what was taken ahead of this one was void
     held: float | None = None  # N = 4: started -> the first report of a hypothesis taken ahead of it
+    taken: float | None = None  # N = 4: started -> the last of its hypotheses taken by its pod
 
 
 @dataclass
@@ -377,6 +378,8 @@ def timeline(
         ahead = [i for i in mine if grants.get((turn.number, i), [started])[-1] < started]
         held = [mine[i] - started for i in ahead]
         row.held = min(held) if held else None
+        takes = [grants[(turn.number, i)][-1] - started for i in mine if (turn.number, i) in grants]
+        row.taken = max(takes) if takes else None
         if mine:
             slowest = max(mine, key=lambda i: mine[i])
             offered = grants.get((turn.number, slowest), [])
@@ -629,8 +632,10 @@ def breakdown(arms: list[Arm], sleep: float) -> None:
                 print(f"  in its pod ({len(logged)} logged{label}): {parts}")
         after = [t.wall for t in turns if t.after_keep]
         held = [t.held for t in turns if not t.after_keep and t.held is not None]
+        taken = [t.taken for t in turns if t.after_keep and t.taken is not None]
         print(
-            f"  after a keep ({len(after)} turns): a turn {mean(after):.2f} s; after none "
+            f"  after a keep ({len(after)} turns): a turn {mean(after):.2f} s, its last hypothesis taken "
+            f"{mean(taken):.2f} s after its start (the void ones stopped first); after none "
             f"({len(turns) - len(after)}): {mean([t.wall for t in turns if not t.after_keep]):.2f} s, "
             f"its first report of a hypothesis taken ahead {mean(held):.2f} s after its start"
         )

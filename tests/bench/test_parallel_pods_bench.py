@@ -99,7 +99,9 @@ def test_the_breakdown_shows_turns_after_a_keep_apart_and_when_the_held_hypothes
     four = [
         bench.Turn(1, wall=12.0, between=1.0, samples=20),
         bench.Turn(2, wall=4.0, between=0.0, samples=16, held=0.3),
-        bench.Turn(3, wall=5.0, between=0.0, samples=16, after_keep=True, held=0.9, pod={"fetch": 0.4}),
+        bench.Turn(
+            3, wall=5.0, between=0.0, samples=16, after_keep=True, held=0.9, taken=0.35, pod={"fetch": 0.4}
+        ),
         bench.Turn(4, wall=3.0, between=0.0, samples=16, held=0.1),
         bench.Turn(5, wall=4.0, between=0.0, samples=16),
     ]
@@ -107,7 +109,8 @@ def test_the_breakdown_shows_turns_after_a_keep_apart_and_when_the_held_hypothes
     bench.breakdown(arms, 0.25)
     out = capsys.readouterr().out
     # The held reports of the turns after none (0.3, 0.1); turn 3's were void, its 0.9 a new hypothesis's.
-    assert "after a keep (1 turns): a turn 5.00 s; after none (3): 3.67 s" in out
+    assert "after a keep (1 turns): a turn 5.00 s, its last hypothesis taken 0.35 s after its start" in out
+    assert "after none (3): 3.67 s" in out
     assert "its first report of a hypothesis taken ahead 0.20 s after its start" in out
     assert "in its pod (1 logged, after a keep): job 0.00, fetch 0.40" in out
 
