@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from controller.workspace import trackedstatus, treeprint
+from controller.workspace.overwrite import write_over
 
 _HEAD = ".git/HEAD"
 
@@ -55,8 +56,8 @@ def advance(target: Path, source: Path, clean: bytes, new: str) -> list[str] | N
     if index[-20:] != clean:
         return None
     _apply(target, plan)
-    _write_over(Path(target, treeprint.INDEX), index)
-    _write_over(Path(target, _HEAD), f"{new}\n".encode())
+    write_over(Path(target, treeprint.INDEX), index, flags=os.O_NOFOLLOW)
+    write_over(Path(target, _HEAD), f"{new}\n".encode(), flags=os.O_NOFOLLOW)
     return differ
 
 
@@ -144,7 +145,7 @@ def _apply(target: Path, steps: list[_Step]) -> None:
     for path, what in steps:
         where = os.path.join(target, path)
         if what is not None and what[0] != trackedstatus.SYMLINK and _overwritable(where, what[0]):
-            _write_over(Path(where), what[1])
+            write_over(Path(where), what[1], flags=os.O_NOFOLLOW)
             continue
         with contextlib.suppress(FileNotFoundError):
             os.unlink(where)
@@ -182,15 +183,3 @@ def _prune(root: Path, directory: str) -> None:
         except OSError:
             return
         directory = os.path.dirname(directory)
-
-
-def _write_over(path: Path, data: bytes) -> None:
-    """``path`` holds ``data``, written in place (no command runs in the copy meanwhile)."""
-    fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW)
-    try:
-        written = 0
-        while written < len(data):
-            written += os.pwrite(fd, data[written:], written)
-        os.ftruncate(fd, len(data))
-    finally:
-        os.close(fd)

@@ -11,6 +11,7 @@ checkout is left. The checkouts stay real git repositories (the keep commits and
 from __future__ import annotations
 
 import dataclasses
+import os
 import subprocess
 import threading
 from collections.abc import Callable, Iterator, Mapping
@@ -35,10 +36,11 @@ from controller.services.execution.context import Detached, Hooks, RoundRule, Ru
 from controller.services.execution.loop import Search, budgets_of
 from controller.services.execution.play import Refinement, TurnPlan, play_turns
 from controller.services.execution.runs import build_context
-from controller.services.execution.turn import _write_over, run_turn
+from controller.services.execution.turn import run_turn
 from controller.services.execution.work import EVENT_OF_OUTCOME
 from controller.store.records import ComponentRecord, NewRun
 from controller.workspace.git import resolve_ref
+from controller.workspace.overwrite import write_over
 from tests.support.memory_ledger import MemoryLedger
 from tests.support.scripted_executor import Call, Program, Reply, ScriptedExecutor
 
@@ -482,8 +484,8 @@ def test_candidate_md_is_written_over_in_place_and_cut_to_its_length(tmp_path: P
     """CANDIDATE.md is rewritten each turn in place (ADR-0050): a shorter brief after a longer one
     leaves nothing of the longer, and a multi-byte text arrives whole."""
     path = tmp_path / "CANDIDATE.md"
-    _write_over(path, ("long line\n" * 500).encode())
+    write_over(path, ("long line\n" * 500).encode(), flags=os.O_CREAT)
     inode = path.stat().st_ino
-    _write_over(path, "short é\n".encode())
+    write_over(path, "short é\n".encode())
     assert path.read_text(encoding="utf-8") == "short é\n"
     assert path.stat().st_ino == inode

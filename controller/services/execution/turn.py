@@ -16,7 +16,6 @@ import dataclasses
 import os
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
 from controller.domain import events
 from controller.domain.enums import OUTCOME_OF_REASON, EventKind, Reason, TurnPhase
@@ -37,6 +36,7 @@ from controller.services.execution.verdict import evaluate
 from controller.services.execution.work import EVENT_OF_OUTCOME, Settled, TurnStop, TurnWork
 from controller.services.views.reads import turn_view
 from controller.store.records import ChampionUpdate, RunRecord, Sample, TurnDecision, TurnRecord
+from controller.workspace.overwrite import write_over
 
 
 def _hypothesis_lines(ctx: RunContext, history: list[HistoryLine]) -> list[HistoryLine]:
@@ -92,24 +92,8 @@ def write_candidate_file(
         round_number=round_number,
     )
     ctx.layout.agent_dir.mkdir(parents=True, exist_ok=True)
-    _write_over(ctx.layout.candidate_file, text.encode("utf-8"))
+    write_over(ctx.layout.candidate_file, text.encode("utf-8"), flags=os.O_CREAT)
     ctx.layout.steer_file.touch()
-
-
-def _write_over(path: Path, data: bytes) -> None:
-    """``path`` holds ``data``: written over the last turn's in place, then cut to its length.
-
-    Not truncated first: on ext4 truncating frees the file's blocks and the write allocates them again
-    (80-200 us of CPU a turn here, against under 10; ADR-0050). No command runs while the controller
-    writes it, so nothing reads it half-written."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o666)
-    try:
-        written = 0
-        while written < len(data):
-            written += os.pwrite(fd, data[written:], written)
-        os.ftruncate(fd, len(data))
-    finally:
-        os.close(fd)
 
 
 def try_candidate(
