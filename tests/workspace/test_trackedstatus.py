@@ -22,6 +22,7 @@ import pytest
 
 from controller.workspace import trackedstatus, treeprint
 from controller.workspace.checkout import Checkout
+from tests.support.small_tree import commit_small_tree
 
 FILES = {
     "a.txt": "alpha\n",
@@ -67,15 +68,8 @@ class Repo:
 def repo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Repo]:
     root = tmp_path_factory.mktemp("tracked") / "repo"
     root.mkdir()
-    _git(root, "init", "-q", "-b", "main")
-    for rel, text in FILES.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(text)
-    (root / "tool.sh").chmod(0o755)
-    os.symlink("a.txt", root / "link")
-    _git(root, "add", "-A")
-    _git(root, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "base")
-    yield Repo(root, (root / ".git" / "config").read_bytes(), _git(root, "rev-parse", "HEAD").strip())
+    base = commit_small_tree(root, FILES)
+    yield Repo(root, (root / ".git" / "config").read_bytes(), base)
 
 
 def _rewrite_keeping_mtime(path: Path, text: str) -> None:

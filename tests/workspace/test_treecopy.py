@@ -21,6 +21,7 @@ import pytest
 
 from controller.workspace import trackedstatus, treecopy
 from controller.workspace.checkout import Checkout
+from tests.support.small_tree import commit_small_tree
 
 FILES = {
     "a.txt": "alpha\n",
@@ -50,21 +51,24 @@ class Clones:
             _git(root, "checkout", "-q", "--detach", "-f", self.base)
             _git(root, "clean", "-ffdxq")
 
+    def keep_a(self) -> tuple[str, bytes]:
+        """From the base, the candidate commits a new ``a.txt`` as a kept turn does: the new commit and
+        the checksum of the index that commit left."""
+        self.reset()
+        (self.candidate / "a.txt").write_text("kept\n")
+        _git(self.candidate, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "kept")
+        new = _git(self.candidate, "rev-parse", "HEAD").strip()
+        clean = trackedstatus.index_checksum(self.candidate)
+        assert clean is not None
+        return new, clean
+
 
 @pytest.fixture(scope="module")
 def clones(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Clones]:
     top = tmp_path_factory.mktemp("treecopy")
     source = top / "source"
     source.mkdir()
-    _git(source, "init", "-q", "-b", "main")
-    for rel, text in FILES.items():
-        (source / rel).parent.mkdir(parents=True, exist_ok=True)
-        (source / rel).write_text(text)
-    (source / "tool.sh").chmod(0o755)
-    os.symlink("a.txt", source / "link")
-    _git(source, "add", "-A")
-    _git(source, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "base")
-    base = _git(source, "rev-parse", "HEAD").strip()
+    base = commit_small_tree(source, FILES)
     roots = []
     for name in ("candidate", "champion", "reference"):
         subprocess.run(["git", "clone", "-q", "--shared", str(source), str(top / name)], check=True)
@@ -158,12 +162,7 @@ def test_the_copy_is_what_git_checkout_makes(
 
 
 def test_a_candidate_file_that_is_not_its_blob_is_not_copied(clones: Clones) -> None:
-    clones.reset()
-    (clones.candidate / "a.txt").write_text("kept\n")
-    _git(clones.candidate, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "kept")
-    new = _git(clones.candidate, "rev-parse", "HEAD").strip()
-    clean = trackedstatus.index_checksum(clones.candidate)
-    assert clean is not None
+    new, clean = clones.keep_a()
     (clones.candidate / "a.txt").write_text("then changed\n")  # the measurement wrote it, say
     before = _tree(clones.champion)
     assert treecopy.advance(clones.champion, clones.candidate, clean, new) is None
@@ -174,12 +173,7 @@ def test_a_candidate_file_that_is_not_its_blob_is_not_copied(clones: Clones) -> 
 def test_a_symlinked_head_is_not_written_through(clones: Clones, tmp_path: Path) -> None:
     """A HEAD replaced by a symlink (holding what HEAD held, so a print would not tell) is not written:
     the move is git's."""
-    clones.reset()
-    (clones.candidate / "a.txt").write_text("kept\n")
-    _git(clones.candidate, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "kept")
-    new = _git(clones.candidate, "rev-parse", "HEAD").strip()
-    clean = trackedstatus.index_checksum(clones.candidate)
-    assert clean is not None
+    new, clean = clones.keep_a()
     outside = tmp_path / "outside"
     head = clones.champion / ".git" / "HEAD"
     outside.write_bytes(head.read_bytes())
@@ -196,12 +190,7 @@ def test_a_symlinked_head_is_not_written_through(clones: Clones, tmp_path: Path)
 def test_a_file_with_another_name_is_replaced_not_written_through(clones: Clones) -> None:
     """A champion file hard-linked elsewhere keeps the other name's content: the move makes a new file,
     as git's checkout does."""
-    clones.reset()
-    (clones.candidate / "a.txt").write_text("kept\n")
-    _git(clones.candidate, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "kept")
-    new = _git(clones.candidate, "rev-parse", "HEAD").strip()
-    clean = trackedstatus.index_checksum(clones.candidate)
-    assert clean is not None
+    new, clean = clones.keep_a()
     other = clones.champion.parent / "other-name"
     other.unlink(missing_ok=True)
     os.link(clones.champion / "a.txt", other)
