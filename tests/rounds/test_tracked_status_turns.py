@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -19,24 +19,11 @@ from controller.domain.enums import Reason
 from controller.services.execution.turn import run_turn
 from controller.workspace import trackedstatus
 from controller.workspace.checkout import Checkout
+from tests.rounds.test_tree_prints import walks  # noqa: F401 (the fixture: git status walks, spied)
 from tests.rounds.test_turn_units import Engine, engine  # noqa: F401 (engine: the fixture)
 from tests.support.scripted_executor import Call, Program, Reply
 
 ONE_ARM = "interleave = false"
-
-
-@pytest.fixture
-def walks(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Path]]:
-    """The checkouts git's status walk ran in, in order (a spy: git still runs)."""
-    seen: list[Path] = []
-    original = Checkout.status_and_ignored
-
-    def spy(self: Checkout, *, ignored: bool = True) -> tuple[dict[str, str], list[str]]:
-        seen.append(self.path)
-        return original(self, ignored=ignored)
-
-    monkeypatch.setattr(Checkout, "status_and_ignored", spy)
-    yield seen
 
 
 def _agent(extra: Callable[[Path, int], object] | None = None) -> Program:
@@ -54,7 +41,7 @@ def _agent(extra: Callable[[Path, int], object] | None = None) -> Program:
 
 def test_a_kept_turns_check_runs_no_git_walk_and_decides_as_git(
     engine: Callable[..., Engine],  # noqa: F811
-    walks: list[Path],
+    walks: list[Path],  # noqa: F811
 ) -> None:
     """Every check is this process's (the candidate's index is recorded where git made the checkout,
     then at each commit), and what it found is what git commits."""
@@ -108,7 +95,7 @@ CHANGES: dict[str, tuple[Callable[[Path], object], Reason, str | None, bool]] = 
 @pytest.mark.parametrize("change", list(CHANGES.values()), ids=list(CHANGES))
 def test_the_check_read_in_process_decides_as_git_would(
     engine: Callable[..., Engine],  # noqa: F811
-    walks: list[Path],
+    walks: list[Path],  # noqa: F811
     change: tuple[Callable[[Path], object], Reason, str | None, bool],
 ) -> None:
     act, reason, named, by_git = change
